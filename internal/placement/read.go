@@ -1,0 +1,58 @@
+package placement
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// OrderReads orders replicas for a read (OctopusFS §4.2): by
+// min(NetThru/NrConn(node), RThru/NrConn(device)) descending, ties broken by
+// the device's media read throughput, then randomly. Replicas on failed
+// devices or down nodes go last, in case the snapshot is stale. The input
+// slice is not modified.
+func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []model.Replica {
+	type scored struct {
+		r      model.Replica
+		ok     bool
+		score  float64
+		media  float64
+		tiebrk float64
+	}
+	sc := make([]scored, len(replicas))
+	for i, r := range replicas {
+		x := scored{r: r, tiebrk: rng.Float64()}
+		d, found := s.Device(r.Device)
+		x.ok = found && d.State != model.DeviceFailed && s.NodeUp(r.Node)
+		if found {
+			x.media = d.ReadBps
+			dev := d.ReadBps / float64(d.ActiveStreams+1)
+			net := math.Inf(1)
+			if n, ok := s.Node(r.Node); ok && n.NetBps > 0 {
+				net = n.NetBps / float64(n.Conns+1)
+			}
+			x.score = math.Min(net, dev)
+		}
+		sc[i] = x
+	}
+	sort.SliceStable(sc, func(i, j int) bool {
+		a, b := sc[i], sc[j]
+		if a.ok != b.ok {
+			return a.ok
+		}
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		if a.media != b.media {
+			return a.media > b.media
+		}
+		return a.tiebrk < b.tiebrk
+	})
+	out := make([]model.Replica, len(sc))
+	for i, x := range sc {
+		out[i] = x.r
+	}
+	return out
+}
