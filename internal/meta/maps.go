@@ -1,0 +1,257 @@
+package meta
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// Key prefixes of the typed maps. One byte plus '/' keeps keys compact (etcd
+// stores every key in every revision) while staying readable in a dump.
+const (
+	PrefixBucket  = "b/"
+	PrefixObject  = "o/"
+	PrefixExtent  = "x/"
+	PrefixEgroup  = "g/"
+	PrefixAccess  = "a/"
+	PrefixUpload  = "u/"
+	PrefixCluster = "c/"
+	PrefixPolicy  = "p/"
+	PrefixJob     = "j/"
+	PrefixSeq     = "s/"
+)
+
+// Bucket is a bucket record.
+type Bucket struct {
+	Name    string       `json:"n"`
+	Created int64        `json:"c"` // unix nanoseconds
+	Owner   string       `json:"o,omitempty"`
+	Vector  model.Vector `json:"v,omitempty"` // default vector; zero = cluster default
+	// Opaque S3 sub-resources stored for the gateway (ACL, policy, tags, ...).
+	Attrs map[string][]byte `json:"a,omitempty"`
+}
+
+// ExtentRef is an object's reference to a run of bytes of an extent.
+type ExtentRef struct {
+	ID  uint64 `json:"i"`
+	Off int64  `json:"o,omitempty"` // offset into the extent
+	Len int64  `json:"l"`
+}
+
+// Object is an object record: attributes plus the ordered extent refs.
+type Object struct {
+	Size     int64             `json:"s"`
+	ETag     string            `json:"e"`
+	Mtime    int64             `json:"m"` // unix nanoseconds
+	Vector   model.Vector      `json:"v"`
+	Class    string            `json:"k,omitempty"`
+	Headers  map[string]string `json:"h,omitempty"`  // content-type and friends
+	UserMeta map[string]string `json:"um,omitempty"` // x-amz-meta-*
+	Tags     map[string]string `json:"t,omitempty"`
+	Parts    []int64           `json:"p,omitempty"` // part sizes of a multipart object
+	Extents  []ExtentRef       `json:"x"`
+}
+
+// Extent locates a run of bytes inside an extent group. Relocating data
+// (GC, tiering of one extent) rewrites only this record.
+type Extent struct {
+	Egroup uint64 `json:"g"`
+	Off    int64  `json:"o"` // file offset of the extent's first slice
+	Len    int64  `json:"l"` // payload bytes
+}
+
+// EgroupState is the life-cycle state of an extent group.
+type EgroupState uint8
+
+// Egroup states.
+const (
+	EgroupOpen EgroupState = iota
+	EgroupSealed
+)
+
+// EgroupReplica is one replica of an extent group.
+type EgroupReplica struct {
+	Device model.DeviceID `json:"d"`
+	Node   model.NodeID   `json:"n"`
+	Tier   model.Tier     `json:"t"`
+	// Bad marks a replica that failed a checksum or lost its tail; readers
+	// skip it and the Curator repairs it.
+	Bad bool `json:"b,omitempty"`
+}
+
+// Replica returns the model view of the replica.
+func (r EgroupReplica) Replica() model.Replica {
+	return model.Replica{Device: r.Device, Node: r.Node, Tier: r.Tier}
+}
+
+// Egroup is an extent-group record.
+type Egroup struct {
+	Replicas []EgroupReplica `json:"r"`
+	State    EgroupState     `json:"s"`
+	// Size is the committed length of every replica file; bytes past it
+	// belong to unacknowledged writes and are truncated on recovery.
+	Size   int64        `json:"z"`
+	Vector model.Vector `json:"v"`
+	Mtime  int64        `json:"m"`
+}
+
+// Access is the eventually consistent access record of an extent group.
+type Access struct {
+	Atime int64 `json:"a"`
+	Reads int64 `json:"r"`
+}
+
+// Upload is an in-progress multipart upload.
+type Upload struct {
+	Key      string            `json:"k"`
+	Created  int64             `json:"c"`
+	Vector   model.Vector      `json:"v"`
+	Class    string            `json:"cl,omitempty"`
+	Headers  map[string]string `json:"h,omitempty"`
+	UserMeta map[string]string `json:"um,omitempty"`
+	Tags     map[string]string `json:"t,omitempty"`
+}
+
+// Part is one uploaded part of a multipart upload.
+type Part struct {
+	Size    int64       `json:"s"`
+	ETag    string      `json:"e"`
+	Mtime   int64       `json:"m"`
+	Extents []ExtentRef `json:"x"`
+}
+
+// Key builders. IDs are fixed-width hex so that key order is numeric order.
+
+func BucketKey(bucket string) []byte { return []byte(PrefixBucket + bucket) }
+
+func ObjectKey(bucket, key string) []byte { return []byte(PrefixObject + bucket + "\x00" + key) }
+
+// ObjectPrefix is the key prefix of all objects of a bucket whose names start with prefix.
+func ObjectPrefix(bucket, prefix string) []byte {
+	return []byte(PrefixObject + bucket + "\x00" + prefix)
+}
+
+// SplitObjectKey returns bucket and object key from an object map key.
+func SplitObjectKey(k []byte) (bucket, key string, ok bool) {
+	s := strings.TrimPrefix(string(k), PrefixObject)
+	bucket, key, ok = strings.Cut(s, "\x00")
+	return
+}
+
+func ExtentKey(id uint64) []byte { return []byte(PrefixExtent + FormatID(id)) }
+func EgroupKey(id uint64) []byte { return []byte(PrefixEgroup + FormatID(id)) }
+func AccessKey(id uint64) []byte { return []byte(PrefixAccess + FormatID(id)) }
+
+func UploadKey(bucket, uploadID string) []byte {
+	return []byte(PrefixUpload + bucket + "\x00" + uploadID)
+}
+
+// PartKey sorts parts numerically after their upload record.
+func PartKey(bucket, uploadID string, part int) []byte {
+	return []byte(fmt.Sprintf("%s%s\x00%s\x00%05d", PrefixUpload, bucket, uploadID, part))
+}
+
+// FormatID prints an ID as 16 hex digits.
+func FormatID(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// ParseID parses the hex ID at the end of a map key.
+func ParseID(key []byte) (uint64, error) {
+	s := string(key)
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		s = s[i+1:]
+	}
+	return strconv.ParseUint(s, 16, 64)
+}
+
+// Encode serialises a record. Records are JSON with short field names:
+// compact enough for etcd, and readable in `terrace debug meta` dumps.
+func Encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Records are plain structs; failing to marshal one is a bug.
+		panic(fmt.Sprintf("meta: encode %T: %v", v, err))
+	}
+	return b
+}
+
+// Decode parses a record.
+func Decode(b []byte, v any) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("meta: decode %T: %w", v, err)
+	}
+	return nil
+}
+
+// GetRecord reads and decodes one record, returning its ModRev.
+func GetRecord(ctx context.Context, kv KV, key []byte, v any) (int64, error) {
+	it, err := kv.Get(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	return it.ModRev, Decode(it.Value, v)
+}
+
+// Sequence hands out unique IDs from a counter key, reserving them in
+// blocks so that ID allocation costs one metadata commit per block.
+type Sequence struct {
+	kv    KV
+	key   []byte
+	block uint64
+
+	next, limit uint64
+	mu          chanMutex
+}
+
+// chanMutex is a mutex that honours context cancellation.
+type chanMutex chan struct{}
+
+// NewSequence returns a sequence over the counter at s/<name>.
+func NewSequence(kv KV, name string, block uint64) *Sequence {
+	if block == 0 {
+		block = 1024
+	}
+	return &Sequence{kv: kv, key: []byte(PrefixSeq + name), block: block, mu: make(chanMutex, 1)}
+}
+
+// Next returns a fresh ID (never 0).
+func (s *Sequence) Next(ctx context.Context) (uint64, error) {
+	select {
+	case s.mu <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-s.mu }()
+	for s.next == 0 || s.next >= s.limit {
+		it, err := s.kv.Get(ctx, s.key)
+		var cur uint64
+		var rev int64
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return 0, err
+		default:
+			cur, err = strconv.ParseUint(string(it.Value), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("meta: corrupt sequence %s: %w", s.key, err)
+			}
+			rev = it.ModRev
+		}
+		var t Txn
+		t.If(s.key, rev)
+		t.Put(s.key, []byte(strconv.FormatUint(cur+s.block, 10)))
+		if _, err := s.kv.Commit(ctx, &t); errors.Is(err, ErrConflict) {
+			continue
+		} else if err != nil {
+			return 0, err
+		}
+		s.next, s.limit = cur+1, cur+s.block+1
+	}
+	id := s.next
+	s.next++
+	return id, nil
+}

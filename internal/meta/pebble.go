@@ -1,0 +1,228 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// revKey holds the store's current revision. It sorts after every map key
+// (all map keys start with a printable byte).
+var revKey = []byte("\xff\xffrev")
+
+// Pebble is the embedded single-node KV. Values are stored as an 8-byte
+// big-endian modification revision followed by the value, so that Cmp works
+// exactly like etcd's ModRevision compare.
+type Pebble struct {
+	db *pebble.DB
+
+	// mu serialises compare+apply so compares see every earlier commit; the
+	// WAL sync happens after mu is released, so concurrent commits share
+	// fsyncs (group commit).
+	mu  sync.Mutex
+	rev int64
+
+	watchMu  sync.Mutex
+	watchers map[*watcher]struct{}
+}
+
+var _ KV = (*Pebble)(nil)
+
+// OpenPebble opens (creating if needed) a Pebble store in dir.
+func OpenPebble(dir string) (*Pebble, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("meta: open pebble %s: %w", dir, err)
+	}
+	p := &Pebble{db: db, watchers: map[*watcher]struct{}{}}
+	v, closer, err := db.Get(revKey)
+	switch {
+	case err == pebble.ErrNotFound:
+	case err != nil:
+		db.Close()
+		return nil, fmt.Errorf("meta: read revision: %w", err)
+	default:
+		if len(v) != 8 {
+			closer.Close()
+			db.Close()
+			return nil, fmt.Errorf("meta: corrupt revision record (%d bytes)", len(v))
+		}
+		p.rev = int64(binary.BigEndian.Uint64(v))
+		closer.Close()
+	}
+	return p, nil
+}
+
+func decodeValue(key, raw []byte) (Item, error) {
+	if len(raw) < 8 {
+		return Item{}, fmt.Errorf("meta: corrupt value for key %q (%d bytes)", key, len(raw))
+	}
+	return Item{
+		Key:    append([]byte(nil), key...),
+		Value:  append([]byte(nil), raw[8:]...),
+		ModRev: int64(binary.BigEndian.Uint64(raw[:8])),
+	}, nil
+}
+
+// Get implements KV.
+func (p *Pebble) Get(ctx context.Context, key []byte) (Item, error) {
+	if err := ctx.Err(); err != nil {
+		return Item{}, err
+	}
+	raw, closer, err := p.db.Get(key)
+	if err == pebble.ErrNotFound {
+		return Item{}, ErrNotFound
+	}
+	if err != nil {
+		return Item{}, fmt.Errorf("meta: get: %w", err)
+	}
+	defer closer.Close()
+	return decodeValue(key, raw)
+}
+
+// Scan implements KV.
+func (p *Pebble) Scan(ctx context.Context, start, end []byte, limit int) ([]Item, error) {
+	if end == nil || bytes.Compare(end, revKey) > 0 {
+		end = revKey
+	}
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return nil, fmt.Errorf("meta: scan: %w", err)
+	}
+	defer it.Close()
+	var out []Item
+	for ok := it.First(); ok; ok = it.Next() {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		if len(out)%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, fmt.Errorf("meta: scan: %w", err)
+		}
+		item, err := decodeValue(it.Key(), v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, item)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("meta: scan: %w", err)
+	}
+	return out, nil
+}
+
+func (p *Pebble) modRev(key []byte) (int64, error) {
+	raw, closer, err := p.db.Get(key)
+	if err == pebble.ErrNotFound {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer closer.Close()
+	if len(raw) < 8 {
+		return 0, fmt.Errorf("meta: corrupt value for key %q", key)
+	}
+	return int64(binary.BigEndian.Uint64(raw[:8])), nil
+}
+
+// Commit implements KV.
+func (p *Pebble) Commit(ctx context.Context, t *Txn) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if len(t.Ops) == 0 {
+		return 0, fmt.Errorf("meta: empty transaction")
+	}
+	if len(t.Ops) > MaxTxnOps {
+		return 0, fmt.Errorf("meta: transaction has %d ops, limit %d", len(t.Ops), MaxTxnOps)
+	}
+	for _, op := range t.Ops {
+		if len(op.Key) == 0 || op.Key[0] == 0xff {
+			return 0, fmt.Errorf("meta: invalid key %q", op.Key)
+		}
+		if len(op.Value) > MaxValueBytes {
+			return 0, fmt.Errorf("meta: value for %q is %d bytes, limit %d", op.Key, len(op.Value), MaxValueBytes)
+		}
+	}
+	b := p.db.NewBatch()
+	defer b.Close()
+
+	p.mu.Lock()
+	for _, c := range t.Cmps {
+		cur, err := p.modRev(c.Key)
+		if err != nil {
+			p.mu.Unlock()
+			return 0, fmt.Errorf("meta: compare: %w", err)
+		}
+		if cur != c.ModRev {
+			p.mu.Unlock()
+			return 0, ErrConflict
+		}
+	}
+	rev := p.rev + 1
+	var hdr [8]byte
+	binary.BigEndian.PutUint64(hdr[:], uint64(rev))
+	for _, op := range t.Ops {
+		if op.Delete {
+			_ = b.Delete(op.Key, nil)
+			continue
+		}
+		v := make([]byte, 8+len(op.Value))
+		copy(v, hdr[:])
+		copy(v[8:], op.Value)
+		_ = b.Set(op.Key, v, nil)
+	}
+	_ = b.Set(revKey, hdr[:], nil)
+	if err := p.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
+		p.mu.Unlock()
+		return 0, fmt.Errorf("meta: commit: %w", err)
+	}
+	p.rev = rev
+	p.mu.Unlock()
+
+	if err := b.SyncWait(); err != nil {
+		// The batch is applied but its durability is unknown; the store is
+		// no longer trustworthy. Pebble treats WAL sync failure as fatal.
+		return 0, fmt.Errorf("meta: commit sync: %w", err)
+	}
+	p.notify(t, rev)
+	return rev, nil
+}
+
+// Close implements KV.
+func (p *Pebble) Close() error {
+	p.watchMu.Lock()
+	for w := range p.watchers {
+		w.close()
+	}
+	p.watchers = map[*watcher]struct{}{}
+	p.watchMu.Unlock()
+	return p.db.Close()
+}
+
+// Rev returns the latest committed revision.
+func (p *Pebble) Rev() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rev
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...interface{}) {}
+func (quietLogger) Errorf(format string, args ...interface{}) {
+	fmt.Printf("pebble: "+format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...interface{}) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}

@@ -1,0 +1,24 @@
+package object
+
+import "errors"
+
+// Errors the gateway maps to S3 error codes.
+var (
+	ErrNoSuchBucket        = errors.New("object: no such bucket")
+	ErrBucketExists        = errors.New("object: bucket already exists")
+	ErrBucketNotEmpty      = errors.New("object: bucket not empty")
+	ErrInvalidBucketName   = errors.New("object: invalid bucket name")
+	ErrNoSuchKey           = errors.New("object: no such key")
+	ErrInvalidKey          = errors.New("object: invalid object key")
+	ErrInvalidRange        = errors.New("object: invalid range")
+	ErrNoSuchUpload        = errors.New("object: no such upload")
+	ErrInvalidPart         = errors.New("object: invalid part")
+	ErrInvalidPartOrder    = errors.New("object: parts not in ascending order")
+	ErrEntityTooSmall      = errors.New("object: part smaller than the 5 MiB minimum")
+	ErrTooLarge            = errors.New("object: object too large")
+	ErrInsufficientStorage = errors.New("object: insufficient storage")
+	ErrBadDigest           = errors.New("object: content digest mismatch")
+	ErrUnknownClass        = errors.New("object: unknown storage class")
+	ErrNoGoodReplica       = errors.New("object: no readable replica")
+	ErrIncompleteBody      = errors.New("object: body shorter than declared size")
+)

@@ -1,0 +1,33 @@
+package object
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	puts, gets, deletes  prometheus.Counter
+	putBytes, readBytes  prometheus.Counter
+	corruptReads         prometheus.Counter
+	replicaWriteFailures prometheus.Counter
+	egroupsCreated       prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "terrace", Subsystem: "object", Name: name, Help: help})
+	}
+	return &metrics{
+		puts:                 c("puts_total", "Objects and parts written."),
+		gets:                 c("gets_total", "Object reads opened."),
+		deletes:              c("deletes_total", "Objects deleted."),
+		putBytes:             c("put_bytes_total", "Payload bytes written (before replication)."),
+		readBytes:            c("read_bytes_total", "Payload bytes read from replicas."),
+		corruptReads:         c("corrupt_replica_reads_total", "Replica reads that failed checksum verification."),
+		replicaWriteFailures: c("replica_write_failures_total", "Replica appends that failed and were re-placed."),
+		egroupsCreated:       c("egroups_created_total", "Extent groups created."),
+	}
+}
+
+// Collectors returns the layer's Prometheus collectors for registration.
+func (l *Layer) Collectors() []prometheus.Collector {
+	m := l.m
+	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated}
+}

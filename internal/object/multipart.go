@@ -1,0 +1,393 @@
+package object
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+)
+
+// Multipart limits (S3's).
+const (
+	MinPartBytes = 5 << 20
+	MaxPartNum   = 10000
+)
+
+// Upload describes an in-progress multipart upload.
+type Upload struct {
+	Bucket string
+	ID     string
+	meta.Upload
+}
+
+// PartInfo describes an uploaded part.
+type PartInfo struct {
+	Num int
+	meta.Part
+}
+
+// CreateUpload starts a multipart upload.
+func (l *Layer) CreateUpload(ctx context.Context, bucket, key string, opts PutOptions) (string, error) {
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	b, brev, err := l.GetBucket(ctx, bucket)
+	if err != nil {
+		return "", err
+	}
+	v, err := l.resolveVector(b, opts.Vector, opts.Class)
+	if err != nil {
+		return "", err
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	up := meta.Upload{Key: key, Created: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
+		Headers: opts.Headers, UserMeta: opts.UserMeta, Tags: opts.Tags}
+	var t meta.Txn
+	t.If(meta.BucketKey(bucket), brev)
+	t.Put(meta.UploadKey(bucket, id), meta.Encode(up))
+	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// GetUpload returns an upload record.
+func (l *Layer) GetUpload(ctx context.Context, bucket, uploadID string) (Upload, int64, error) {
+	var up meta.Upload
+	if strings.ContainsRune(uploadID, 0) || uploadID == "" {
+		return Upload{}, 0, fmt.Errorf("%w: %q", ErrNoSuchUpload, uploadID)
+	}
+	rev, err := meta.GetRecord(ctx, l.kv, meta.UploadKey(bucket, uploadID), &up)
+	if errors.Is(err, meta.ErrNotFound) {
+		if _, _, berr := l.GetBucket(ctx, bucket); berr != nil {
+			return Upload{}, 0, berr
+		}
+		return Upload{}, 0, fmt.Errorf("%w: %s", ErrNoSuchUpload, uploadID)
+	}
+	return Upload{Bucket: bucket, ID: uploadID, Upload: up}, rev, err
+}
+
+func checkPartNum(n int) error {
+	if n < 1 || n > MaxPartNum {
+		return fmt.Errorf("%w: part number %d not in [1, %d]", ErrInvalidPart, n, MaxPartNum)
+	}
+	return nil
+}
+
+// UploadPart stores one part. Re-uploading a part number replaces it.
+func (l *Layer) UploadPart(ctx context.Context, bucket, uploadID string, num int, body io.Reader, size int64, contentMD5 string) (PartInfo, error) {
+	if err := checkPartNum(num); err != nil {
+		return PartInfo{}, err
+	}
+	up, urev, err := l.GetUpload(ctx, bucket, uploadID)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	if err := l.pool.enter(ctx); err != nil {
+		return PartInfo{}, err
+	}
+	defer l.pool.leave()
+	w := l.newWriter(up.Vector)
+	if err := w.write(ctx, body, size); err != nil {
+		w.abort(ctx)
+		return PartInfo{}, err
+	}
+	if contentMD5 != "" && !strings.EqualFold(contentMD5, w.etag()) {
+		w.abort(ctx)
+		return PartInfo{}, ErrBadDigest
+	}
+	p := meta.Part{Size: w.size, ETag: w.etag(), Mtime: l.opts.Now().UnixNano(), Extents: w.refs()}
+	err = w.commit(ctx, func(t *meta.Txn) {
+		t.If(meta.UploadKey(bucket, uploadID), urev)
+		t.Put(meta.PartKey(bucket, uploadID, num), meta.Encode(p))
+	})
+	if err != nil {
+		w.abort(ctx)
+		if errors.Is(err, meta.ErrConflict) {
+			return PartInfo{}, fmt.Errorf("%w: %s (aborted or completed)", ErrNoSuchUpload, uploadID)
+		}
+		return PartInfo{}, err
+	}
+	w.release()
+	return PartInfo{Num: num, Part: p}, nil
+}
+
+// UploadPartCopy makes a part from bytes [off, off+n) of an existing
+// object. When the vectors match, the part shares the source's extents.
+func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, off, n int64) (PartInfo, error) {
+	if err := checkPartNum(num); err != nil {
+		return PartInfo{}, err
+	}
+	up, urev, err := l.GetUpload(ctx, bucket, uploadID)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	src, err := l.Head(ctx, srcBucket, srcKey)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	if n < 0 {
+		n = src.Size - off
+	}
+	if off < 0 || n < 0 || off+n > src.Size || (off >= src.Size && src.Size > 0) {
+		return PartInfo{}, fmt.Errorf("%w: [%d, %d) of %d bytes", ErrInvalidRange, off, off+n, src.Size)
+	}
+	if !up.Vector.Equal(src.Vector) {
+		_, rc, err := l.Get(ctx, srcBucket, srcKey, off, n)
+		if err != nil {
+			return PartInfo{}, err
+		}
+		defer rc.Close()
+		return l.UploadPart(ctx, bucket, uploadID, num, rc, n, "")
+	}
+	// Share extents: slice the source's refs to the range, hashing the
+	// bytes for the part ETag as S3 requires.
+	refs := sliceRefs(src.Extents, off, n)
+	h := md5.New()
+	_, rc, err := l.Get(ctx, srcBucket, srcKey, off, n)
+	if err != nil {
+		return PartInfo{}, err
+	}
+	if _, err := io.Copy(h, rc); err != nil {
+		rc.Close()
+		return PartInfo{}, err
+	}
+	rc.Close()
+	p := meta.Part{Size: n, ETag: hex.EncodeToString(h.Sum(nil)), Mtime: l.opts.Now().UnixNano(), Extents: refs}
+	var t meta.Txn
+	t.If(meta.UploadKey(bucket, uploadID), urev)
+	t.Put(meta.PartKey(bucket, uploadID, num), meta.Encode(p))
+	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		if errors.Is(err, meta.ErrConflict) {
+			return PartInfo{}, fmt.Errorf("%w: %s", ErrNoSuchUpload, uploadID)
+		}
+		return PartInfo{}, err
+	}
+	return PartInfo{Num: num, Part: p}, nil
+}
+
+// sliceRefs returns the refs covering [off, off+n) of an extent list.
+func sliceRefs(refs []meta.ExtentRef, off, n int64) []meta.ExtentRef {
+	var out []meta.ExtentRef
+	for _, r := range refs {
+		if n <= 0 {
+			break
+		}
+		if off >= r.Len {
+			off -= r.Len
+			continue
+		}
+		take := min(r.Len-off, n)
+		out = append(out, meta.ExtentRef{ID: r.ID, Off: r.Off + off, Len: take})
+		n -= take
+		off = 0
+	}
+	return out
+}
+
+// ListParts lists parts after partMarker, up to max.
+func (l *Layer) ListParts(ctx context.Context, bucket, uploadID string, after, max int) ([]PartInfo, bool, error) {
+	if _, _, err := l.GetUpload(ctx, bucket, uploadID); err != nil {
+		return nil, false, err
+	}
+	if max <= 0 || max > 1000 {
+		max = 1000
+	}
+	start := meta.PartKey(bucket, uploadID, after+1)
+	end := meta.PrefixEnd(append(meta.UploadKey(bucket, uploadID), 0))
+	items, err := l.kv.Scan(ctx, start, end, max+1)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []PartInfo
+	for i, it := range items {
+		if i == max {
+			return out, true, nil
+		}
+		var p meta.Part
+		if err := meta.Decode(it.Value, &p); err != nil {
+			return nil, false, err
+		}
+		var num int
+		k := string(it.Key)
+		fmt.Sscanf(k[strings.LastIndexByte(k, 0)+1:], "%d", &num)
+		out = append(out, PartInfo{Num: num, Part: p})
+	}
+	return out, false, nil
+}
+
+// ListUploads lists in-progress uploads of a bucket whose keys have prefix.
+func (l *Layer) ListUploads(ctx context.Context, bucket, prefix string, max int) ([]Upload, bool, error) {
+	if _, _, err := l.GetBucket(ctx, bucket); err != nil {
+		return nil, false, err
+	}
+	if max <= 0 || max > 1000 {
+		max = 1000
+	}
+	p := []byte(meta.PrefixUpload + bucket + "\x00")
+	var out []Upload
+	start := p
+	for {
+		items, err := l.kv.Scan(ctx, start, meta.PrefixEnd(p), 512)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, it := range items {
+			rest := string(it.Key[len(p):])
+			if strings.ContainsRune(rest, 0) {
+				continue // a part record
+			}
+			var up meta.Upload
+			if err := meta.Decode(it.Value, &up); err != nil {
+				return nil, false, err
+			}
+			if !strings.HasPrefix(up.Key, prefix) {
+				continue
+			}
+			if len(out) == max {
+				return out, true, nil
+			}
+			out = append(out, Upload{Bucket: bucket, ID: rest, Upload: up})
+		}
+		if len(items) < 512 {
+			return out, false, nil
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+}
+
+// CompletePart names a part in a CompleteMultipartUpload request.
+type CompletePart struct {
+	Num  int
+	ETag string
+}
+
+// CompleteUpload assembles the object from its parts without moving data:
+// the object's extent list is the parts' lists concatenated. The ETag is
+// S3's: MD5 of the parts' binary MD5s, "-N".
+func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, parts []CompletePart) (ObjectInfo, error) {
+	up, urev, err := l.GetUpload(ctx, bucket, uploadID)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	_, brev, err := l.GetBucket(ctx, bucket)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if len(parts) == 0 {
+		return ObjectInfo{}, fmt.Errorf("%w: no parts given", ErrInvalidPart)
+	}
+	stored, _, err := l.ListParts(ctx, bucket, uploadID, 0, 1000)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	byNum := map[int]meta.Part{}
+	for _, p := range stored {
+		byNum[p.Num] = p.Part
+	}
+	// ListParts pages at 1000; fetch the rest when needed.
+	for last := 1000; len(stored) == 1000; last += 1000 {
+		stored, _, err = l.ListParts(ctx, bucket, uploadID, last, 1000)
+		if err != nil {
+			return ObjectInfo{}, err
+		}
+		for _, p := range stored {
+			byNum[p.Num] = p.Part
+		}
+	}
+	var o meta.Object
+	h := md5.New()
+	prev := 0
+	for i, cp := range parts {
+		if cp.Num <= prev {
+			return ObjectInfo{}, fmt.Errorf("%w: part %d after part %d", ErrInvalidPartOrder, cp.Num, prev)
+		}
+		prev = cp.Num
+		p, ok := byNum[cp.Num]
+		etag := strings.Trim(cp.ETag, `"`)
+		if !ok || (etag != "" && !strings.EqualFold(etag, p.ETag)) {
+			return ObjectInfo{}, fmt.Errorf("%w: part %d (etag %s) not uploaded", ErrInvalidPart, cp.Num, etag)
+		}
+		if i < len(parts)-1 && p.Size < MinPartBytes {
+			return ObjectInfo{}, fmt.Errorf("%w: part %d is %d bytes", ErrEntityTooSmall, cp.Num, p.Size)
+		}
+		raw, err := hex.DecodeString(p.ETag)
+		if err != nil {
+			return ObjectInfo{}, fmt.Errorf("object: corrupt part etag %q", p.ETag)
+		}
+		h.Write(raw)
+		o.Size += p.Size
+		o.Parts = append(o.Parts, p.Size)
+		o.Extents = append(o.Extents, p.Extents...)
+	}
+	if o.Size > l.opts.MaxObjectBytes {
+		return ObjectInfo{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, o.Size)
+	}
+	o.ETag = fmt.Sprintf("%s-%d", hex.EncodeToString(h.Sum(nil)), len(parts))
+	o.Mtime = l.opts.Now().UnixNano()
+	o.Vector, o.Class = up.Vector, up.Class
+	o.Headers, o.UserMeta, o.Tags = up.Headers, up.UserMeta, up.Tags
+	var t meta.Txn
+	t.If(meta.UploadKey(bucket, uploadID), urev)
+	t.If(meta.BucketKey(bucket), brev)
+	t.Del(meta.UploadKey(bucket, uploadID))
+	t.Put(meta.ObjectKey(bucket, up.Key), meta.Encode(o))
+	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		if errors.Is(err, meta.ErrConflict) {
+			return ObjectInfo{}, fmt.Errorf("%w: %s (completed or aborted concurrently)", ErrNoSuchUpload, uploadID)
+		}
+		return ObjectInfo{}, err
+	}
+	l.deletePartRecords(ctx, bucket, uploadID)
+	return ObjectInfo{Bucket: bucket, Key: up.Key, Object: o}, nil
+}
+
+// deletePartRecords removes part records after complete/abort. A crash
+// in between leaves orphan part records that reference extents the object
+// also references; the Curator removes orphans whose upload is gone.
+func (l *Layer) deletePartRecords(ctx context.Context, bucket, uploadID string) {
+	p := append(meta.UploadKey(bucket, uploadID), 0)
+	for {
+		items, err := l.kv.Scan(ctx, p, meta.PrefixEnd(p), meta.MaxTxnOps)
+		if err != nil || len(items) == 0 {
+			return
+		}
+		var t meta.Txn
+		for _, it := range items {
+			t.Del(it.Key)
+		}
+		if _, err := l.kv.Commit(ctx, &t); err != nil {
+			return
+		}
+	}
+}
+
+// AbortUpload discards an upload; its parts' bytes become garbage.
+func (l *Layer) AbortUpload(ctx context.Context, bucket, uploadID string) error {
+	_, urev, err := l.GetUpload(ctx, bucket, uploadID)
+	if err != nil {
+		return err
+	}
+	var t meta.Txn
+	t.If(meta.UploadKey(bucket, uploadID), urev)
+	t.Del(meta.UploadKey(bucket, uploadID))
+	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		if errors.Is(err, meta.ErrConflict) {
+			return fmt.Errorf("%w: %s", ErrNoSuchUpload, uploadID)
+		}
+		return err
+	}
+	l.deletePartRecords(ctx, bucket, uploadID)
+	return nil
+}
+

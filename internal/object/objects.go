@@ -1,0 +1,253 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// PutOptions carry an object's attributes.
+type PutOptions struct {
+	// Size is the body length, or -1 if unknown (read to EOF).
+	Size     int64
+	Vector   model.Vector
+	Class    string
+	Headers  map[string]string
+	UserMeta map[string]string
+	Tags     map[string]string
+	// ContentMD5, when set (hex), must match the body's MD5.
+	ContentMD5 string
+}
+
+// ObjectInfo is an object record with its name.
+type ObjectInfo struct {
+	Bucket string
+	Key    string
+	meta.Object
+}
+
+// Put stores an object. It returns only after every replica of its data is
+// durable and the metadata commit succeeded.
+func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opts PutOptions) (ObjectInfo, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, err
+	}
+	b, brev, err := l.GetBucket(ctx, bucket)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	v, err := l.resolveVector(b, opts.Vector, opts.Class)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if opts.Size > l.opts.MaxObjectBytes {
+		return ObjectInfo{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, opts.Size, l.opts.MaxObjectBytes)
+	}
+	if err := l.pool.enter(ctx); err != nil {
+		return ObjectInfo{}, err
+	}
+	defer l.pool.leave()
+	w := l.newWriter(v)
+	if err := w.write(ctx, body, opts.Size); err != nil {
+		w.abort(ctx)
+		return ObjectInfo{}, err
+	}
+	if opts.ContentMD5 != "" && !strings.EqualFold(opts.ContentMD5, w.etag()) {
+		w.abort(ctx)
+		return ObjectInfo{}, ErrBadDigest
+	}
+	obj := meta.Object{
+		Size: w.size, ETag: w.etag(), Mtime: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
+		Headers: opts.Headers, UserMeta: opts.UserMeta, Tags: opts.Tags, Extents: w.refs(),
+	}
+	okey := meta.ObjectKey(bucket, key)
+	err = w.commit(ctx, func(t *meta.Txn) {
+		t.If(meta.BucketKey(bucket), brev)
+		t.Put(okey, meta.Encode(obj))
+	})
+	if err != nil {
+		w.abort(ctx)
+		if errors.Is(err, meta.ErrConflict) {
+			// The bucket changed under us (being deleted); report it gone
+			// if it is, otherwise as a conflict to retry.
+			if _, _, berr := l.GetBucket(ctx, bucket); berr != nil {
+				return ObjectInfo{}, berr
+			}
+		}
+		return ObjectInfo{}, err
+	}
+	w.release()
+	l.m.putBytes.Add(float64(w.size))
+	l.m.puts.Inc()
+	return ObjectInfo{Bucket: bucket, Key: key, Object: obj}, nil
+}
+
+// Head returns an object's record.
+func (l *Layer) Head(ctx context.Context, bucket, key string) (ObjectInfo, error) {
+	info, _, err := l.head(ctx, bucket, key)
+	return info, err
+}
+
+func (l *Layer) head(ctx context.Context, bucket, key string) (ObjectInfo, int64, error) {
+	if err := checkKey(key); err != nil {
+		return ObjectInfo{}, 0, err
+	}
+	var o meta.Object
+	rev, err := meta.GetRecord(ctx, l.kv, meta.ObjectKey(bucket, key), &o)
+	if errors.Is(err, meta.ErrNotFound) {
+		if _, _, berr := l.GetBucket(ctx, bucket); berr != nil {
+			return ObjectInfo{}, 0, berr
+		}
+		return ObjectInfo{}, 0, fmt.Errorf("%w: %s/%s", ErrNoSuchKey, bucket, key)
+	}
+	if err != nil {
+		return ObjectInfo{}, 0, err
+	}
+	return ObjectInfo{Bucket: bucket, Key: key, Object: o}, rev, nil
+}
+
+// Get opens an object for reading bytes [off, off+n); n < 0 means to the
+// end. The returned reader verifies every slice and falls back across
+// replicas; it holds no locks, so a concurrent overwrite does not block it.
+func (l *Layer) Get(ctx context.Context, bucket, key string, off, n int64) (ObjectInfo, io.ReadCloser, error) {
+	info, err := l.Head(ctx, bucket, key)
+	if err != nil {
+		return info, nil, err
+	}
+	if off < 0 || (off > 0 && off >= info.Size) || (off == 0 && info.Size == 0 && n > 0) {
+		return info, nil, fmt.Errorf("%w: offset %d, object size %d", ErrInvalidRange, off, info.Size)
+	}
+	if n < 0 || off+n > info.Size {
+		n = info.Size - off
+	}
+	l.m.gets.Inc()
+	return info, &objectReader{ctx: ctx, l: l, refs: info.Extents, skip: off, left: n}, nil
+}
+
+// Delete removes an object. Only metadata is deleted; its bytes become
+// garbage that the Curator's data-removal scan reclaims (Curator §3.2.3).
+// Deleting a missing key is not an error (S3 semantics).
+func (l *Layer) Delete(ctx context.Context, bucket, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if _, _, err := l.GetBucket(ctx, bucket); err != nil {
+		return err
+	}
+	var t meta.Txn
+	t.Del(meta.ObjectKey(bucket, key))
+	_, err := l.kv.Commit(ctx, &t)
+	if err == nil {
+		l.m.deletes.Inc()
+	}
+	return err
+}
+
+// UpdateObject applies fn to an object record with compare-and-swap (tags,
+// metadata). fn must not change Extents.
+func (l *Layer) UpdateObject(ctx context.Context, bucket, key string, fn func(*meta.Object) error) error {
+	for attempt := 0; attempt < 16; attempt++ {
+		info, rev, err := l.head(ctx, bucket, key)
+		if err != nil {
+			return err
+		}
+		o := info.Object
+		if err := fn(&o); err != nil {
+			return err
+		}
+		var t meta.Txn
+		t.If(meta.ObjectKey(bucket, key), rev)
+		t.Put(meta.ObjectKey(bucket, key), meta.Encode(o))
+		if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
+			continue
+		} else {
+			return err
+		}
+	}
+	return fmt.Errorf("object: update %s/%s: too much contention", bucket, key)
+}
+
+// CopyOptions control Copy.
+type CopyOptions struct {
+	// Replace the destination's attributes with these (S3 REPLACE
+	// directive); otherwise they are copied from the source.
+	ReplaceMeta bool
+	Headers     map[string]string
+	UserMeta    map[string]string
+	Tags        map[string]string
+	ReplaceTags bool
+	Vector      model.Vector
+	Class       string
+}
+
+// Copy copies an object. When the destination's vector equals the
+// source's, the copy shares the source's extents and moves no data;
+// otherwise the bytes are rewritten under the new vector.
+func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string, opts CopyOptions) (ObjectInfo, error) {
+	src, err := l.Head(ctx, srcBucket, srcKey)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if err := checkKey(dstKey); err != nil {
+		return ObjectInfo{}, err
+	}
+	db, brev, err := l.GetBucket(ctx, dstBucket)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	class := src.Class
+	if opts.Class != "" {
+		class = opts.Class
+	}
+	explicit := opts.Vector
+	if explicit.IsZero() && opts.Class == "" {
+		explicit = src.Vector
+	}
+	v, err := l.resolveVector(db, explicit, class)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	o := src.Object
+	o.Mtime = l.opts.Now().UnixNano()
+	o.Class = class
+	if opts.ReplaceMeta {
+		o.Headers, o.UserMeta = opts.Headers, opts.UserMeta
+	}
+	if opts.ReplaceTags {
+		o.Tags = opts.Tags
+	}
+	if v.Equal(src.Vector) {
+		var t meta.Txn
+		t.If(meta.BucketKey(dstBucket), brev)
+		t.Put(meta.ObjectKey(dstBucket, dstKey), meta.Encode(o))
+		if _, err := l.kv.Commit(ctx, &t); err != nil {
+			return ObjectInfo{}, err
+		}
+		return ObjectInfo{Bucket: dstBucket, Key: dstKey, Object: o}, nil
+	}
+	_, rc, err := l.Get(ctx, srcBucket, srcKey, 0, -1)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	defer rc.Close()
+	info, err := l.Put(ctx, dstBucket, dstKey, rc, PutOptions{
+		Size: src.Size, Vector: v, Class: class, Headers: o.Headers, UserMeta: o.UserMeta, Tags: o.Tags,
+	})
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if len(src.Parts) > 0 {
+		// Keep the multipart ETag: S3 clients compare it across copies.
+		err = l.UpdateObject(ctx, dstBucket, dstKey, func(n *meta.Object) error {
+			n.ETag, n.Parts = src.ETag, src.Parts
+			return nil
+		})
+		info.ETag, info.Parts = src.ETag, src.Parts
+	}
+	return info, err
+}

@@ -1,0 +1,135 @@
+package object
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
+)
+
+// Options configure a Layer. Zero values mean defaults (EnsureDefaults).
+type Options struct {
+	Node model.NodeID
+	// DefaultVector applies when neither the request, its storage class nor
+	// the bucket names one. "any=2" keeps two replicas wherever placement
+	// likes (never in volatile memory).
+	DefaultVector model.Vector
+	// Classes maps S3 storage-class names to vectors. A zero vector means
+	// "the bucket default".
+	Classes map[string]model.Vector
+	// ExtentMaxBytes caps one extent. 4 MiB keeps per-object metadata small
+	// (a 1 GiB object has 256 extent refs) while a GC move of one extent
+	// stays cheap.
+	ExtentMaxBytes int64
+	// EgroupMaxBytes is the size at which an egroup is sealed. 16 MiB
+	// amortises per-file costs and is still a quick unit to migrate.
+	EgroupMaxBytes int64
+	// MaxOpenEgroups bounds concurrent writers' open egroups (and so the
+	// number of concurrent writes); further writers wait.
+	MaxOpenEgroups int
+	// MaxObjectBytes bounds one object. The object record must stay under
+	// the metadata value limit: 25,000 extent refs of 4 MiB is ~100 GiB.
+	MaxObjectBytes int64
+	// StatsInterval is how often the placement snapshot is refreshed from
+	// live device counters; placements in between are folded in.
+	StatsInterval time.Duration
+	// AccessFlushInterval is how often batched egroup access records are
+	// written to the access map.
+	AccessFlushInterval time.Duration
+	Policy              placement.Policy
+	Logger              *slog.Logger
+	// Now is the clock (tests inject one).
+	Now func() time.Time
+}
+
+// DefaultClasses is the storage-class table used when Options.Classes is
+// nil. STANDARD inherits the bucket default; REDUCED_REDUNDANCY keeps one
+// replica; the infrequent-access classes go to the hdd tier;
+// INTELLIGENT_TIERING lets the system choose.
+func DefaultClasses() map[string]model.Vector {
+	return map[string]model.Vector{
+		"STANDARD":            {},
+		"REDUCED_REDUNDANCY":  model.MustParseVector("any=1"),
+		"STANDARD_IA":         model.MustParseVector("hdd=2"),
+		"ONEZONE_IA":          model.MustParseVector("hdd=1"),
+		"GLACIER_IR":          model.MustParseVector("hdd=2"),
+		"INTELLIGENT_TIERING": model.MustParseVector("any=2"),
+		"EXPRESS_ONEZONE":     model.MustParseVector("ssd=1"),
+	}
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Node == "" {
+		o.Node = "n1"
+	}
+	if o.DefaultVector.IsZero() {
+		o.DefaultVector = model.MustParseVector("any=2")
+	}
+	if o.Classes == nil {
+		o.Classes = DefaultClasses()
+	}
+	if o.ExtentMaxBytes == 0 {
+		o.ExtentMaxBytes = 4 << 20
+	}
+	if o.EgroupMaxBytes == 0 {
+		o.EgroupMaxBytes = 16 << 20
+	}
+	if o.MaxOpenEgroups == 0 {
+		o.MaxOpenEgroups = 64
+	}
+	if o.MaxObjectBytes == 0 {
+		o.MaxObjectBytes = 100 << 30
+	}
+	if o.StatsInterval == 0 {
+		o.StatsInterval = time.Second
+	}
+	if o.AccessFlushInterval == 0 {
+		o.AccessFlushInterval = 5 * time.Second
+	}
+	if o.Policy == nil {
+		o.Policy = placement.Uniform{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate rejects bad combinations.
+func (o *Options) Validate() error {
+	if err := o.DefaultVector.Validate(); err != nil {
+		return fmt.Errorf("object: default vector: %w", err)
+	}
+	if o.ExtentMaxBytes < 4096 || o.ExtentMaxBytes > 64<<20 {
+		return fmt.Errorf("object: extent size %d outside [4KiB, 64MiB]", o.ExtentMaxBytes)
+	}
+	if o.EgroupMaxBytes < o.ExtentMaxBytes {
+		return fmt.Errorf("object: egroup size %d smaller than extent size %d", o.EgroupMaxBytes, o.ExtentMaxBytes)
+	}
+	if o.MaxOpenEgroups < 1 || o.MaxOpenEgroups > 4096 {
+		return fmt.Errorf("object: max open egroups %d outside [1, 4096]", o.MaxOpenEgroups)
+	}
+	for name, v := range o.Classes {
+		if name != strings.ToUpper(name) || name == "" {
+			return fmt.Errorf("object: storage class %q must be upper case", name)
+		}
+		if !v.IsZero() {
+			if err := v.Validate(); err != nil {
+				return fmt.Errorf("object: storage class %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// String prints the options for logs.
+func (o Options) String() string {
+	return fmt.Sprintf("node=%s default_vector=%s extent=%d egroup=%d open_egroups=%d policy=%s stats_interval=%s",
+		o.Node, o.DefaultVector, o.ExtentMaxBytes, o.EgroupMaxBytes, o.MaxOpenEgroups, o.Policy.Name(), o.StatsInterval)
+}

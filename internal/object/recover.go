@@ -1,0 +1,126 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/terrace-storage/terrace/internal/extent"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// RecoveryReport counts what start-up recovery found.
+type RecoveryReport struct {
+	Egroups       int
+	Intact        int
+	Truncated     int
+	Damaged       int
+	Missing       int
+	Sealed        int
+	OrphanFiles   int
+	OrphanRemoved int
+}
+
+func (r RecoveryReport) String() string {
+	return fmt.Sprintf("egroups=%d intact=%d truncated=%d damaged=%d missing=%d sealed=%d orphan_files_removed=%d",
+		r.Egroups, r.Intact, r.Truncated, r.Damaged, r.Missing, r.Sealed, r.OrphanRemoved)
+}
+
+// Recover brings this node's replica files in line with metadata after a
+// restart, before any request is served:
+//   - every replica is truncated to its egroup's committed size, removing
+//     the bytes of writes that were never acknowledged;
+//   - a replica shorter than committed, or missing (a mem device after a
+//     restart), is marked bad so reads skip it and the Curator repairs it;
+//   - egroups left open by the previous process are sealed;
+//   - replica files with no egroup record (an unacknowledged write's new
+//     egroup) are removed.
+func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, error) {
+	var rep RecoveryReport
+	known := map[model.DeviceID]map[uint64]bool{}
+	start := []byte(meta.PrefixEgroup)
+	end := meta.PrefixEnd(start)
+	for {
+		items, err := l.kv.Scan(ctx, start, end, 1024)
+		if err != nil {
+			return rep, err
+		}
+		for _, it := range items {
+			id, err := meta.ParseID(it.Key)
+			if err != nil {
+				return rep, fmt.Errorf("object: recover: bad egroup key %q", it.Key)
+			}
+			var eg meta.Egroup
+			if err := meta.Decode(it.Value, &eg); err != nil {
+				return rep, err
+			}
+			rep.Egroups++
+			changed := false
+			for i, r := range eg.Replicas {
+				st, ok := local.Store(r.Device)
+				if !ok {
+					continue
+				}
+				if known[r.Device] == nil {
+					known[r.Device] = map[uint64]bool{}
+				}
+				known[r.Device][id] = true
+				res, err := st.Recover(id, eg.Size)
+				if err != nil {
+					l.opts.Logger.Error("recover replica", "egroup", meta.FormatID(id), "device", r.Device, "err", err)
+				}
+				switch res {
+				case extent.Intact:
+					rep.Intact++
+				case extent.Truncated:
+					rep.Truncated++
+				case extent.Damaged:
+					rep.Damaged++
+				case extent.Missing:
+					rep.Missing++
+				}
+				if (res == extent.Damaged || res == extent.Missing) && !r.Bad {
+					eg.Replicas[i].Bad = true
+					changed = true
+				}
+			}
+			if eg.State == meta.EgroupOpen {
+				eg.State = meta.EgroupSealed
+				changed = true
+				rep.Sealed++
+			}
+			if changed {
+				var t meta.Txn
+				t.If(it.Key, it.ModRev)
+				t.Put(it.Key, meta.Encode(eg))
+				if _, err := l.kv.Commit(ctx, &t); err != nil && !errors.Is(err, meta.ErrConflict) {
+					return rep, err
+				}
+			}
+		}
+		if len(items) < 1024 {
+			break
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+	for _, dev := range local.Devices() {
+		st, _ := local.Store(dev.ID())
+		ids, err := st.List()
+		if err != nil {
+			l.opts.Logger.Error("recover: list device", "device", dev.ID(), "err", err)
+			continue
+		}
+		for _, id := range ids {
+			if known[dev.ID()][id] {
+				continue
+			}
+			rep.OrphanFiles++
+			if err := st.Remove(id); err == nil {
+				rep.OrphanRemoved++
+			}
+		}
+	}
+	l.snaps.invalidate()
+	return rep, nil
+}

@@ -1,0 +1,424 @@
+package object
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"sync"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/extent"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
+)
+
+// openEgroup is an egroup a writer holds exclusively while appending.
+type openEgroup struct {
+	id       uint64
+	vector   model.Vector
+	replicas []meta.EgroupReplica
+	// committed is the length recorded in metadata; size includes this
+	// writer's appends that are not yet committed.
+	committed int64
+	size      int64
+	modRev    int64 // 0 until the record exists
+	mtime     int64
+	full      bool // sealed at the next commit
+	broken    bool // a replica failed; never append again
+}
+
+func (e *openEgroup) modelReplicas() []model.Replica {
+	out := make([]model.Replica, len(e.replicas))
+	for i, r := range e.replicas {
+		out[i] = r.Replica()
+	}
+	return out
+}
+
+// egroupPool hands open egroups to writers, one writer per egroup, so
+// appends never interleave and each writer's commit updates only its own
+// egroup records (no hot keys).
+type egroupPool struct {
+	l    *Layer
+	sem  chan struct{}
+	mu   sync.Mutex
+	idle map[string][]*openEgroup // by vector string
+}
+
+func newEgroupPool(l *Layer, max int) *egroupPool {
+	return &egroupPool{l: l, sem: make(chan struct{}, max), idle: map[string][]*openEgroup{}}
+}
+
+func (p *egroupPool) enter(ctx context.Context) error {
+	select {
+	case p.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *egroupPool) leave() { <-p.sem }
+
+func (p *egroupPool) take(v model.Vector) *openEgroup {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := v.String()
+	list := p.idle[k]
+	if len(list) == 0 {
+		return nil
+	}
+	e := list[len(list)-1]
+	p.idle[k] = list[:len(list)-1]
+	return e
+}
+
+func (p *egroupPool) give(e *openEgroup) {
+	if e.full || e.broken {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := e.vector.String()
+	p.idle[k] = append(p.idle[k], e)
+}
+
+// drop removes every idle egroup (used when devices change state).
+func (p *egroupPool) drop() {
+	p.mu.Lock()
+	p.idle = map[string][]*openEgroup{}
+	p.mu.Unlock()
+}
+
+// writer streams one object's (or part's) bytes into egroups.
+type writer struct {
+	l       *Layer
+	vector  model.Vector
+	cur     *openEgroup
+	touched []*openEgroup
+	extents []pendingExtent
+	size    int64
+	md5     hash.Hash
+	exclude []model.DeviceID
+}
+
+type pendingExtent struct {
+	id  uint64
+	rec meta.Extent
+}
+
+// maxReplaceAttempts bounds how many fresh egroups a write tries after
+// replica failures before giving up.
+const maxReplaceAttempts = 3
+
+func (l *Layer) newWriter(v model.Vector) *writer {
+	return &writer{l: l, vector: v, md5: md5.New()}
+}
+
+// newEgroup places and creates a fresh egroup.
+func (w *writer) newEgroup(ctx context.Context, bytes int64) (*openEgroup, error) {
+	l := w.l
+	snap := l.snaps.get()
+	l.snaps.mu.Lock()
+	reps, err := l.opts.Policy.Place(snap, placement.Request{
+		Vector: w.vector, Client: l.opts.Node, Exclude: w.exclude, Bytes: bytes,
+	}, l.snaps.rng)
+	l.snaps.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, placement.ErrNoSuitableDevices) {
+			return nil, fmt.Errorf("%w: %v", ErrInsufficientStorage, err)
+		}
+		return nil, err
+	}
+	id, err := l.egroupSeq.Next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e := &openEgroup{id: id, vector: w.vector, mtime: l.opts.Now().UnixNano()}
+	for _, r := range reps {
+		if err := l.rio.Create(ctx, r, id); err != nil {
+			for _, done := range e.replicas {
+				_ = l.rio.Remove(ctx, done.Replica(), id)
+			}
+			w.exclude = append(w.exclude, r.Device)
+			return nil, err
+		}
+		e.replicas = append(e.replicas, meta.EgroupReplica{Device: r.Device, Node: r.Node, Tier: r.Tier})
+	}
+	l.snaps.placed(reps, l.opts.EgroupMaxBytes)
+	l.m.egroupsCreated.Inc()
+	return e, nil
+}
+
+// egroupFor returns an egroup with room for n encoded bytes.
+func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
+	if w.cur != nil && !w.cur.broken && w.cur.size+n <= w.l.opts.EgroupMaxBytes {
+		return w.cur, nil
+	}
+	if w.cur != nil {
+		w.cur.full = true
+	}
+	e := w.l.pool.take(w.vector)
+	if e == nil {
+		var err error
+		for attempt := 0; ; attempt++ {
+			e, err = w.newEgroup(ctx, max(n, w.l.opts.EgroupMaxBytes/4))
+			if err == nil {
+				break
+			}
+			if attempt >= maxReplaceAttempts || errors.Is(err, ErrInsufficientStorage) || ctx.Err() != nil {
+				return nil, err
+			}
+		}
+	}
+	w.cur = e
+	w.touched = append(w.touched, e)
+	return e, nil
+}
+
+// appendExtent writes one extent's payload to every replica of an egroup,
+// moving to a fresh egroup (excluding the failed device) if a replica fails.
+func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
+	enc := extent.Encode(make([]byte, 0, extent.EncodedLen(int64(len(payload)))), payload)
+	for attempt := 0; ; attempt++ {
+		e, err := w.egroupFor(ctx, int64(len(enc)))
+		if err != nil {
+			return err
+		}
+		off := e.size
+		errs := w.l.parallel(e.replicas, func(r meta.EgroupReplica) error {
+			return w.l.rio.Append(ctx, r.Replica(), e.id, off, enc)
+		})
+		var failed error
+		for i, err := range errs {
+			if err != nil {
+				failed = err
+				w.exclude = append(w.exclude, e.replicas[i].Device)
+				if errors.Is(err, device.ErrFull) {
+					w.l.snaps.invalidate()
+				}
+			}
+		}
+		if failed == nil {
+			id, err := w.l.extentSeq.Next(ctx)
+			if err != nil {
+				return err
+			}
+			e.size += int64(len(enc))
+			w.extents = append(w.extents, pendingExtent{id: id, rec: meta.Extent{Egroup: e.id, Off: off, Len: int64(len(payload))}})
+			return nil
+		}
+		// Undo the partial append on the replicas that took it; the
+		// egroup keeps its earlier extents and is sealed at commit.
+		for _, r := range e.replicas {
+			_ = w.l.rio.Truncate(ctx, r.Replica(), e.id, off)
+		}
+		e.broken = true
+		e.full = true
+		w.l.m.replicaWriteFailures.Inc()
+		w.l.opts.Logger.Warn("replica append failed; re-placing", "egroup", meta.FormatID(e.id), "err", failed)
+		if attempt >= maxReplaceAttempts || ctx.Err() != nil {
+			if errors.Is(failed, device.ErrFull) {
+				return fmt.Errorf("%w: %v", ErrInsufficientStorage, failed)
+			}
+			return failed
+		}
+	}
+}
+
+// parallel runs fn for every replica concurrently and returns the errors.
+func (l *Layer) parallel(rs []meta.EgroupReplica, fn func(meta.EgroupReplica) error) []error {
+	errs := make([]error, len(rs))
+	if len(rs) == 1 {
+		errs[0] = fn(rs[0])
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(r)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// bufPool recycles extent-sized read buffers.
+var bufPool sync.Pool
+
+// write streams r into egroups. size < 0 means unknown (read to EOF).
+func (w *writer) write(ctx context.Context, r io.Reader, size int64) error {
+	l := w.l
+	bp, _ := bufPool.Get().(*[]byte)
+	if bp == nil || int64(cap(*bp)) < l.opts.ExtentMaxBytes {
+		b := make([]byte, l.opts.ExtentMaxBytes)
+		bp = &b
+	}
+	defer bufPool.Put(bp)
+	buf := (*bp)[:l.opts.ExtentMaxBytes]
+	for {
+		want := int64(len(buf))
+		if size >= 0 {
+			want = min(want, size-w.size)
+			if want == 0 {
+				break
+			}
+		}
+		n, err := io.ReadFull(r, buf[:want])
+		if n > 0 {
+			if w.size+int64(n) > l.opts.MaxObjectBytes {
+				return fmt.Errorf("%w: over %d bytes", ErrTooLarge, l.opts.MaxObjectBytes)
+			}
+			w.md5.Write(buf[:n])
+			if err := w.appendExtent(ctx, buf[:n]); err != nil {
+				return err
+			}
+			w.size += int64(n)
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			if size >= 0 && w.size < size {
+				return fmt.Errorf("%w: got %d of %d bytes", ErrIncompleteBody, w.size, size)
+			}
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncAll makes every touched egroup replica durable.
+func (w *writer) syncAll(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, e := range w.touched {
+		if e.size == e.committed {
+			continue
+		}
+		for _, r := range e.replicas {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.l.rio.Sync(ctx, r.Replica(), e.id); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return first
+}
+
+// refs returns the extent refs of everything written.
+func (w *writer) refs() []meta.ExtentRef {
+	out := make([]meta.ExtentRef, len(w.extents))
+	for i, x := range w.extents {
+		out[i] = meta.ExtentRef{ID: x.id, Len: x.rec.Len}
+	}
+	return out
+}
+
+func (w *writer) etag() string { return hex.EncodeToString(w.md5.Sum(nil)) }
+
+// finishOps is the number of txn ops reserved for the caller's final
+// records (object + compares need few; keep headroom).
+const finishOps = 8
+
+// commit makes the written data durable and visible: sync replicas, then
+// commit extent and egroup records, and finally the caller's ops (the
+// object or part record) in the same transaction when they fit. Large
+// writes commit extent records in earlier transactions; until the final
+// one lands those extents are unreferenced garbage, never visible data.
+func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
+	if err := w.syncAll(ctx); err != nil {
+		return err
+	}
+	l := w.l
+	now := l.opts.Now().UnixNano()
+	var pending []*openEgroup
+	for _, e := range w.touched {
+		if e.size != e.committed || e.full || e.modRev == 0 {
+			pending = append(pending, e)
+		}
+	}
+	xs := w.extents
+	for {
+		var t meta.Txn
+		var inTxn []*openEgroup
+		for len(pending) > 0 && len(t.Ops) < meta.MaxTxnOps-finishOps-1 {
+			e := pending[0]
+			pending = pending[1:]
+			state := meta.EgroupOpen
+			if e.full {
+				state = meta.EgroupSealed
+			}
+			t.If(meta.EgroupKey(e.id), e.modRev)
+			t.Put(meta.EgroupKey(e.id), meta.Encode(meta.Egroup{
+				Replicas: e.replicas, State: state, Size: e.size, Vector: e.vector, Mtime: now,
+			}))
+			inTxn = append(inTxn, e)
+		}
+		for len(xs) > 0 && len(t.Ops) < meta.MaxTxnOps-finishOps {
+			t.Put(meta.ExtentKey(xs[0].id), meta.Encode(xs[0].rec))
+			xs = xs[1:]
+		}
+		last := len(pending) == 0 && len(xs) == 0
+		if last {
+			final(&t)
+		}
+		rev, err := l.kv.Commit(ctx, &t)
+		if err != nil {
+			return err
+		}
+		for _, e := range inTxn {
+			e.modRev = rev
+			e.committed = e.size
+		}
+		if last {
+			return nil
+		}
+	}
+}
+
+// abort undoes uncommitted appends and returns healthy egroups to the pool.
+func (w *writer) abort(ctx context.Context) {
+	for _, e := range w.touched {
+		if e.size != e.committed {
+			for _, r := range e.replicas {
+				if err := w.l.rio.Truncate(context.WithoutCancel(ctx), r.Replica(), e.id, e.committed); err != nil {
+					e.broken = true
+				}
+			}
+			e.size = e.committed
+		}
+		if e.modRev == 0 && e.committed == 0 {
+			// Never recorded in metadata: the files are pure garbage.
+			for _, r := range e.replicas {
+				_ = w.l.rio.Remove(context.WithoutCancel(ctx), r.Replica(), e.id)
+			}
+			continue
+		}
+		e.full = e.full || e.broken
+		w.l.pool.give(e)
+	}
+}
+
+// release returns egroups to the pool after a successful commit.
+func (w *writer) release() {
+	for _, e := range w.touched {
+		w.l.pool.give(e)
+	}
+}
