@@ -102,6 +102,7 @@ type Snapshot struct {
 
 	nodeIdx map[NodeID]int
 	devIdx  map[DeviceID]int
+	ix      snapshotIndex
 }
 
 // NewSnapshot builds a snapshot with sorted nodes and devices so that
@@ -118,6 +119,7 @@ func NewSnapshot(now time.Time, nodes []Node, devices []Device) *Snapshot {
 	for i, d := range s.Devices {
 		s.devIdx[d.ID] = i
 	}
+	s.buildIndex()
 	return s
 }
 

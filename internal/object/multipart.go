@@ -390,4 +390,3 @@ func (l *Layer) AbortUpload(ctx context.Context, bucket, uploadID string) error 
 	l.deletePartRecords(ctx, bucket, uploadID)
 	return nil
 }
-
