@@ -1,0 +1,292 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// AdminHandler serves the admin API (JSON over HTTP) and /metrics. It is
+// meant for loopback or a management network: it is not authenticated.
+//
+//	GET    /v1/status                          node, devices, build
+//	GET    /v1/tier/report                     per tier and device usage
+//	GET    /v1/object/locate?bucket=B&key=K    extents, egroups, replicas
+//	POST   /v1/object/set-replication?bucket=B&key=K&vector=V[&wait=1]
+//	GET    /v1/buckets                         list buckets
+//	PUT    /v1/buckets/B[?vector=V]            create bucket
+//	POST   /v1/buckets/B/vector?vector=V       set the bucket default vector
+//	DELETE /v1/buckets/B                       delete an empty bucket
+//	PUT    /v1/data/B/K[?vector=V&class=C]     put an object (body)
+//	GET    /v1/data/B/K                        get an object
+//	DELETE /v1/data/B/K                        delete an object
+//	GET    /v1/data/B?prefix=P&delimiter=D&after=A&max=N  list
+func (n *Node) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /v1/status", n.handleStatus)
+	mux.HandleFunc("GET /v1/tier/report", n.handleTierReport)
+	mux.HandleFunc("GET /v1/object/locate", n.handleLocate)
+	mux.HandleFunc("POST /v1/object/set-replication", n.handleSetReplication)
+	mux.HandleFunc("GET /v1/buckets", n.handleListBuckets)
+	mux.HandleFunc("PUT /v1/buckets/{bucket}", n.handleCreateBucket)
+	mux.HandleFunc("POST /v1/buckets/{bucket}/vector", n.handleBucketVector)
+	mux.HandleFunc("DELETE /v1/buckets/{bucket}", n.handleDeleteBucket)
+	mux.HandleFunc("PUT /v1/data/{bucket}/{key...}", n.handlePut)
+	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
+	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
+	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
+	return mux
+}
+
+// APIError is the admin API's error body.
+type APIError struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// errStatus maps layer errors to HTTP statuses and stable codes.
+func errStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, object.ErrNoSuchBucket):
+		return http.StatusNotFound, "NoSuchBucket"
+	case errors.Is(err, object.ErrNoSuchKey):
+		return http.StatusNotFound, "NoSuchKey"
+	case errors.Is(err, object.ErrBucketExists):
+		return http.StatusConflict, "BucketAlreadyExists"
+	case errors.Is(err, object.ErrBucketNotEmpty):
+		return http.StatusConflict, "BucketNotEmpty"
+	case errors.Is(err, object.ErrInsufficientStorage):
+		return http.StatusInsufficientStorage, "InsufficientStorage"
+	case errors.Is(err, model.ErrInvalidVector), errors.Is(err, object.ErrInvalidBucketName),
+		errors.Is(err, object.ErrInvalidKey), errors.Is(err, object.ErrUnknownClass),
+		errors.Is(err, object.ErrInvalidRange), errors.Is(err, object.ErrTooLarge),
+		errors.Is(err, object.ErrIncompleteBody):
+		return http.StatusBadRequest, "InvalidArgument"
+	case errors.Is(err, context.Canceled):
+		return 499, "Canceled"
+	}
+	return http.StatusInternalServerError, "InternalError"
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	st, code := errStatus(err)
+	writeJSON(w, st, APIError{Error: err.Error(), Code: code})
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Node         string         `json:"node"`
+	Rack         string         `json:"rack"`
+	S3Address    string         `json:"s3_address"`
+	AdminAddress string         `json:"admin_address"`
+	DataDir      string         `json:"data_dir"`
+	Placement    string         `json:"placement"`
+	Vector       string         `json:"default_vector"`
+	Devices      []device.Stats `json:"devices"`
+	Time         time.Time      `json:"time"`
+}
+
+func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st := Status{Node: n.Config.NodeID, Rack: n.Config.Rack, S3Address: n.Config.S3Address,
+		AdminAddress: n.Config.AdminAddress, DataDir: n.Config.DataDir,
+		Placement: n.Layer.Options().Policy.Name(), Vector: n.Config.DefaultVector, Time: time.Now()}
+	for _, d := range n.Devices {
+		st.Devices = append(st.Devices, d.Stats())
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (n *Node) handleTierReport(w http.ResponseWriter, r *http.Request) {
+	rep, err := n.Layer.Report(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (n *Node) handleLocate(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	loc, err := n.Layer.Locate(r.Context(), q.Get("bucket"), q.Get("key"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, loc)
+}
+
+func (n *Node) handleSetReplication(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v, err := model.ParseVector(q.Get("vector"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	done, err := n.Layer.SetReplication(r.Context(), q.Get("bucket"), q.Get("key"), v)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if q.Get("wait") != "" {
+		if err := <-done; err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "done", "vector": v.String()})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"status": "scheduled", "vector": v.String()})
+}
+
+func (n *Node) handleListBuckets(w http.ResponseWriter, r *http.Request) {
+	bs, err := n.Layer.ListBuckets(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	type row struct {
+		Name    string    `json:"name"`
+		Vector  string    `json:"vector"`
+		Created time.Time `json:"created"`
+	}
+	out := []row{}
+	for _, b := range bs {
+		out = append(out, row{Name: b.Name, Vector: b.Vector.String(), Created: time.Unix(0, b.Created)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func optVector(r *http.Request) (model.Vector, error) {
+	s := r.URL.Query().Get("vector")
+	if s == "" {
+		return model.Vector{}, nil
+	}
+	return model.ParseVector(s)
+}
+
+func (n *Node) handleCreateBucket(w http.ResponseWriter, r *http.Request) {
+	v, err := optVector(r)
+	if err == nil {
+		err = n.Layer.CreateBucket(r.Context(), r.PathValue("bucket"), n.Config.RootUser, v)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"bucket": r.PathValue("bucket")})
+}
+
+func (n *Node) handleBucketVector(w http.ResponseWriter, r *http.Request) {
+	v, err := optVector(r)
+	if err == nil {
+		err = n.Layer.SetBucketVector(r.Context(), r.PathValue("bucket"), v)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"bucket": r.PathValue("bucket"), "vector": v.String()})
+}
+
+func (n *Node) handleDeleteBucket(w http.ResponseWriter, r *http.Request) {
+	if err := n.Layer.DeleteBucket(r.Context(), r.PathValue("bucket")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (n *Node) handlePut(w http.ResponseWriter, r *http.Request) {
+	v, err := optVector(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	opts := object.PutOptions{Size: r.ContentLength, Vector: v, Class: strings.ToUpper(r.URL.Query().Get("class"))}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		opts.Headers = map[string]string{"Content-Type": ct}
+	}
+	info, err := n.Layer.Put(r.Context(), r.PathValue("bucket"), r.PathValue("key"), r.Body, opts)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"bucket": info.Bucket, "key": info.Key, "size": info.Size, "etag": info.ETag, "vector": info.Vector.String()})
+}
+
+func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
+	info, rc, err := n.Layer.Get(r.Context(), r.PathValue("bucket"), r.PathValue("key"), 0, -1)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	w.Header().Set("ETag", `"`+info.ETag+`"`)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if _, err := io.Copy(w, rc); err != nil {
+		n.Log.Warn("admin get aborted", "bucket", info.Bucket, "key", info.Key, "err", err)
+	}
+}
+
+func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request) {
+	if err := n.Layer.Delete(r.Context(), r.PathValue("bucket"), r.PathValue("key")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ListEntry is one row of GET /v1/data/B.
+type ListEntry struct {
+	Key    string    `json:"key"`
+	Size   int64     `json:"size"`
+	ETag   string    `json:"etag"`
+	Vector string    `json:"vector"`
+	Mtime  time.Time `json:"mtime"`
+}
+
+func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	max, _ := strconv.Atoi(q.Get("max"))
+	res, err := n.Layer.List(r.Context(), r.PathValue("bucket"), object.ListOptions{
+		Prefix: q.Get("prefix"), Delimiter: q.Get("delimiter"), After: q.Get("after"), MaxKeys: max})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := struct {
+		Objects   []ListEntry `json:"objects"`
+		Prefixes  []string    `json:"prefixes"`
+		Truncated bool        `json:"truncated"`
+		Next      string      `json:"next,omitempty"`
+	}{Objects: []ListEntry{}, Prefixes: res.CommonPrefixes, Truncated: res.Truncated}
+	if res.Truncated {
+		out.Next = res.NextAfter
+	}
+	for _, o := range res.Objects {
+		out.Objects = append(out.Objects, ListEntry{Key: o.Key, Size: o.Size, ETag: o.ETag, Vector: o.Vector.String(), Mtime: time.Unix(0, o.Mtime)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// Config is a node's configuration. Zero values mean defaults.
+type Config struct {
+	// NodeID names the node; default "n1".
+	NodeID string `yaml:"node_id"`
+	Rack   string `yaml:"rack"`
+	// DataDir holds metadata and, by default, device directories.
+	DataDir      string `yaml:"data_dir"`
+	S3Address    string `yaml:"s3_address"`
+	AdminAddress string `yaml:"admin_address"`
+	RootUser     string `yaml:"root_user"`
+	RootPassword string `yaml:"root_password"`
+	Region       string `yaml:"region"`
+	// Devices are "tier:path:capacity[:profile]" specs. Empty means the
+	// demo layout: mem, ssd and hdd emulated under DataDir.
+	Devices []string `yaml:"devices"`
+	// Emulate applies the tier's emulation profile to devices that do not
+	// name one (on for the demo, off for real devices).
+	Emulate bool `yaml:"emulate"`
+	// DefaultVector applies to buckets without one.
+	DefaultVector string `yaml:"default_vector"`
+	// StorageClasses maps extra S3 storage classes to vectors.
+	StorageClasses map[string]string `yaml:"storage_classes"`
+	// Placement selects the write-placement policy.
+	Placement string `yaml:"placement"`
+	// ProbeBytes is the size of the start-up throughput probe per device.
+	ProbeBytes    int64         `yaml:"probe_bytes"`
+	StatsInterval time.Duration `yaml:"stats_interval"`
+	LogLevel      string        `yaml:"log_level"`
+}
+
+// Defaults.
+const (
+	DefaultS3Address    = "127.0.0.1:9000"
+	DefaultAdminAddress = "127.0.0.1:9001"
+	DefaultRootUser     = "terrace"
+	DefaultRootPassword = "terrace-secret"
+)
+
+// LoadFile reads a YAML config file.
+func LoadFile(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("server: read config: %w", err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("server: parse config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ApplyEnv overrides fields from TERRACE_* environment variables.
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	set := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	set(&c.NodeID, "TERRACE_NODE_ID")
+	set(&c.DataDir, "TERRACE_DATA_DIR")
+	set(&c.S3Address, "TERRACE_S3_ADDRESS")
+	set(&c.AdminAddress, "TERRACE_ADMIN_ADDRESS")
+	set(&c.RootUser, "TERRACE_ROOT_USER")
+	set(&c.RootPassword, "TERRACE_ROOT_PASSWORD")
+	set(&c.DefaultVector, "TERRACE_DEFAULT_VECTOR")
+	set(&c.Placement, "TERRACE_PLACEMENT")
+	if v := getenv("TERRACE_DEVICES"); v != "" {
+		c.Devices = strings.Split(v, ",")
+	}
+}
+
+// EnsureDefaults fills zero fields.
+func (c *Config) EnsureDefaults() {
+	if c.NodeID == "" {
+		c.NodeID = "n1"
+	}
+	if c.Rack == "" {
+		c.Rack = "r1"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "terrace-data"
+	}
+	if c.S3Address == "" {
+		c.S3Address = DefaultS3Address
+	}
+	if c.AdminAddress == "" {
+		c.AdminAddress = DefaultAdminAddress
+	}
+	if c.RootUser == "" {
+		c.RootUser = DefaultRootUser
+	}
+	if c.RootPassword == "" {
+		c.RootPassword = DefaultRootPassword
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if len(c.Devices) == 0 {
+		c.Devices = DemoDevices(c.DataDir)
+		c.Emulate = true
+	}
+	if c.DefaultVector == "" {
+		c.DefaultVector = "any=2"
+	}
+	if c.Placement == "" {
+		c.Placement = "uniform"
+	}
+	if c.ProbeBytes == 0 {
+		c.ProbeBytes = 4 << 20
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = time.Second
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+}
+
+// DemoDevices is the embedded default: emulated mem, ssd and hdd tiers
+// under the data directory.
+func DemoDevices(dataDir string) []string {
+	return []string{
+		"mem::256MiB",
+		"ssd:" + filepath.Join(dataDir, "dev", "ssd0") + ":2GiB",
+		"hdd:" + filepath.Join(dataDir, "dev", "hdd0") + ":8GiB",
+		"hdd:" + filepath.Join(dataDir, "dev", "hdd1") + ":8GiB",
+	}
+}
+
+// Validate checks the configuration and returns parsed device specs.
+func (c *Config) Validate() ([]device.Spec, error) {
+	if !model.ValidTierName(strings.ToLower(c.NodeID)) && c.NodeID != "" {
+		return nil, fmt.Errorf("server: node id %q: use letters, digits, '-' or '_'", c.NodeID)
+	}
+	if _, err := model.ParseVector(c.DefaultVector); err != nil {
+		return nil, fmt.Errorf("server: default vector: %w", err)
+	}
+	for name, v := range c.StorageClasses {
+		if _, err := model.ParseVector(v); err != nil {
+			return nil, fmt.Errorf("server: storage class %s: %w", name, err)
+		}
+	}
+	if len(c.RootPassword) < 8 {
+		return nil, fmt.Errorf("server: root password must be at least 8 characters")
+	}
+	var specs []device.Spec
+	paths := map[string]bool{}
+	for _, s := range c.Devices {
+		sp, err := device.ParseSpec(strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		if sp.Path != "" {
+			abs, _ := filepath.Abs(sp.Path)
+			if paths[abs] {
+				return nil, fmt.Errorf("server: device path %s listed twice", sp.Path)
+			}
+			paths[abs] = true
+		}
+		if sp.Profile == "" && c.Emulate {
+			if _, ok := device.Profiles[string(sp.Tier)]; ok {
+				sp.Profile = string(sp.Tier)
+			}
+		}
+		specs = append(specs, sp)
+	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("server: no devices configured")
+	}
+	return specs, nil
+}

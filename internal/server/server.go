@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/placement"
+)
+
+// Node is a running Terrace node.
+type Node struct {
+	Config  Config
+	Log     *slog.Logger
+	KV      *meta.Pebble
+	Local   *object.Local
+	Layer   *object.Layer
+	Devices []*device.Device
+	Reg     *prometheus.Registry
+
+	admin *http.Server
+}
+
+// S3Starter starts the S3 gateway; it is injected so that this package
+// does not depend on the gateway's (large) import graph in tests.
+type S3Starter func(ctx context.Context, n *Node) error
+
+// Open builds a node: devices, metadata, object layer and recovery. It
+// serves nothing yet.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
+	cfg.EnsureDefaults()
+	specs, err := cfg.Validate()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	n := &Node{Config: cfg, Log: log, Reg: prometheus.NewRegistry()}
+	counts := map[model.Tier]int{}
+	for _, sp := range specs {
+		id := model.DeviceID(fmt.Sprintf("%s/%s%d", cfg.NodeID, sp.Tier, counts[sp.Tier]))
+		counts[sp.Tier]++
+		if sp.Path != "" {
+			if err := claimDevice(sp.Path, id); err != nil {
+				n.closeDevices()
+				return nil, err
+			}
+		}
+		d, err := device.Open(id, sp)
+		if err != nil {
+			n.closeDevices()
+			return nil, err
+		}
+		if err := d.Probe(int(cfg.ProbeBytes)); err != nil {
+			n.closeDevices()
+			return nil, fmt.Errorf("server: probe %s: %w", id, err)
+		}
+		st := d.Stats()
+		log.Info("device ready", "id", id, "tier", sp.Tier, "path", sp.Path, "capacity", device.FormatBytes(sp.Capacity),
+			"used", device.FormatBytes(st.UsedBytes), "profile", sp.Profile,
+			"read_MBps", int(st.ReadBps/1e6), "write_MBps", int(st.WriteBps/1e6))
+		n.Devices = append(n.Devices, d)
+	}
+	kv, err := meta.OpenPebble(filepath.Join(cfg.DataDir, "meta"))
+	if err != nil {
+		return nil, err
+	}
+	n.KV = kv
+	n.Local = object.NewLocal(model.NodeID(cfg.NodeID), cfg.Rack, n.Devices)
+	pol, err := newPolicy(cfg.Placement)
+	if err != nil {
+		kv.Close()
+		return nil, err
+	}
+	classes := object.DefaultClasses()
+	for name, v := range cfg.StorageClasses {
+		classes[strings.ToUpper(name)] = model.MustParseVector(v)
+	}
+	layer, err := object.New(kv, n.Local, n.Local, object.Options{
+		Node:          model.NodeID(cfg.NodeID),
+		DefaultVector: model.MustParseVector(cfg.DefaultVector),
+		Classes:       classes,
+		Policy:        pol,
+		StatsInterval: cfg.StatsInterval,
+		Logger:        log,
+	})
+	if err != nil {
+		kv.Close()
+		return nil, err
+	}
+	n.Layer = layer
+	start := time.Now()
+	rep, err := layer.Recover(ctx, n.Local)
+	if err != nil {
+		layer.Close()
+		kv.Close()
+		return nil, fmt.Errorf("server: recovery: %w", err)
+	}
+	log.Info("recovery done", "took", time.Since(start).Round(time.Millisecond), "report", rep.String())
+	n.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.Reg.MustRegister(layer.Collectors()...)
+	n.Reg.MustRegister(newDeviceCollector(n))
+	return n, nil
+}
+
+// claimDevice writes (or checks) the identity file that ties a directory
+// to a device ID, so swapped or mistyped paths are caught at start-up.
+func claimDevice(dir string, id model.DeviceID) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("server: device dir %s: %w", dir, err)
+	}
+	p := filepath.Join(dir, ".terrace-device")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		if got := strings.TrimSpace(string(b)); got != string(id) {
+			return fmt.Errorf("server: %s belongs to device %s, configured as %s (device order changed?)", dir, got, id)
+		}
+		return nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(p, []byte(string(id)+"\n"), 0o644)
+}
+
+func (n *Node) closeDevices() {}
+
+// Serve runs the admin API and the S3 gateway until ctx ends.
+func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
+	ln, err := net.Listen("tcp", n.Config.AdminAddress)
+	if err != nil {
+		return fmt.Errorf("server: admin listen %s: %w", n.Config.AdminAddress, err)
+	}
+	n.admin = &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() {
+		if err := n.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("server: admin: %w", err)
+		}
+	}()
+	n.Log.Info("admin API listening", "address", ln.Addr().String())
+	if startS3 != nil {
+		go func() {
+			if err := startS3(ctx, n); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("server: s3: %w", err)
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = n.admin.Shutdown(sctx)
+	return err
+}
+
+// Close flushes and closes everything.
+func (n *Node) Close() error {
+	var errs []error
+	if n.Layer != nil {
+		errs = append(errs, n.Layer.Close())
+	}
+	if n.KV != nil {
+		errs = append(errs, n.KV.Close())
+	}
+	return errors.Join(errs...)
+}
+
+type deviceCollector struct {
+	n                          *Node
+	capacity, used, queue, str *prometheus.Desc
+}
+
+func newDeviceCollector(n *Node) *deviceCollector {
+	l := []string{"device", "tier"}
+	return &deviceCollector{n: n,
+		capacity: prometheus.NewDesc("terrace_device_capacity_bytes", "Device capacity.", l, nil),
+		used:     prometheus.NewDesc("terrace_device_used_bytes", "Bytes used on the device.", l, nil),
+		queue:    prometheus.NewDesc("terrace_device_queue_length", "I/O operations in flight.", l, nil),
+		str:      prometheus.NewDesc("terrace_device_active_streams", "Open replica files.", l, nil),
+	}
+}
+
+func (c *deviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.capacity
+	ch <- c.used
+	ch <- c.queue
+	ch <- c.str
+}
+
+func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, d := range c.n.Devices {
+		s := d.Stats()
+		lv := []string{string(s.ID), string(s.Tier)}
+		ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(s.CapacityBytes), lv...)
+		ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(s.UsedBytes), lv...)
+		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(s.QueueLen), lv...)
+		ch <- prometheus.MustNewConstMetric(c.str, prometheus.GaugeValue, float64(s.ActiveStreams), lv...)
+	}
+}
+
+// newPolicy builds the configured placement policy.
+func newPolicy(name string) (placement.Policy, error) {
+	switch name {
+	case "uniform":
+		return placement.Uniform{}, nil
+	}
+	return nil, fmt.Errorf("server: unknown placement policy %q", name)
+}
