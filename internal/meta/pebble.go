@@ -28,7 +28,25 @@ type Pebble struct {
 
 	watchMu  sync.Mutex
 	watchers map[*watcher]struct{}
+
+	// closed makes calls after Close return ErrClosed instead of letting
+	// Pebble panic; Close takes closeMu exclusively, so it waits for calls
+	// in flight.
+	closeMu sync.RWMutex
+	closed  bool
 }
+
+// enter guards a call against a concurrent Close.
+func (p *Pebble) enter() error {
+	p.closeMu.RLock()
+	if p.closed {
+		p.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (p *Pebble) exit() { p.closeMu.RUnlock() }
 
 var _ KV = (*Pebble)(nil)
 
@@ -73,6 +91,10 @@ func (p *Pebble) Get(ctx context.Context, key []byte) (Item, error) {
 	if err := ctx.Err(); err != nil {
 		return Item{}, err
 	}
+	if err := p.enter(); err != nil {
+		return Item{}, err
+	}
+	defer p.exit()
 	raw, closer, err := p.db.Get(key)
 	if err == pebble.ErrNotFound {
 		return Item{}, ErrNotFound
@@ -86,6 +108,10 @@ func (p *Pebble) Get(ctx context.Context, key []byte) (Item, error) {
 
 // Scan implements KV.
 func (p *Pebble) Scan(ctx context.Context, start, end []byte, limit int) ([]Item, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.exit()
 	if end == nil || bytes.Compare(end, revKey) > 0 {
 		end = revKey
 	}
@@ -154,6 +180,10 @@ func (p *Pebble) Commit(ctx context.Context, t *Txn) (int64, error) {
 			return 0, fmt.Errorf("meta: value for %q is %d bytes, limit %d", op.Key, len(op.Value), MaxValueBytes)
 		}
 	}
+	if err := p.enter(); err != nil {
+		return 0, err
+	}
+	defer p.exit()
 	b := p.db.NewBatch()
 	defer b.Close()
 
@@ -201,6 +231,13 @@ func (p *Pebble) Commit(ctx context.Context, t *Txn) (int64, error) {
 
 // Close implements KV.
 func (p *Pebble) Close() error {
+	p.closeMu.Lock()
+	if p.closed {
+		p.closeMu.Unlock()
+		return ErrClosed
+	}
+	p.closed = true
+	p.closeMu.Unlock()
 	p.watchMu.Lock()
 	for w := range p.watchers {
 		w.close()

@@ -305,21 +305,20 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 			byNum[p.Num] = p.Part
 		}
 	}
-	var o meta.Object
-	h := md5.New()
 	prev := 0
-	for i, cp := range parts {
+	for _, cp := range parts {
 		if cp.Num <= prev {
 			return ObjectInfo{}, fmt.Errorf("%w: part %d after part %d", ErrInvalidPartOrder, cp.Num, prev)
 		}
 		prev = cp.Num
+	}
+	var o meta.Object
+	h := md5.New()
+	for _, cp := range parts {
 		p, ok := byNum[cp.Num]
 		etag := strings.Trim(cp.ETag, `"`)
 		if !ok || (etag != "" && !strings.EqualFold(etag, p.ETag)) {
 			return ObjectInfo{}, fmt.Errorf("%w: part %d (etag %s) not uploaded", ErrInvalidPart, cp.Num, etag)
-		}
-		if i < len(parts)-1 && p.Size < MinPartBytes {
-			return ObjectInfo{}, fmt.Errorf("%w: part %d is %d bytes", ErrEntityTooSmall, cp.Num, p.Size)
 		}
 		raw, err := hex.DecodeString(p.ETag)
 		if err != nil {
@@ -329,6 +328,11 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 		o.Size += p.Size
 		o.Parts = append(o.Parts, p.Size)
 		o.Extents = append(o.Extents, p.Extents...)
+	}
+	for i, sz := range o.Parts[:len(o.Parts)-1] {
+		if sz < MinPartBytes {
+			return ObjectInfo{}, fmt.Errorf("%w: part %d is %d bytes", ErrEntityTooSmall, parts[i].Num, sz)
+		}
 	}
 	if o.Size > l.opts.MaxObjectBytes {
 		return ObjectInfo{}, fmt.Errorf("%w: %d bytes", ErrTooLarge, o.Size)

@@ -289,4 +289,3 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
-
