@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/terrace-storage/terrace/internal/placement"
 	"github.com/terrace-storage/terrace/internal/server"
 )
 
@@ -117,7 +118,7 @@ A device is tier:path:capacity[:profile]; a mem device has no path.`,
 	f.StringArrayVar(&flagCfg.Devices, "device", nil, "device tier:path:capacity[:profile] (repeatable), e.g. ssd:/data/ssd0:20GiB, mem::2GiB")
 	f.BoolVar(&flagCfg.Emulate, "emulate", false, "apply tier emulation profiles to devices that name none")
 	f.StringVar(&flagCfg.DefaultVector, "default-vector", "any=2", "replication vector for buckets without one, e.g. ssd=1,hdd=1")
-	f.StringVar(&flagCfg.Placement, "placement", "uniform", "write placement policy")
+	f.StringVar(&flagCfg.Placement, "placement", placement.DefaultName, "write placement policy: "+strings.Join(placement.Names, ", "))
 	f.StringVar(&flagCfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/placement"
 )
 
 // AdminHandler serves the admin API (JSON over HTTP) and /metrics. It is
@@ -24,6 +26,7 @@ import (
 //	GET    /v1/tier/report                     per tier and device usage
 //	GET    /v1/object/locate?bucket=B&key=K    extents, egroups, replicas
 //	POST   /v1/object/set-replication?bucket=B&key=K&vector=V[&wait=1]
+//	GET    /v1/placement/explain?vector=V[&policy=P&bytes=N&seed=S]  scores and choice
 //	GET    /v1/buckets                         list buckets
 //	PUT    /v1/buckets/B[?vector=V]            create bucket
 //	POST   /v1/buckets/B/vector?vector=V       set the bucket default vector
@@ -39,6 +42,7 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/tier/report", n.handleTierReport)
 	mux.HandleFunc("GET /v1/object/locate", n.handleLocate)
 	mux.HandleFunc("POST /v1/object/set-replication", n.handleSetReplication)
+	mux.HandleFunc("GET /v1/placement/explain", n.handleExplain)
 	mux.HandleFunc("GET /v1/buckets", n.handleListBuckets)
 	mux.HandleFunc("PUT /v1/buckets/{bucket}", n.handleCreateBucket)
 	mux.HandleFunc("POST /v1/buckets/{bucket}/vector", n.handleBucketVector)
@@ -288,4 +292,45 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 		out.Objects = append(out.Objects, ListEntry{Key: o.Key, Size: o.Size, ETag: o.ETag, Vector: o.Vector.String(), Mtime: time.Unix(0, o.Mtime)})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// ExplainResponse is the body of GET /v1/placement/explain.
+type ExplainResponse struct {
+	Policy string          `json:"policy"`
+	Vector string          `json:"vector"`
+	Text   string          `json:"text"`
+	Choice []model.Replica `json:"choice"`
+	Error  string          `json:"error,omitempty"`
+}
+
+func (n *Node) handleExplain(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	v, err := model.ParseVector(q.Get("vector"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	cfg := placement.Config{Name: q.Get("policy")}
+	if cfg.Name == "" {
+		cfg.Name = n.Config.Placement
+	}
+	bytes, _ := strconv.ParseInt(q.Get("bytes"), 10, 64)
+	if bytes <= 0 {
+		bytes = n.Layer.Options().EgroupMaxBytes
+	}
+	seed, _ := strconv.ParseUint(q.Get("seed"), 10, 64)
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	req := placement.Request{Vector: v, Client: model.NodeID(n.Config.NodeID), Bytes: bytes}
+	ex, err := placement.Explain(n.Layer.Snapshot(), req, cfg, rand.New(rand.NewPCG(seed, 0)))
+	if err != nil && ex == nil {
+		writeErr(w, err)
+		return
+	}
+	resp := ExplainResponse{Policy: cfg.Name, Vector: v.String(), Text: ex.String(), Choice: ex.Choice}
+	if ex.Err != nil {
+		resp.Error = ex.Err.Error()
+	}
+	writeJSON(w, http.StatusOK, resp)
 }

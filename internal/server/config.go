@@ -11,6 +11,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
 )
 
 // Config is a node's configuration. Zero values mean defaults.
@@ -120,7 +121,7 @@ func (c *Config) EnsureDefaults() {
 		c.DefaultVector = "any=2"
 	}
 	if c.Placement == "" {
-		c.Placement = "uniform"
+		c.Placement = placement.DefaultName
 	}
 	if c.ProbeBytes == 0 {
 		c.ProbeBytes = 4 << 20

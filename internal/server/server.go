@@ -218,9 +218,5 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 
 // newPolicy builds the configured placement policy.
 func newPolicy(name string) (placement.Policy, error) {
-	switch name {
-	case "uniform":
-		return placement.Uniform{}, nil
-	}
-	return nil, fmt.Errorf("server: unknown placement policy %q", name)
+	return placement.New(placement.Config{Name: name})
 }
