@@ -69,7 +69,7 @@ func ParseEndpoint(spec string, defaults Endpoint) (Endpoint, error) {
 	seen := map[string]bool{}
 	for _, f := range fields[1:] {
 		k, v, ok := strings.Cut(strings.TrimSpace(f), "=")
-		k = strings.ToLower(strings.TrimSpace(k))
+		k, v = strings.ToLower(strings.TrimSpace(k)), strings.TrimSpace(v)
 		if !ok || k == "" {
 			return Endpoint{}, fmt.Errorf("bench: endpoint %q: field %q is not KEY=VALUE", spec, f)
 		}
