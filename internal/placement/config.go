@@ -190,11 +190,12 @@ func (c Config) String() string {
 
 // ParseConfig reads "NAME key=value ...", the syntax String prints. Keys:
 // fitness, selection, a, q_ceil, truncation, objectives (comma list), mem
-// (true/false), client (prefer/ignore). It does not apply defaults.
+// (true/false), client (prefer/ignore). An empty string is the zero
+// Config (all defaults). It does not apply defaults.
 func ParseConfig(s string) (Config, error) {
 	fields := strings.Fields(s)
 	if len(fields) == 0 {
-		return Config{}, fmt.Errorf("placement: empty policy config")
+		return Config{}, nil // the defaults
 	}
 	c := Config{Name: fields[0]}
 	num := func(k, v string) (float64, error) {

@@ -94,6 +94,17 @@ func (tr *tracer) sampled(i int) {
 	}
 }
 
+// prunedWhere notes, on suitable candidates of the current slot, the
+// preference that set them aside (why returns "" for none).
+func (tr *tracer) prunedWhere(why func(i int) string) {
+	slot := &tr.slots[len(tr.slots)-1]
+	for i, k := range tr.index {
+		if c := &slot.Candidates[k]; c.Note == "" {
+			c.Note = why(i)
+		}
+	}
+}
+
 func (tr *tracer) choose(i int) {
 	slot := &tr.slots[len(tr.slots)-1]
 	slot.Chosen = tr.s.Devices[i].ID

@@ -395,6 +395,18 @@ func (m *Moop) placeTraced(s *model.Snapshot, req Request, rng *rand.Rand, tr *t
 		if pickI < 0 {
 			pickI = pruned.i
 		}
+		if tr != nil && pickI >= 0 {
+			used := st.racksUsed(rackBuf[:0])
+			tr.prunedWhere(func(i int) string {
+				switch {
+				case local.i >= 0 && s.Devices[i].Node != req.Client:
+					return "pruned: client's node first"
+				case local.i < 0 && pruned.i >= 0 && !st.twoRackOK(i, used):
+					return "pruned: two racks"
+				}
+				return ""
+			})
+		}
 		if pickI < 0 {
 			pickI = all.i
 		}
