@@ -70,7 +70,6 @@ func TestContentVerify(t *testing.T) {
 	}
 }
 
-
 func TestContentReader(t *testing.T) {
 	c := NewContentSource(1).Object("k", MustParseSizeDist("5000"))
 	r := c.NewReader()

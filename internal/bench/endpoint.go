@@ -47,6 +47,9 @@ func ParseEndpoint(spec string, defaults Endpoint) (Endpoint, error) {
 		ep.URL, ep.Name = first, ""
 	} else {
 		name, u, ok := strings.Cut(first, "=")
+		if !ok && strings.Contains(first, "://") {
+			return Endpoint{}, fmt.Errorf("bench: endpoint %q: %q is not an http:// or https:// URL with a host", spec, first)
+		}
 		if !ok {
 			return Endpoint{}, fmt.Errorf("bench: endpoint %q: first field %q must be NAME=URL or a URL", spec, first)
 		}
