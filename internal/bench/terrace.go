@@ -122,8 +122,9 @@ func StartTerrace(ctx context.Context, opts TerraceOptions) (*Terrace, error) {
 		close(t.exited)
 	}()
 	if err := t.waitReady(ctx); err != nil {
+		tail := t.LogTail(20)
 		t.Stop()
-		return nil, fmt.Errorf("%w\n%s", err, t.LogTail(20))
+		return nil, fmt.Errorf("%w\n%s", err, tail)
 	}
 	return t, nil
 }

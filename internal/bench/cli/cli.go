@@ -136,7 +136,12 @@ func (f *outputFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
 }
 
-func (f *outputFlags) validate() error {
+// validate checks the format. A persistent --json flag inherited from the
+// root command (terrace has one) selects JSON too.
+func (f *outputFlags) validate(cmd *cobra.Command) error {
+	if fl := cmd.Flags().Lookup("json"); fl != nil && fl.Value.Type() == "bool" && fl.Value.String() == "true" {
+		f.format = "json"
+	}
 	if f.format != "table" && f.format != "json" {
 		return fmt.Errorf("bench: --output %q: want table or json", f.format)
 	}
@@ -177,19 +182,21 @@ type terraceFlags struct {
 	args    []string
 	name    string
 	keep    bool
+	timeout time.Duration
 }
 
 func (f *terraceFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.start, "start-terrace", false, "start a local single-node Terrace for the run and stop it afterwards")
 	fs.StringVar(&f.binary, "terrace-bin", "", "terrace binary for --start-terrace (default: this program)")
 	fs.StringVar(&f.dataDir, "terrace-data-dir", "", "data directory for --start-terrace (default: a temp dir, removed afterwards)")
-	fs.StringArrayVar(&f.args, "terrace-arg", nil, "extra flag for the started server (repeatable), e.g. --terrace-arg=--fsync=always")
+	fs.StringArrayVar(&f.args, "terrace-arg", nil, "extra flag for the started server (repeatable), e.g. --terrace-arg=--default-vector=ssd=1")
 	fs.StringVar(&f.name, "terrace-name", "terrace", "endpoint name of the started server")
 	fs.BoolVar(&f.keep, "terrace-keep", false, "keep the started server's temp dir (data and server.log)")
+	fs.DurationVar(&f.timeout, "terrace-start-timeout", 60*time.Second, "how long to wait for the started server's S3 port")
 }
 
 func (f *terraceFlags) startServer(ctx context.Context, errOut io.Writer) (*bench.Terrace, error) {
-	t, err := bench.StartTerrace(ctx, bench.TerraceOptions{Binary: f.binary, DataDir: f.dataDir, Args: f.args, Keep: f.keep})
+	t, err := bench.StartTerrace(ctx, bench.TerraceOptions{Binary: f.binary, DataDir: f.dataDir, Args: f.args, Keep: f.keep, StartTimeout: f.timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +262,7 @@ objects, untimed. A PUT workload writes fresh keys. Afterwards everything under
   terrace bench s3 --start-terrace --workload get=70,put=30 --size oltp -n 100000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := of.validate(); err != nil {
+			if err := of.validate(cmd); err != nil {
 				return err
 			}
 			opts, err := wf.options(cmd)
@@ -359,7 +366,7 @@ Each endpoint's objects persist between rounds and are deleted at the end.`,
     --workload get --size 4MiB --warmup 2s --json-file cmp.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := of.validate(); err != nil {
+			if err := of.validate(cmd); err != nil {
 				return err
 			}
 			opts, err := wf.options(cmd)
@@ -455,7 +462,7 @@ files are written in DIR and removed afterwards.`,
   terrace bench device /mnt/nvme --runtime 10s --file-size 2GiB --engine builtin -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := of.validate(); err != nil {
+			if err := of.validate(cmd); err != nil {
 				return err
 			}
 			n, err := bench.ParseBytes(size)
