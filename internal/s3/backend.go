@@ -1,0 +1,388 @@
+package s3
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/versity/versitygw/auth"
+	"github.com/versity/versitygw/backend"
+	"github.com/versity/versitygw/s3err"
+	"github.com/versity/versitygw/s3response"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// BackendOptions configure a Backend. Zero values mean defaults.
+type BackendOptions struct {
+	// Logger receives internal errors (answered to clients as
+	// InternalError without detail). Default slog.Default().
+	Logger *slog.Logger
+	// MaxDeleteObjects bounds the keys of one DeleteObjects request. S3's
+	// limit is 1000; versitygw does not enforce it.
+	MaxDeleteObjects int
+}
+
+// EnsureDefaults fills zero fields.
+func (o *BackendOptions) EnsureDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxDeleteObjects == 0 {
+		o.MaxDeleteObjects = 1000
+	}
+}
+
+// String prints the options for logs.
+func (o BackendOptions) String() string {
+	return fmt.Sprintf("max_delete_objects=%d", o.MaxDeleteObjects)
+}
+
+// Backend implements versitygw's backend.Backend over the object layer.
+// Operations it does not support (object lock, ACLs on objects, versioning,
+// S3 Select, restore) answer NotImplemented through the embedded
+// BackendUnsupported.
+type Backend struct {
+	backend.BackendUnsupported
+	layer *object.Layer
+	opts  BackendOptions
+	log   *slog.Logger
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// NewBackend returns a backend over l.
+func NewBackend(l *object.Layer, opts BackendOptions) *Backend {
+	opts.EnsureDefaults()
+	return &Backend{layer: l, opts: opts, log: opts.Logger}
+}
+
+// String names the backend in versitygw's logs.
+func (b *Backend) String() string { return "terrace" }
+
+// Shutdown is called by the gateway when it stops. The layer belongs to
+// the caller, who closes it.
+func (b *Backend) Shutdown() {}
+
+// NormalizeObjectKey returns the key unchanged: keys are opaque strings
+// (no path semantics).
+func (b *Backend) NormalizeObjectKey(_, object string) string { return object }
+
+// Keys of the opaque S3 sub-resources kept in meta.Bucket.Attrs.
+const (
+	attrACL       = "s3.acl"
+	attrPolicy    = "s3.policy"
+	attrOwnership = "s3.ownership"
+	attrCORS      = "s3.cors"
+	attrWebsite   = "s3.website"
+	attrTagging   = "s3.tagging"
+)
+
+// accountOf returns the account versitygw authenticated for the request,
+// if any (it stores it in the request's user values).
+func accountOf(ctx context.Context, key string) auth.Account {
+	a, _ := ctx.Value(key).(auth.Account)
+	return a
+}
+
+// bucketOwner is a bucket's owner: the ACL's owner, else the record's.
+func bucketOwner(b meta.Bucket) string {
+	if acl, err := auth.ParseACL(b.Attrs[attrACL]); err == nil && acl.Owner != "" {
+		return acl.Owner
+	}
+	return b.Owner
+}
+
+// ListBuckets lists buckets in name order: all of them for admins, else the
+// requester's.
+func (b *Backend) ListBuckets(ctx context.Context, in s3response.ListBucketsInput) (s3response.ListAllMyBucketsResult, error) {
+	all, err := b.layer.ListBuckets(ctx)
+	if err != nil {
+		return s3response.ListAllMyBucketsResult{}, b.mapErr("ListBuckets", err, "")
+	}
+	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner}, Prefix: in.Prefix}
+	for _, bk := range all {
+		if !strings.HasPrefix(bk.Name, in.Prefix) || bk.Name <= in.ContinuationToken {
+			continue
+		}
+		if !in.IsAdmin && bucketOwner(bk) != in.Owner {
+			continue
+		}
+		if in.MaxBuckets > 0 && len(out.Buckets.Bucket) == int(in.MaxBuckets) {
+			out.ContinuationToken = out.Buckets.Bucket[len(out.Buckets.Bucket)-1].Name
+			break
+		}
+		out.Buckets.Bucket = append(out.Buckets.Bucket, s3response.ListAllMyBucketsEntry{
+			Name: bk.Name, CreationDate: time.Unix(0, bk.Created).UTC(),
+		})
+	}
+	return out, nil
+}
+
+// ListBucketsAndOwners serves versitygw's admin API.
+func (b *Backend) ListBucketsAndOwners(ctx context.Context) ([]s3response.Bucket, error) {
+	all, err := b.layer.ListBuckets(ctx)
+	if err != nil {
+		return nil, b.mapErr("ListBucketsAndOwners", err, "")
+	}
+	out := make([]s3response.Bucket, 0, len(all))
+	for _, bk := range all {
+		out = append(out, s3response.Bucket{Name: bk.Name, Owner: bucketOwner(bk)})
+	}
+	return out, nil
+}
+
+// ChangeBucketOwner serves versitygw's admin API.
+func (b *Backend) ChangeBucketOwner(ctx context.Context, bucket, owner string) error {
+	err := b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
+		acl, err := auth.ParseACL(bk.Attrs[attrACL])
+		if err != nil {
+			return err
+		}
+		acl.Owner = owner
+		raw, err := json.Marshal(acl)
+		if err != nil {
+			return err
+		}
+		setAttr(bk, attrACL, raw)
+		bk.Owner = owner
+		return nil
+	})
+	return b.mapErr("ChangeBucketOwner", err, bucket)
+}
+
+// HeadBucket reports whether a bucket exists.
+func (b *Backend) HeadBucket(ctx context.Context, in *s3.HeadBucketInput) (*s3.HeadBucketOutput, error) {
+	if _, _, err := b.layer.GetBucket(ctx, *in.Bucket); err != nil {
+		return nil, b.mapErr("HeadBucket", err, *in.Bucket)
+	}
+	return &s3.HeadBucketOutput{}, nil
+}
+
+// CreateBucket creates a bucket with the cluster's default vector (the
+// admin API sets per-bucket vectors). Creating an existing bucket is
+// BucketAlreadyOwnedByYou for its owner, else BucketAlreadyExists.
+func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, acl []byte) error {
+	bucket := *in.Bucket
+	owner := accountOf(ctx, "bucket-owner").Access
+	if in.ObjectLockEnabledForBucket != nil && *in.ObjectLockEnabledForBucket {
+		return s3err.GetAPIError(s3err.ErrNotImplemented)
+	}
+	var tags map[string]string
+	if in.CreateBucketConfiguration != nil {
+		var err error
+		if tags, err = backend.ParseCreateBucketTags(in.CreateBucketConfiguration.Tags); err != nil {
+			return err
+		}
+	}
+	err := b.layer.CreateBucket(ctx, bucket, owner, model.Vector{})
+	if errors.Is(err, object.ErrBucketExists) {
+		bk, _, gerr := b.layer.GetBucket(ctx, bucket)
+		if gerr != nil {
+			return b.mapErr("CreateBucket", gerr, bucket)
+		}
+		if o := bucketOwner(bk); o == "" || o == owner {
+			return s3err.GetBucketErr(s3err.ErrBucketAlreadyOwnedByYou, bucket)
+		}
+		return s3err.GetBucketErr(s3err.ErrBucketAlreadyExists, bucket)
+	}
+	if err != nil {
+		return b.mapErr("CreateBucket", err, bucket)
+	}
+	// The record exists; attach the sub-resources. A crash in between
+	// leaves a bucket without ACL, which versitygw treats as owned by the
+	// root account.
+	err = b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
+		setAttr(bk, attrACL, acl)
+		setAttr(bk, attrOwnership, []byte(in.ObjectOwnership))
+		if tags != nil {
+			raw, err := json.Marshal(tags)
+			if err != nil {
+				return err
+			}
+			setAttr(bk, attrTagging, raw)
+		}
+		return nil
+	})
+	return b.mapErr("CreateBucket", err, bucket)
+}
+
+// DeleteBucket deletes an empty bucket (BucketNotEmpty otherwise).
+func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
+	return b.mapErr("DeleteBucket", b.layer.DeleteBucket(ctx, bucket), bucket)
+}
+
+// GetBucketVersioning reports every bucket as never versioned (an empty
+// configuration, as AWS answers for such buckets).
+func (b *Backend) GetBucketVersioning(ctx context.Context, bucket string) (s3response.GetBucketVersioningOutput, error) {
+	if _, _, err := b.layer.GetBucket(ctx, bucket); err != nil {
+		return s3response.GetBucketVersioningOutput{}, b.mapErr("GetBucketVersioning", err, bucket)
+	}
+	return s3response.GetBucketVersioningOutput{}, nil
+}
+
+// PutBucketVersioning is refused: Terrace buckets are unversioned.
+func (b *Backend) PutBucketVersioning(ctx context.Context, bucket string, _ types.BucketVersioningStatus) error {
+	if _, _, err := b.layer.GetBucket(ctx, bucket); err != nil {
+		return b.mapErr("PutBucketVersioning", err, bucket)
+	}
+	return s3err.GetAPIError(s3err.ErrVersioningNotConfigured)
+}
+
+// GetObjectLockConfiguration reports that no bucket has object lock, which
+// is what versitygw's authorization checks ask before every write.
+func (b *Backend) GetObjectLockConfiguration(ctx context.Context, bucket string) ([]byte, error) {
+	if _, _, err := b.layer.GetBucket(ctx, bucket); err != nil {
+		return nil, b.mapErr("GetObjectLockConfiguration", err, bucket)
+	}
+	return nil, s3err.GetAPIError(s3err.ErrObjectLockConfigurationNotFound)
+}
+
+func setAttr(bk *meta.Bucket, key string, val []byte) {
+	if len(val) == 0 {
+		delete(bk.Attrs, key)
+		return
+	}
+	if bk.Attrs == nil {
+		bk.Attrs = map[string][]byte{}
+	}
+	bk.Attrs[key] = slices.Clone(val)
+}
+
+// getAttr returns a bucket sub-resource; missing is the error versitygw
+// expects for an absent configuration (nil: an empty value).
+func (b *Backend) getAttr(ctx context.Context, op, bucket, key string, missing error) ([]byte, error) {
+	bk, _, err := b.layer.GetBucket(ctx, bucket)
+	if err != nil {
+		return nil, b.mapErr(op, err, bucket)
+	}
+	v, ok := bk.Attrs[key]
+	if !ok {
+		if missing != nil {
+			return nil, missing
+		}
+		return []byte{}, nil
+	}
+	return v, nil
+}
+
+// putAttr stores (val non-empty) or deletes a bucket sub-resource.
+func (b *Backend) putAttr(ctx context.Context, op, bucket, key string, val []byte) error {
+	err := b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
+		setAttr(bk, key, val)
+		return nil
+	})
+	return b.mapErr(op, err, bucket)
+}
+
+// GetBucketAcl returns the stored ACL (empty: owned by root, no grants).
+func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
+	return b.getAttr(ctx, "GetBucketAcl", *in.Bucket, attrACL, nil)
+}
+
+// PutBucketAcl stores an ACL.
+func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, data []byte) error {
+	return b.putAttr(ctx, "PutBucketAcl", bucket, attrACL, data)
+}
+
+// PutBucketPolicy stores a bucket policy.
+func (b *Backend) PutBucketPolicy(ctx context.Context, bucket string, policy []byte) error {
+	return b.putAttr(ctx, "PutBucketPolicy", bucket, attrPolicy, policy)
+}
+
+// GetBucketPolicy returns the bucket policy or NoSuchBucketPolicy.
+func (b *Backend) GetBucketPolicy(ctx context.Context, bucket string) ([]byte, error) {
+	return b.getAttr(ctx, "GetBucketPolicy", bucket, attrPolicy, s3err.GetAPIError(s3err.ErrNoSuchBucketPolicy))
+}
+
+// DeleteBucketPolicy removes the bucket policy.
+func (b *Backend) DeleteBucketPolicy(ctx context.Context, bucket string) error {
+	return b.putAttr(ctx, "DeleteBucketPolicy", bucket, attrPolicy, nil)
+}
+
+// PutBucketOwnershipControls stores the object-ownership setting.
+func (b *Backend) PutBucketOwnershipControls(ctx context.Context, bucket string, o types.ObjectOwnership) error {
+	return b.putAttr(ctx, "PutBucketOwnershipControls", bucket, attrOwnership, []byte(o))
+}
+
+// GetBucketOwnershipControls returns the object-ownership setting.
+func (b *Backend) GetBucketOwnershipControls(ctx context.Context, bucket string) (types.ObjectOwnership, error) {
+	v, err := b.getAttr(ctx, "GetBucketOwnershipControls", bucket, attrOwnership,
+		s3err.GetBucketErr(s3err.ErrOwnershipControlsNotFound, bucket))
+	return types.ObjectOwnership(v), err
+}
+
+// DeleteBucketOwnershipControls removes the object-ownership setting.
+func (b *Backend) DeleteBucketOwnershipControls(ctx context.Context, bucket string) error {
+	return b.putAttr(ctx, "DeleteBucketOwnershipControls", bucket, attrOwnership, nil)
+}
+
+// PutBucketCors stores a CORS configuration (versitygw applies it).
+func (b *Backend) PutBucketCors(ctx context.Context, bucket string, cors []byte) error {
+	return b.putAttr(ctx, "PutBucketCors", bucket, attrCORS, cors)
+}
+
+// GetBucketCors returns the CORS configuration.
+func (b *Backend) GetBucketCors(ctx context.Context, bucket string) ([]byte, error) {
+	return b.getAttr(ctx, "GetBucketCors", bucket, attrCORS, s3err.GetAPIError(s3err.ErrNoSuchCORSConfiguration))
+}
+
+// DeleteBucketCors removes the CORS configuration.
+func (b *Backend) DeleteBucketCors(ctx context.Context, bucket string) error {
+	return b.putAttr(ctx, "DeleteBucketCors", bucket, attrCORS, nil)
+}
+
+// PutBucketWebsite stores a website configuration.
+func (b *Backend) PutBucketWebsite(ctx context.Context, bucket string, website []byte) error {
+	return b.putAttr(ctx, "PutBucketWebsite", bucket, attrWebsite, website)
+}
+
+// GetBucketWebsite returns the website configuration.
+func (b *Backend) GetBucketWebsite(ctx context.Context, bucket string) ([]byte, error) {
+	return b.getAttr(ctx, "GetBucketWebsite", bucket, attrWebsite, s3err.GetAPIError(s3err.ErrNoSuchWebsiteConfiguration))
+}
+
+// DeleteBucketWebsite removes the website configuration.
+func (b *Backend) DeleteBucketWebsite(ctx context.Context, bucket string) error {
+	return b.putAttr(ctx, "DeleteBucketWebsite", bucket, attrWebsite, nil)
+}
+
+// PutBucketTagging stores bucket tags (nil tags delete them).
+func (b *Backend) PutBucketTagging(ctx context.Context, bucket string, tags map[string]string) error {
+	var raw []byte
+	if len(tags) > 0 {
+		var err error
+		if raw, err = json.Marshal(tags); err != nil {
+			return err
+		}
+	}
+	return b.putAttr(ctx, "PutBucketTagging", bucket, attrTagging, raw)
+}
+
+// GetBucketTagging returns bucket tags or NoSuchTagSet.
+func (b *Backend) GetBucketTagging(ctx context.Context, bucket string) (map[string]string, error) {
+	raw, err := b.getAttr(ctx, "GetBucketTagging", bucket, attrTagging,
+		s3err.GetBucketErr(s3err.ErrBucketTaggingNotFound, bucket))
+	if err != nil {
+		return nil, err
+	}
+	tags := map[string]string{}
+	if err := json.Unmarshal(raw, &tags); err != nil {
+		return nil, b.mapErr("GetBucketTagging", fmt.Errorf("s3: corrupt bucket tags: %w", err), bucket)
+	}
+	return tags, nil
+}
+
+// DeleteBucketTagging removes bucket tags.
+func (b *Backend) DeleteBucketTagging(ctx context.Context, bucket string) error {
+	return b.PutBucketTagging(ctx, bucket, nil)
+}

@@ -1,0 +1,142 @@
+package s3
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/versity/versitygw/backend"
+	"github.com/versity/versitygw/s3response"
+
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// nullVersion is the version ID of every object of an unversioned bucket.
+const nullVersion = "null"
+
+// listPage lists one page after the given key. maxKeys 0 answers an empty,
+// complete page (S3); the layer caps pages at 1000 keys.
+func (b *Backend) listPage(ctx context.Context, op, bucket, prefix, delim, after string, maxKeys int32) (object.ListResult, *types.Owner, error) {
+	bk, _, err := b.layer.GetBucket(ctx, bucket)
+	if err != nil {
+		return object.ListResult{}, nil, b.mapErr(op, err, bucket)
+	}
+	owner := bucketOwner(bk)
+	if maxKeys <= 0 {
+		return object.ListResult{}, &types.Owner{ID: &owner}, nil
+	}
+	res, err := b.layer.List(ctx, bucket, object.ListOptions{Prefix: prefix, Delimiter: delim, After: after, MaxKeys: int(maxKeys)})
+	if err != nil {
+		return object.ListResult{}, nil, b.mapErr(op, err, bucket)
+	}
+	return res, &types.Owner{ID: &owner}, nil
+}
+
+func listEntries(res object.ListResult, owner *types.Owner) ([]s3response.Object, []types.CommonPrefix) {
+	objs := make([]s3response.Object, 0, len(res.Objects))
+	for _, oi := range res.Objects {
+		etag, key, size, mtime := quoteETag(oi.ETag), oi.Key, oi.Size, lastModified(oi.Object)
+		objs = append(objs, s3response.Object{
+			ETag: &etag, Key: &key, Size: &size, LastModified: &mtime, Owner: owner,
+			StorageClass: types.ObjectStorageClass(storageClass(oi.Object)),
+		})
+	}
+	cps := make([]types.CommonPrefix, 0, len(res.CommonPrefixes))
+	for _, p := range res.CommonPrefixes {
+		cps = append(cps, types.CommonPrefix{Prefix: &p})
+	}
+	return objs, cps
+}
+
+// ListObjects is ListObjects (v1): marker pagination, NextMarker when
+// truncated.
+func (b *Backend) ListObjects(ctx context.Context, in *s3.ListObjectsInput) (s3response.ListObjectsResult, error) {
+	bucket, prefix, delim, marker := deref(in.Bucket), deref(in.Prefix), deref(in.Delimiter), deref(in.Marker)
+	maxKeys := int32(1000)
+	if in.MaxKeys != nil {
+		maxKeys = *in.MaxKeys
+	}
+	res, owner, err := b.listPage(ctx, "ListObjects", bucket, prefix, delim, marker, maxKeys)
+	if err != nil {
+		return s3response.ListObjectsResult{}, err
+	}
+	objs, cps := listEntries(res, owner)
+	truncated := res.Truncated
+	out := s3response.ListObjectsResult{
+		Name: &bucket, Prefix: &prefix, Marker: &marker, MaxKeys: &maxKeys, IsTruncated: &truncated,
+		Delimiter: backend.GetPtrFromString(delim), Contents: objs, CommonPrefixes: cps,
+	}
+	if truncated {
+		out.NextMarker = backend.GetPtrFromString(res.NextAfter)
+	}
+	return out, nil
+}
+
+// ListObjectsV2 is ListObjects v2: opaque continuation tokens (the key to
+// continue after, encoded), StartAfter, KeyCount.
+func (b *Backend) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input) (s3response.ListObjectsV2Result, error) {
+	bucket, prefix, delim := deref(in.Bucket), deref(in.Prefix), deref(in.Delimiter)
+	token, startAfter := deref(in.ContinuationToken), deref(in.StartAfter)
+	after, err := decodeToken(token)
+	if err != nil {
+		return s3response.ListObjectsV2Result{}, err
+	}
+	after = max(after, startAfter)
+	maxKeys := int32(1000)
+	if in.MaxKeys != nil {
+		maxKeys = *in.MaxKeys
+	}
+	res, owner, err := b.listPage(ctx, "ListObjectsV2", bucket, prefix, delim, after, maxKeys)
+	if err != nil {
+		return s3response.ListObjectsV2Result{}, err
+	}
+	if in.FetchOwner == nil || !*in.FetchOwner {
+		owner = nil
+	}
+	objs, cps := listEntries(res, owner)
+	truncated := res.Truncated
+	count := int32(len(objs) + len(cps))
+	out := s3response.ListObjectsV2Result{
+		Name: &bucket, Prefix: &prefix, MaxKeys: &maxKeys, KeyCount: &count, IsTruncated: &truncated,
+		Delimiter: backend.GetPtrFromString(delim), ContinuationToken: backend.GetPtrFromString(token),
+		StartAfter: backend.GetPtrFromString(startAfter), Contents: objs, CommonPrefixes: cps,
+	}
+	if truncated {
+		out.NextContinuationToken = backend.GetPtrFromString(encodeToken(res.NextAfter))
+	}
+	return out, nil
+}
+
+// ListObjectVersions lists every object as its one "null" version, which
+// is what an unversioned S3 bucket answers.
+func (b *Backend) ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput) (s3response.ListVersionsResult, error) {
+	bucket, prefix, delim, keyMarker := deref(in.Bucket), deref(in.Prefix), deref(in.Delimiter), deref(in.KeyMarker)
+	maxKeys := int32(1000)
+	if in.MaxKeys != nil {
+		maxKeys = *in.MaxKeys
+	}
+	res, owner, err := b.listPage(ctx, "ListObjectVersions", bucket, prefix, delim, keyMarker, maxKeys)
+	if err != nil {
+		return s3response.ListVersionsResult{}, err
+	}
+	objs, cps := listEntries(res, owner)
+	versions := make([]s3response.ObjectVersion, 0, len(objs))
+	for _, o := range objs {
+		latest, vid := true, nullVersion
+		versions = append(versions, s3response.ObjectVersion{
+			ETag: o.ETag, Key: o.Key, Size: o.Size, LastModified: o.LastModified, Owner: o.Owner,
+			IsLatest: &latest, VersionId: &vid, StorageClass: types.ObjectVersionStorageClass(o.StorageClass),
+		})
+	}
+	truncated := res.Truncated
+	out := s3response.ListVersionsResult{
+		Name: &bucket, Prefix: &prefix, KeyMarker: &keyMarker, MaxKeys: &maxKeys, IsTruncated: &truncated,
+		Delimiter: backend.GetPtrFromString(delim), VersionIdMarker: in.VersionIdMarker,
+		Versions: versions, CommonPrefixes: cps,
+	}
+	if truncated {
+		next, vid := res.NextAfter, nullVersion
+		out.NextKeyMarker, out.NextVersionIdMarker = &next, &vid
+	}
+	return out, nil
+}
