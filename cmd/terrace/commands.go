@@ -396,7 +396,44 @@ func newStatusCmd(g *globalFlags) *cobra.Command {
 				}
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.ID, d.Tier, h, d.Path, d.Profile, humanBytes(d.UsedBytes), humanBytes(d.CapacityBytes))
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if st.Cluster != nil {
+				fmt.Fprintln(out)
+				w = tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "NODE	RACK	STATE	RPC	S3	DEVICES	USED	CAPACITY")
+				for _, nv := range st.Cluster.Nodes {
+					state := "up"
+					if !nv.Up {
+						state = "DOWN"
+					}
+					if nv.Draining {
+						state += ",draining"
+					}
+					var used, capacity int64
+					if nv.Heartbeat != nil {
+						for _, d := range nv.Heartbeat.Devices {
+							used += d.Used
+						}
+					}
+					for _, d := range nv.Devices {
+						capacity += d.CapacityBytes
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", nv.ID, nv.Rack, state, nv.RPCAddress, nv.S3Address, len(nv.Devices), humanBytes(used), humanBytes(capacity))
+				}
+				fmt.Fprintln(w)
+				fmt.Fprintln(w, "META MEMBER	ENDPOINT	HEALTH	LEADER")
+				for _, m := range st.Cluster.Members {
+					h := "ok"
+					if !m.Healthy {
+						h = "UNHEALTHY " + m.Error
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", m.Name, m.Endpoint, h, m.Leader)
+				}
+				return w.Flush()
+			}
+			return nil
 		},
 	}
 }

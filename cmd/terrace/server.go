@@ -32,7 +32,13 @@ the demo layout: a 256 MiB mem device, a 2 GiB ssd and two 8 GiB hdd devices
 under --data-dir, with emulation profiles that make them behave like real
 media (hdd ≈ 150 MB/s and 4 ms per op, ssd ≈ 500 MB/s and 0.1 ms).
 
-A device is tier:path:capacity[:profile]; a mem device has no path.`,
+A device is tier:path:capacity[:profile]; a mem device has no path.
+
+Cluster mode: give every node the same --initial-cluster (the founding etcd
+members, normally 3 or 5 of the nodes), a --cluster-secret, and its own
+--rpc-address; members also need --etcd-peer-url and --etcd-client-url.
+Nodes not in --initial-cluster (or all nodes, with an external etcd) use
+--meta-endpoints. 'terrace dev cluster' does all of this on one machine.`,
 		Example: `  # demo node with emulated tiers under ./terrace-data
   terrace server
 
@@ -83,6 +89,24 @@ A device is tier:path:capacity[:profile]; a mem device has no path.`,
 			if f.Changed("placement") {
 				cfg.Placement = flagCfg.Placement
 			}
+			if f.Changed("initial-cluster") {
+				cfg.InitialCluster = flagCfg.InitialCluster
+			}
+			if f.Changed("etcd-peer-url") {
+				cfg.EtcdPeerURL = flagCfg.EtcdPeerURL
+			}
+			if f.Changed("etcd-client-url") {
+				cfg.EtcdClientURL = flagCfg.EtcdClientURL
+			}
+			if f.Changed("meta-endpoints") {
+				cfg.MetaEndpoints = flagCfg.MetaEndpoints
+			}
+			if f.Changed("rpc-address") {
+				cfg.RPCAddress = flagCfg.RPCAddress
+			}
+			if f.Changed("cluster-secret") {
+				cfg.ClusterSecret = flagCfg.ClusterSecret
+			}
 			if f.Changed("log-level") {
 				cfg.LogLevel = flagCfg.LogLevel
 			}
@@ -120,6 +144,12 @@ A device is tier:path:capacity[:profile]; a mem device has no path.`,
 	f.StringVar(&flagCfg.DefaultVector, "default-vector", "any=2", "replication vector for buckets without one, e.g. ssd=1,hdd=1")
 	f.StringVar(&flagCfg.Placement, "placement", placement.DefaultName, "write placement policy: "+strings.Join(placement.Names, ", "))
 	f.StringVar(&flagCfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&flagCfg.InitialCluster, "initial-cluster", "", "cluster mode: founding etcd members name=peerURL,... (a node named here runs one)")
+	f.StringVar(&flagCfg.EtcdPeerURL, "etcd-peer-url", "", "this node's etcd peer URL, e.g. http://10.0.0.1:2380")
+	f.StringVar(&flagCfg.EtcdClientURL, "etcd-client-url", "", "this node's etcd client URL, e.g. http://10.0.0.1:2379")
+	f.StringSliceVar(&flagCfg.MetaEndpoints, "meta-endpoints", nil, "cluster mode with an external etcd: its client URLs")
+	f.StringVar(&flagCfg.RPCAddress, "rpc-address", "", "cluster mode: node-to-node replica RPC listen address")
+	f.StringVar(&flagCfg.ClusterSecret, "cluster-secret", "", "cluster mode: shared secret authenticating peers ($TERRACE_CLUSTER_SECRET)")
 	return cmd
 }
 

@@ -98,6 +98,9 @@ type Egroup struct {
 	Size   int64        `json:"z"`
 	Vector model.Vector `json:"v"`
 	Mtime  int64        `json:"m"`
+	// Writer is the node whose writer appends to the egroup while it is
+	// open; only that node seals it during recovery.
+	Writer model.NodeID `json:"w,omitempty"`
 }
 
 // Access is the eventually consistent access record of an extent group.

@@ -33,7 +33,8 @@ func (r RecoveryReport) String() string {
 //     the bytes of writes that were never acknowledged;
 //   - a replica shorter than committed, or missing (a mem device after a
 //     restart), is marked bad so reads skip it and the Curator repairs it;
-//   - egroups left open by the previous process are sealed;
+//   - egroups this node left open are sealed (other nodes' open egroups
+//     belong to their live writers);
 //   - replica files with no egroup record (an unacknowledged write's new
 //     egroup) are removed.
 func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, error) {
@@ -85,7 +86,7 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 					changed = true
 				}
 			}
-			if eg.State == meta.EgroupOpen {
+			if eg.State == meta.EgroupOpen && (eg.Writer == l.opts.Node || eg.Writer == "") {
 				eg.State = meta.EgroupSealed
 				changed = true
 				rep.Sealed++

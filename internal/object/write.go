@@ -367,7 +367,7 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 			}
 			t.If(meta.EgroupKey(e.id), e.modRev)
 			t.Put(meta.EgroupKey(e.id), meta.Encode(meta.Egroup{
-				Replicas: e.replicas, State: state, Size: e.size, Vector: e.vector, Mtime: now,
+				Replicas: e.replicas, State: state, Size: e.size, Vector: e.vector, Mtime: now, Writer: l.opts.Node,
 			}))
 			inTxn = append(inTxn, e)
 		}

@@ -27,6 +27,7 @@ import (
 //	GET    /v1/object/locate?bucket=B&key=K    extents, egroups, replicas
 //	POST   /v1/object/set-replication?bucket=B&key=K&vector=V[&wait=1]
 //	GET    /v1/placement/explain?vector=V[&policy=P&bytes=N&seed=S]  scores and choice
+//	POST   /v1/nodes/ID/drain[?off=1]          start (or stop) draining a node
 //	GET    /v1/buckets                         list buckets
 //	PUT    /v1/buckets/B[?vector=V]            create bucket
 //	POST   /v1/buckets/B/vector?vector=V       set the bucket default vector
@@ -43,6 +44,7 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/object/locate", n.handleLocate)
 	mux.HandleFunc("POST /v1/object/set-replication", n.handleSetReplication)
 	mux.HandleFunc("GET /v1/placement/explain", n.handleExplain)
+	mux.HandleFunc("POST /v1/nodes/{id}/drain", n.handleDrain)
 	mux.HandleFunc("GET /v1/buckets", n.handleListBuckets)
 	mux.HandleFunc("PUT /v1/buckets/{bucket}", n.handleCreateBucket)
 	mux.HandleFunc("POST /v1/buckets/{bucket}/vector", n.handleBucketVector)
@@ -108,6 +110,7 @@ type Status struct {
 	Vector       string         `json:"default_vector"`
 	Devices      []device.Stats `json:"devices"`
 	Time         time.Time      `json:"time"`
+	Cluster      *ClusterStatus `json:"cluster,omitempty"`
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -117,6 +120,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for _, d := range n.Devices {
 		st.Devices = append(st.Devices, d.Stats())
 	}
+	st.Cluster = n.clusterStatus(r.Context())
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -333,4 +337,13 @@ func (n *Node) handleExplain(w http.ResponseWriter, r *http.Request) {
 		resp.Error = ex.Err.Error()
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
+	on := r.URL.Query().Get("off") == ""
+	if err := n.Drain(r.Context(), r.PathValue("id"), on); err != nil {
+		writeJSON(w, http.StatusBadRequest, APIError{Error: err.Error(), Code: "InvalidArgument"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"node": r.PathValue("id"), "draining": on})
 }

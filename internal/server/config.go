@@ -42,7 +42,22 @@ type Config struct {
 	ProbeBytes    int64         `yaml:"probe_bytes"`
 	StatsInterval time.Duration `yaml:"stats_interval"`
 	LogLevel      string        `yaml:"log_level"`
+
+	// Cluster mode (any of these set). InitialCluster lists the founding
+	// embedded etcd members as "name=peerURL,..."; a node whose NodeID is
+	// in it runs a member. MetaEndpoints uses an external etcd instead.
+	InitialCluster string   `yaml:"initial_cluster"`
+	EtcdPeerURL    string   `yaml:"etcd_peer_url"`
+	EtcdClientURL  string   `yaml:"etcd_client_url"`
+	MetaEndpoints  []string `yaml:"meta_endpoints"`
+	RPCAddress     string   `yaml:"rpc_address"`
+	// ClusterSecret authenticates node-to-node RPCs (HMAC); required in
+	// cluster mode.
+	ClusterSecret string `yaml:"cluster_secret"`
 }
+
+// Clustered reports whether the node runs as part of a multi-node cluster.
+func (c *Config) Clustered() bool { return c.InitialCluster != "" || len(c.MetaEndpoints) > 0 }
 
 // Defaults.
 const (
@@ -82,6 +97,12 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	set(&c.RootPassword, "TERRACE_ROOT_PASSWORD")
 	set(&c.DefaultVector, "TERRACE_DEFAULT_VECTOR")
 	set(&c.Placement, "TERRACE_PLACEMENT")
+	set(&c.ClusterSecret, "TERRACE_CLUSTER_SECRET")
+	set(&c.InitialCluster, "TERRACE_INITIAL_CLUSTER")
+	set(&c.RPCAddress, "TERRACE_RPC_ADDRESS")
+	if v := getenv("TERRACE_META_ENDPOINTS"); v != "" {
+		c.MetaEndpoints = strings.Split(v, ",")
+	}
 	if v := getenv("TERRACE_DEVICES"); v != "" {
 		c.Devices = strings.Split(v, ",")
 	}
@@ -160,6 +181,17 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if len(c.RootPassword) < 8 {
 		return nil, fmt.Errorf("server: root password must be at least 8 characters")
+	}
+	if c.Clustered() {
+		if len(c.ClusterSecret) < 16 {
+			return nil, fmt.Errorf("server: cluster mode needs --cluster-secret of at least 16 characters")
+		}
+		if c.RPCAddress == "" {
+			return nil, fmt.Errorf("server: cluster mode needs --rpc-address")
+		}
+		if strings.Contains(c.InitialCluster, c.NodeID+"=") && (c.EtcdPeerURL == "" || c.EtcdClientURL == "") {
+			return nil, fmt.Errorf("server: node %s is an etcd member in --initial-cluster; set --etcd-peer-url and --etcd-client-url", c.NodeID)
+		}
 	}
 	var specs []device.Spec
 	paths := map[string]bool{}

@@ -26,13 +26,14 @@ import (
 type Node struct {
 	Config  Config
 	Log     *slog.Logger
-	KV      *meta.Pebble
+	KV      meta.KV
 	Local   *object.Local
 	Layer   *object.Layer
 	Devices []*device.Device
 	Reg     *prometheus.Registry
 
-	admin *http.Server
+	admin   *http.Server
+	cluster *clusterParts
 }
 
 // S3Starter starts the S3 gateway; it is injected so that this package
@@ -76,12 +77,23 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 			"read_MBps", int(st.ReadBps/1e6), "write_MBps", int(st.WriteBps/1e6))
 		n.Devices = append(n.Devices, d)
 	}
-	kv, err := meta.OpenPebble(filepath.Join(cfg.DataDir, "meta"))
-	if err != nil {
-		return nil, err
+	n.Local = object.NewLocal(model.NodeID(cfg.NodeID), cfg.Rack, n.Devices)
+	var kv meta.KV
+	var rio object.ReplicaIO = n.Local
+	var topo object.Topology = n.Local
+	if cfg.Clustered() {
+		kv, rio, topo, err = n.openCluster(ctx)
+		if err != nil {
+			n.cluster.close()
+			return nil, err
+		}
+	} else {
+		kv, err = meta.OpenPebble(filepath.Join(cfg.DataDir, "meta"))
+		if err != nil {
+			return nil, err
+		}
 	}
 	n.KV = kv
-	n.Local = object.NewLocal(model.NodeID(cfg.NodeID), cfg.Rack, n.Devices)
 	pol, err := newPolicy(cfg.Placement)
 	if err != nil {
 		kv.Close()
@@ -91,7 +103,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	for name, v := range cfg.StorageClasses {
 		classes[strings.ToUpper(name)] = model.MustParseVector(v)
 	}
-	layer, err := object.New(kv, n.Local, n.Local, object.Options{
+	layer, err := object.New(kv, rio, topo, object.Options{
 		Node:          model.NodeID(cfg.NodeID),
 		DefaultVector: model.MustParseVector(cfg.DefaultVector),
 		Classes:       classes,
@@ -112,6 +124,12 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("server: recovery: %w", err)
 	}
 	log.Info("recovery done", "took", time.Since(start).Round(time.Millisecond), "report", rep.String())
+	if n.cluster != nil {
+		if err := n.startMembership(); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	n.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.Reg.MustRegister(layer.Collectors()...)
 	n.Reg.MustRegister(newDeviceCollector(n))
@@ -177,7 +195,9 @@ func (n *Node) Close() error {
 	if n.Layer != nil {
 		errs = append(errs, n.Layer.Close())
 	}
-	if n.KV != nil {
+	if n.cluster != nil {
+		n.cluster.close()
+	} else if n.KV != nil {
 		errs = append(errs, n.KV.Close())
 	}
 	return errors.Join(errs...)

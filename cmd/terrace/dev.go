@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terrace-storage/terrace/internal/devcluster"
+)
+
+func init() {
+	extraCommands = append(extraCommands,
+		func(root *cobra.Command, _ *globalFlags) { root.AddCommand(newDevCmd()) },
+		func(root *cobra.Command, g *globalFlags) { root.AddCommand(newNodeCmd(g)) },
+	)
+}
+
+func newDevCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "dev", Short: "Developer tools: local clusters"}
+	var o devcluster.Options
+	c := &cobra.Command{
+		Use:   "cluster",
+		Short: "Run an N-node Terrace on loopback (embedded etcd, emulated tiers)",
+		Long: `Start N 'terrace server' processes on 127.0.0.1, each with its own data
+directory, devices and ports, the first 3 (or 5) running embedded etcd members,
+all sharing a generated cluster secret. Prints every node's endpoints and keeps
+running until interrupted; then stops the nodes. Re-running on the same --dir
+restarts the same cluster with its data.
+
+Ports: node i (from 0) uses base+10i: +0 S3, +1 admin, +2 replica RPC,
++3 etcd client, +4 etcd peer. cluster.json in --dir records it all.`,
+		Example: `  terrace dev cluster --nodes 3
+  terrace dev cluster --nodes 5 --racks 2 --dir /tmp/t5 --base-port 9200
+  TERRACE_ENDPOINT=http://127.0.0.1:9101 terrace status`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Binary == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.Binary = exe
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			fmt.Fprintf(cmd.ErrOrStderr(), "starting %d nodes under %s ...\n", o.Nodes, o.Dir)
+			cl, err := devcluster.Start(ctx, o)
+			if err != nil {
+				return err
+			}
+			defer cl.Stop()
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "NODE\tRACK\tS3\tADMIN\tRPC\tETCD MEMBER\tLOG")
+			for _, n := range cl.Nodes {
+				fmt.Fprintf(w, "%s\t%s\thttp://%s\thttp://%s\t%s\t%v\t%s\n", n.ID, n.Rack, n.S3, n.Admin, n.RPC, n.Member, n.LogPath)
+			}
+			w.Flush()
+			fmt.Fprintf(cmd.OutOrStdout(), "\nS3 credentials: terrace / terrace-secret.  Try: TERRACE_ENDPOINT=http://%s terrace status\nCtrl-C stops the cluster.\n", cl.Nodes[0].Admin)
+			<-ctx.Done()
+			fmt.Fprintln(cmd.ErrOrStderr(), "stopping ...")
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Nodes, "nodes", 3, "number of nodes")
+	f.IntVar(&o.Racks, "racks", 1, "number of racks (nodes are spread round-robin)")
+	f.StringVar(&o.Dir, "dir", "terrace-dev", "directory for every node's data and logs")
+	f.IntVar(&o.BasePort, "base-port", 9100, "first port; node i uses base+10i .. base+10i+4")
+	f.BoolVar(&o.Emulate, "emulate", true, "emulate tier speeds (hdd ≈ 150 MB/s, 4 ms; ssd ≈ 500 MB/s, 0.1 ms)")
+	f.StringVar(&o.DefaultVector, "default-vector", "any=2", "default replication vector")
+	f.StringArrayVar(&o.Devices, "device", nil, "per-node device tier:name:capacity (repeatable; default ssd 2GiB + 2 × hdd 8GiB)")
+	f.StringVar(&o.Binary, "binary", "", "terrace binary to run (default: this one)")
+	cmd.AddCommand(c)
+	return cmd
+}
+
+func newNodeCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "node", Short: "Manage cluster nodes"}
+	var off bool
+	drain := &cobra.Command{
+		Use:   "drain NODE",
+		Short: "Start evacuating a node: its devices take no new replicas and the Curator moves its replicas away",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{}
+			if off {
+				q.Set("off", "1")
+			}
+			if err := g.client().callJSON("POST", "/v1/nodes/"+url.PathEscape(args[0])+"/drain", q, nil); err != nil {
+				return err
+			}
+			state := "draining"
+			if off {
+				state = "no longer draining"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s is %s; 'terrace status' shows progress\n", args[0], state)
+			return nil
+		},
+	}
+	drain.Flags().BoolVar(&off, "off", false, "stop draining")
+	cmd.AddCommand(drain)
+	return cmd
+}

@@ -1,0 +1,386 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// Cluster-map keys (under meta.PrefixCluster).
+const (
+	prefixNode      = meta.PrefixCluster + "n/" // static registration
+	prefixHeartbeat = meta.PrefixCluster + "h/" // live stats under a lease
+	prefixNodeState = meta.PrefixCluster + "s/" // operator state (drain)
+)
+
+// Defaults for failure detection. A node is declared down when its lease
+// expires: HeartbeatTTL after its last heartbeat. 5 s tolerates GC pauses
+// and a busy 2-core machine; Mirador's 15-minute stabilisation before
+// repairing lives in the Curator, not here.
+const (
+	DefaultHeartbeatInterval = time.Second
+	DefaultHeartbeatTTL      = 5 * time.Second
+)
+
+// NodeInfo is a node's registration.
+type NodeInfo struct {
+	ID           model.NodeID `json:"id"`
+	Rack         string       `json:"rack"`
+	RPCAddress   string       `json:"rpc"`
+	S3Address    string       `json:"s3"`
+	AdminAddress string       `json:"admin"`
+	Devices      []DeviceInfo `json:"devices"`
+	Started      int64        `json:"started"`
+}
+
+// DeviceInfo is a device's static description.
+type DeviceInfo struct {
+	ID            model.DeviceID `json:"id"`
+	Tier          model.Tier     `json:"tier"`
+	CapacityBytes int64          `json:"cap"`
+	ReadBps       float64        `json:"rbps"`
+	WriteBps      float64        `json:"wbps"`
+}
+
+// Heartbeat carries a node's live device statistics.
+type Heartbeat struct {
+	Time    int64         `json:"t"`
+	Conns   int           `json:"c"`
+	Devices []DeviceStats `json:"d"`
+}
+
+// DeviceStats are a device's live counters.
+type DeviceStats struct {
+	ID      model.DeviceID `json:"id"`
+	Used    int64          `json:"u"`
+	Queue   int            `json:"q"`
+	Streams int            `json:"s"`
+	Failed  bool           `json:"f,omitempty"`
+}
+
+// NodeState is an operator-set state.
+type NodeState struct {
+	Draining bool  `json:"draining"`
+	Since    int64 `json:"since"`
+}
+
+// Event reports a membership change.
+type Event struct {
+	Node model.NodeID
+	Up   bool
+	Time time.Time
+}
+
+// Membership registers this node, heartbeats its device statistics under
+// an etcd lease, and keeps a watched view of every node.
+type Membership struct {
+	c        *clientv3.Client
+	self     NodeInfo
+	devices  []*device.Device
+	log      *slog.Logger
+	interval time.Duration
+	ttl      time.Duration
+
+	mu     sync.RWMutex
+	nodes  map[model.NodeID]NodeInfo
+	beats  map[model.NodeID]Heartbeat
+	states map[model.NodeID]NodeState
+	subs   []chan Event
+
+	wg sync.WaitGroup
+}
+
+// NewMembership prepares membership for this node.
+func NewMembership(c *clientv3.Client, self NodeInfo, devs []*device.Device, log *slog.Logger) *Membership {
+	return &Membership{c: c, self: self, devices: devs, log: log,
+		interval: DefaultHeartbeatInterval, ttl: DefaultHeartbeatTTL,
+		nodes: map[model.NodeID]NodeInfo{}, beats: map[model.NodeID]Heartbeat{}, states: map[model.NodeID]NodeState{}}
+}
+
+// Start registers the node, loads the current view, and runs the
+// heartbeat and watch loops until ctx ends.
+func (m *Membership) Start(ctx context.Context) error {
+	m.self.Started = time.Now().UnixNano()
+	m.self.Devices = nil
+	for _, d := range m.devices {
+		st := d.Stats()
+		m.self.Devices = append(m.self.Devices, DeviceInfo{ID: d.ID(), Tier: d.Tier(), CapacityBytes: d.Capacity(), ReadBps: st.ReadBps, WriteBps: st.WriteBps})
+	}
+	b, _ := json.Marshal(m.self)
+	if _, err := m.c.Put(ctx, prefixNode+string(m.self.ID), string(b)); err != nil {
+		return fmt.Errorf("cluster: register node: %w", err)
+	}
+	if err := m.beat(ctx, 0); err != nil {
+		return err
+	}
+	resp, err := m.c.Get(ctx, meta.PrefixCluster, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("cluster: load view: %w", err)
+	}
+	for _, kv := range resp.Kvs {
+		m.apply(string(kv.Key), kv.Value, false)
+	}
+	wc := m.c.Watch(ctx, meta.PrefixCluster, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	m.wg.Add(2)
+	go m.heartbeatLoop(ctx)
+	go m.watchLoop(ctx, wc)
+	return nil
+}
+
+// Wait waits for the loops to stop after ctx ends.
+func (m *Membership) Wait() { m.wg.Wait() }
+
+func (m *Membership) beat(ctx context.Context, lease clientv3.LeaseID) error {
+	hb := Heartbeat{Time: time.Now().UnixNano()}
+	for _, d := range m.devices {
+		st := d.Stats()
+		hb.Devices = append(hb.Devices, DeviceStats{ID: d.ID(), Used: st.UsedBytes, Queue: st.QueueLen, Streams: st.ActiveStreams, Failed: st.Failed})
+	}
+	b, _ := json.Marshal(hb)
+	var opts []clientv3.OpOption
+	if lease != 0 {
+		opts = append(opts, clientv3.WithLease(lease))
+	}
+	_, err := m.c.Put(ctx, prefixHeartbeat+string(m.self.ID), string(b), opts...)
+	return err
+}
+
+func (m *Membership) heartbeatLoop(ctx context.Context) {
+	defer m.wg.Done()
+	var lease clientv3.LeaseID
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		if lease == 0 {
+			cctx, cancel := context.WithTimeout(ctx, m.ttl)
+			g, err := m.c.Grant(cctx, int64(m.ttl/time.Second))
+			cancel()
+			if err == nil {
+				lease = g.ID
+			} else if ctx.Err() == nil {
+				m.log.Warn("heartbeat lease grant failed", "err", err)
+			}
+		}
+		if lease != 0 {
+			cctx, cancel := context.WithTimeout(ctx, m.ttl)
+			_, kerr := m.c.KeepAliveOnce(cctx, lease)
+			err := kerr
+			if err == nil {
+				err = m.beat(cctx, lease)
+			}
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				m.log.Warn("heartbeat failed; re-granting lease", "err", err)
+				lease = 0
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if lease != 0 {
+				rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				m.c.Revoke(rctx, lease) // a clean shutdown is seen as down at once
+				cancel()
+			}
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Membership) watchLoop(ctx context.Context, wc clientv3.WatchChan) {
+	defer m.wg.Done()
+	for {
+		for resp := range wc {
+			for _, ev := range resp.Events {
+				m.apply(string(ev.Kv.Key), ev.Kv.Value, ev.Type == clientv3.EventTypeDelete)
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		// The watch broke (compaction, leader change): reload and resume.
+		resp, err := m.c.Get(ctx, meta.PrefixCluster, clientv3.WithPrefix())
+		if err != nil {
+			time.Sleep(m.interval)
+			wc = m.c.Watch(ctx, meta.PrefixCluster, clientv3.WithPrefix())
+			continue
+		}
+		m.mu.Lock()
+		m.nodes, m.beats, m.states = map[model.NodeID]NodeInfo{}, map[model.NodeID]Heartbeat{}, map[model.NodeID]NodeState{}
+		m.mu.Unlock()
+		for _, kv := range resp.Kvs {
+			m.apply(string(kv.Key), kv.Value, false)
+		}
+		wc = m.c.Watch(ctx, meta.PrefixCluster, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	}
+}
+
+func (m *Membership) apply(key string, val []byte, deleted bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case strings.HasPrefix(key, prefixNode):
+		id := model.NodeID(strings.TrimPrefix(key, prefixNode))
+		if deleted {
+			delete(m.nodes, id)
+			return
+		}
+		var ni NodeInfo
+		if json.Unmarshal(val, &ni) == nil {
+			m.nodes[id] = ni
+		}
+	case strings.HasPrefix(key, prefixHeartbeat):
+		id := model.NodeID(strings.TrimPrefix(key, prefixHeartbeat))
+		_, wasUp := m.beats[id]
+		if deleted {
+			delete(m.beats, id)
+			if wasUp {
+				m.log.Warn("node down (heartbeat lease expired)", "node", id)
+				m.notify(Event{Node: id, Up: false, Time: time.Now()})
+			}
+			return
+		}
+		var hb Heartbeat
+		if json.Unmarshal(val, &hb) == nil {
+			m.beats[id] = hb
+			if !wasUp {
+				m.log.Info("node up", "node", id)
+				m.notify(Event{Node: id, Up: true, Time: time.Now()})
+			}
+		}
+	case strings.HasPrefix(key, prefixNodeState):
+		id := model.NodeID(strings.TrimPrefix(key, prefixNodeState))
+		if deleted {
+			delete(m.states, id)
+			return
+		}
+		var st NodeState
+		if json.Unmarshal(val, &st) == nil {
+			m.states[id] = st
+		}
+	}
+}
+
+// notify must be called with mu held.
+func (m *Membership) notify(ev Event) {
+	for _, ch := range m.subs {
+		select {
+		case ch <- ev:
+		default:
+		}
+	}
+}
+
+// Subscribe returns a channel of membership events (buffered; events are
+// dropped for a subscriber that does not keep up).
+func (m *Membership) Subscribe() <-chan Event {
+	ch := make(chan Event, 64)
+	m.mu.Lock()
+	m.subs = append(m.subs, ch)
+	m.mu.Unlock()
+	return ch
+}
+
+// Node returns a node's registration.
+func (m *Membership) Node(id model.NodeID) (NodeInfo, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n, ok := m.nodes[id]
+	return n, ok
+}
+
+// NodeView is one node as `terrace status` shows it.
+type NodeView struct {
+	NodeInfo
+	Up        bool       `json:"up"`
+	Draining  bool       `json:"draining"`
+	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+}
+
+// Nodes returns every registered node, sorted by ID.
+func (m *Membership) Nodes() []NodeView {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]NodeView, 0, len(m.nodes))
+	for id, n := range m.nodes {
+		v := NodeView{NodeInfo: n, Draining: m.states[id].Draining}
+		if hb, ok := m.beats[id]; ok {
+			v.Up = true
+			v.Heartbeat = &hb
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// SetDraining sets or clears a node's draining state.
+func (m *Membership) SetDraining(ctx context.Context, id model.NodeID, on bool) error {
+	if _, ok := m.Node(id); !ok {
+		return fmt.Errorf("cluster: unknown node %s", id)
+	}
+	if !on {
+		_, err := m.c.Delete(ctx, prefixNodeState+string(id))
+		return err
+	}
+	b, _ := json.Marshal(NodeState{Draining: true, Since: time.Now().UnixNano()})
+	_, err := m.c.Put(ctx, prefixNodeState+string(id), string(b))
+	return err
+}
+
+// Snapshot builds the placement snapshot from the watched view. This
+// node's devices use live counters; others use their last heartbeat.
+func (m *Membership) Snapshot() *model.Snapshot {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	local := map[model.DeviceID]*device.Device{}
+	for _, d := range m.devices {
+		local[d.ID()] = d
+	}
+	var nodes []model.Node
+	var devs []model.Device
+	for id, n := range m.nodes {
+		hb, up := m.beats[id]
+		if id == m.self.ID {
+			up = true
+		}
+		nodes = append(nodes, model.Node{ID: id, Rack: n.Rack, Up: up, Conns: hb.Conns})
+		stats := map[model.DeviceID]DeviceStats{}
+		for _, s := range hb.Devices {
+			stats[s.ID] = s
+		}
+		for _, di := range n.Devices {
+			if d, ok := local[di.ID]; ok {
+				md := d.Model(id, n.Rack)
+				if m.states[id].Draining && md.State == model.DeviceUp {
+					md.State = model.DeviceDraining
+				}
+				devs = append(devs, md)
+				continue
+			}
+			s := stats[di.ID]
+			st := model.DeviceUp
+			switch {
+			case s.Failed:
+				st = model.DeviceFailed
+			case m.states[id].Draining:
+				st = model.DeviceDraining
+			}
+			devs = append(devs, model.Device{ID: di.ID, Node: id, Rack: n.Rack, Tier: di.Tier, State: st,
+				CapacityBytes: di.CapacityBytes, UsedBytes: s.Used, QueueLen: s.Queue, ActiveStreams: s.Streams,
+				ReadBps: di.ReadBps, WriteBps: di.WriteBps})
+		}
+	}
+	return model.NewSnapshot(time.Now(), nodes, devs)
+}

@@ -1,0 +1,272 @@
+// Package devcluster runs a local multi-node Terrace on loopback: N
+// `terrace server` processes with embedded etcd members, emulated tiers and
+// a shared cluster secret. It backs `terrace dev cluster`, the cluster
+// end-to-end tests and the benchmarks. It only starts, stops, kills and
+// restarts processes; it never reaches into a node's state.
+package devcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options configure a dev cluster.
+type Options struct {
+	Binary   string // terrace binary
+	Dir      string
+	Nodes    int
+	Racks    int
+	BasePort int
+	// Emulate throttles devices like real media (demo); off for tests.
+	Emulate       bool
+	DefaultVector string
+	// Devices per node, as tier:NAME:capacity (NAME becomes a directory).
+	Devices []string
+	Secret  string
+	// ExtraArgs are appended to every server command line.
+	ExtraArgs []string
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Nodes == 0 {
+		o.Nodes = 3
+	}
+	if o.Racks == 0 {
+		o.Racks = 1
+	}
+	if o.BasePort == 0 {
+		o.BasePort = 9100
+	}
+	if o.DefaultVector == "" {
+		o.DefaultVector = "any=2"
+	}
+	if len(o.Devices) == 0 {
+		o.Devices = []string{"ssd:ssd0:2GiB", "hdd:hdd0:8GiB", "hdd:hdd1:8GiB"}
+	}
+}
+
+// Node is one server process.
+type Node struct {
+	ID      string   `json:"id"`
+	Rack    string   `json:"rack"`
+	S3      string   `json:"s3"`
+	Admin   string   `json:"admin"`
+	RPC     string   `json:"rpc"`
+	Member  bool     `json:"etcd_member"`
+	Dir     string   `json:"dir"`
+	Args    []string `json:"args"`
+	LogPath string   `json:"log"`
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process has exited
+}
+
+func (n *Node) exited() bool {
+	if n.done == nil {
+		return true
+	}
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Cluster is a running dev cluster.
+type Cluster struct {
+	Opts   Options `json:"-"`
+	Secret string  `json:"secret"`
+	Nodes  []*Node `json:"nodes"`
+}
+
+// Start launches every node and waits until all admin APIs answer.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	o.EnsureDefaults()
+	if o.Nodes < 1 || o.Nodes > 64 {
+		return nil, fmt.Errorf("devcluster: %d nodes: want 1..64", o.Nodes)
+	}
+	if o.Racks < 1 || o.Racks > o.Nodes {
+		return nil, fmt.Errorf("devcluster: %d racks for %d nodes", o.Racks, o.Nodes)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Opts: o, Secret: o.Secret}
+	// Reuse the secret of an existing dev cluster directory so a restart
+	// keeps authenticating against data written before.
+	if b, err := os.ReadFile(filepath.Join(o.Dir, "cluster.json")); err == nil && c.Secret == "" {
+		var old Cluster
+		if json.Unmarshal(b, &old) == nil {
+			c.Secret = old.Secret
+		}
+	}
+	if c.Secret == "" {
+		var raw [16]byte
+		rand.Read(raw[:])
+		c.Secret = hex.EncodeToString(raw[:])
+	}
+	members := 3
+	if o.Nodes >= 5 {
+		members = 5
+	}
+	members = min(members, o.Nodes)
+	if o.Nodes == 2 {
+		members = 1 // two etcd members tolerate no failure; one is simpler
+	}
+	port := func(i, k int) int { return o.BasePort + i*10 + k }
+	var initial, endpoints []string
+	for i := 0; i < members; i++ {
+		initial = append(initial, fmt.Sprintf("n%d=http://127.0.0.1:%d", i+1, port(i, 4)))
+		endpoints = append(endpoints, fmt.Sprintf("http://127.0.0.1:%d", port(i, 3)))
+	}
+	for i := 0; i < o.Nodes; i++ {
+		n := &Node{
+			ID: fmt.Sprintf("n%d", i+1), Rack: fmt.Sprintf("r%d", i%o.Racks+1),
+			S3: fmt.Sprintf("127.0.0.1:%d", port(i, 0)), Admin: fmt.Sprintf("127.0.0.1:%d", port(i, 1)),
+			RPC: fmt.Sprintf("127.0.0.1:%d", port(i, 2)), Member: i < members,
+			Dir: filepath.Join(o.Dir, fmt.Sprintf("n%d", i+1)),
+		}
+		n.LogPath = filepath.Join(n.Dir, "server.log")
+		n.Args = []string{"server", "--node-id", n.ID, "--rack", n.Rack, "--data-dir", n.Dir,
+			"--s3-address", n.S3, "--admin-address", n.Admin, "--rpc-address", n.RPC,
+			"--initial-cluster", strings.Join(initial, ","), "--default-vector", o.DefaultVector}
+		if n.Member {
+			n.Args = append(n.Args, "--etcd-peer-url", fmt.Sprintf("http://127.0.0.1:%d", port(i, 4)),
+				"--etcd-client-url", fmt.Sprintf("http://127.0.0.1:%d", port(i, 3)))
+		} else {
+			n.Args = append(n.Args, "--meta-endpoints", strings.Join(endpoints, ","))
+		}
+		for _, d := range o.Devices {
+			parts := strings.SplitN(d, ":", 3)
+			if len(parts) != 3 {
+				return nil, fmt.Errorf("devcluster: device %q: want tier:name:capacity", d)
+			}
+			n.Args = append(n.Args, "--device", parts[0]+":"+filepath.Join(n.Dir, parts[1])+":"+parts[2])
+		}
+		if o.Emulate {
+			n.Args = append(n.Args, "--emulate")
+		}
+		n.Args = append(n.Args, o.ExtraArgs...)
+		c.Nodes = append(c.Nodes, n)
+	}
+	// Founding members must start together: each waits for a quorum.
+	for _, n := range c.Nodes {
+		if err := c.launch(n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if err := c.WaitReady(ctx, c.Nodes...); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	b, _ := json.MarshalIndent(c, "", "  ")
+	if err := os.WriteFile(filepath.Join(o.Dir, "cluster.json"), b, 0o600); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) launch(n *Node) error {
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.Opts.Binary, n.Args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "TERRACE_CLUSTER_SECRET="+c.Secret)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("devcluster: start %s: %w", n.ID, err)
+	}
+	n.cmd = cmd
+	n.done = make(chan struct{})
+	done := n.done
+	go func() { cmd.Wait(); logf.Close(); close(done) }()
+	return nil
+}
+
+// WaitReady waits until the nodes' admin APIs answer.
+func (c *Cluster) WaitReady(ctx context.Context, nodes ...*Node) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for _, n := range nodes {
+		for {
+			resp, err := http.Get("http://" + n.Admin + "/v1/status")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if n.exited() {
+				return fmt.Errorf("devcluster: %s exited; see %s", n.ID, n.LogPath)
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("devcluster: %s not ready; see %s", n.ID, n.LogPath)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to a node (no clean shutdown: a crash).
+func (c *Cluster) Kill(n *Node) {
+	if n.cmd != nil && n.cmd.Process != nil {
+		n.cmd.Process.Kill()
+		select {
+		case <-n.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// Restart starts a killed or stopped node again with the same arguments.
+func (c *Cluster) Restart(ctx context.Context, n *Node) error {
+	if err := c.launch(n); err != nil {
+		return err
+	}
+	return c.WaitReady(ctx, n)
+}
+
+// PID returns a node's process ID (0 if not running).
+func (n *Node) PID() int {
+	if n.exited() {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Stop terminates every node (SIGTERM, then SIGKILL after 10 s).
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		if !n.exited() {
+			n.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range c.Nodes {
+		for !n.exited() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !n.exited() {
+			n.cmd.Process.Kill()
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"google.golang.org/grpc"
+
+	"github.com/terrace-storage/terrace/internal/cluster"
+	"github.com/terrace-storage/terrace/internal/cluster/rpcpb"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// clusterParts are the pieces a clustered node adds.
+type clusterParts struct {
+	etcd    *embed.Etcd
+	client  *clientv3.Client
+	members *cluster.Membership
+	router  *cluster.Router
+	grpc    *grpc.Server
+	cancel  context.CancelFunc
+}
+
+// openCluster starts the embedded etcd member (if this node is one), the
+// etcd client, the replica RPC server and the router. Membership starts
+// after recovery so peers see the node only once it can serve.
+func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, object.Topology, error) {
+	cfg := n.Config
+	cp := &clusterParts{}
+	n.cluster = cp
+	endpoints := cfg.MetaEndpoints
+	if strings.Contains(","+cfg.InitialCluster, ","+cfg.NodeID+"=") {
+		e, err := cluster.StartMember(cluster.MemberConfig{
+			Name: cfg.NodeID, DataDir: cfg.DataDir, PeerURL: cfg.EtcdPeerURL, ClientURL: cfg.EtcdClientURL,
+			InitialCluster: cfg.InitialCluster,
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cp.etcd = e
+		n.Log.Info("etcd member started", "name", cfg.NodeID, "peer", cfg.EtcdPeerURL, "client", cfg.EtcdClientURL)
+	}
+	if len(endpoints) == 0 {
+		endpoints = cluster.ClientURLsFromInitial(cfg.InitialCluster)
+		if cfg.EtcdClientURL != "" {
+			// Prefer our own member first: reads and writes skip a hop.
+			endpoints = append([]string{cfg.EtcdClientURL}, endpoints...)
+		}
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
+		Logger: nil, AutoSyncInterval: 30 * time.Second})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server: etcd client %v: %w", endpoints, err)
+	}
+	cp.client = c
+	self := cluster.NodeInfo{ID: model.NodeID(cfg.NodeID), Rack: cfg.Rack, RPCAddress: cfg.RPCAddress,
+		S3Address: cfg.S3Address, AdminAddress: cfg.AdminAddress}
+	cp.members = cluster.NewMembership(c, self, n.Devices, n.Log)
+	cp.router = cluster.NewRouter(model.NodeID(cfg.NodeID), n.Local, cp.members, []byte(cfg.ClusterSecret))
+	ln, err := net.Listen("tcp", cfg.RPCAddress)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server: rpc listen %s: %w", cfg.RPCAddress, err)
+	}
+	cp.grpc = cluster.NewGRPCServer([]byte(cfg.ClusterSecret))
+	rpcpb.RegisterReplicaServer(cp.grpc, cluster.NewReplicaServer(n.Local))
+	go cp.grpc.Serve(ln)
+	n.Log.Info("replica RPC listening", "address", ln.Addr().String())
+	return cluster.NewEtcdKV(c), cp.router, cp.members, nil
+}
+
+// startMembership registers the node and starts heartbeats.
+func (n *Node) startMembership() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cluster.cancel = cancel
+	if err := n.cluster.members.Start(ctx); err != nil {
+		cancel()
+		return err
+	}
+	return nil
+}
+
+func (cp *clusterParts) close() {
+	if cp == nil {
+		return
+	}
+	if cp.cancel != nil {
+		cp.cancel()
+		cp.members.Wait()
+	}
+	if cp.grpc != nil {
+		cp.grpc.Stop()
+	}
+	if cp.router != nil {
+		cp.router.Close()
+	}
+	if cp.client != nil {
+		cp.client.Close()
+	}
+	if cp.etcd != nil {
+		cp.etcd.Close()
+	}
+}
+
+// ClusterStatus is the cluster part of GET /v1/status.
+type ClusterStatus struct {
+	Nodes   []cluster.NodeView `json:"nodes"`
+	Members []MemberStatus     `json:"meta_members"`
+}
+
+// MemberStatus is one etcd member's health.
+type MemberStatus struct {
+	Name     string `json:"name"`
+	Endpoint string `json:"endpoint"`
+	Healthy  bool   `json:"healthy"`
+	Leader   bool   `json:"leader"`
+	Error    string `json:"error,omitempty"`
+}
+
+func (n *Node) clusterStatus(ctx context.Context) *ClusterStatus {
+	if n.cluster == nil {
+		return nil
+	}
+	cs := &ClusterStatus{Nodes: n.cluster.members.Nodes()}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ml, err := n.cluster.client.MemberList(ctx)
+	if err != nil {
+		cs.Members = append(cs.Members, MemberStatus{Error: err.Error()})
+		return cs
+	}
+	for _, m := range ml.Members {
+		ms := MemberStatus{Name: m.Name}
+		if len(m.ClientURLs) > 0 {
+			ms.Endpoint = m.ClientURLs[0]
+			st, err := n.cluster.client.Status(ctx, ms.Endpoint)
+			if err != nil {
+				ms.Error = err.Error()
+			} else {
+				ms.Healthy = true
+				ms.Leader = st.Leader == m.ID
+			}
+		}
+		cs.Members = append(cs.Members, ms)
+	}
+	return cs
+}
+
+// Drain marks a node as draining (its devices take no new replicas; the
+// Curator moves their replicas away) or clears the mark.
+func (n *Node) Drain(ctx context.Context, id string, on bool) error {
+	if n.cluster == nil {
+		return fmt.Errorf("server: drain needs cluster mode")
+	}
+	return n.cluster.members.SetDraining(ctx, model.NodeID(id), on)
+}
