@@ -17,9 +17,14 @@ import (
 //
 // Usage and in-flight load are treated differently on purpose. Bytes stay
 // written until the next refresh reports them, so they accumulate. A write
-// occupies a device only while it runs, so each placement counts as in
-// flight for its unloaded service time, bytes / WriteBps, and then
-// expires; counting every placement since the refresh would drive t_q to 0
+// occupies a device only while it is queued or running, so Pending models
+// each device as a first-in first-out server at its measured WriteBps: a
+// placement starts when the device's earlier pending writes finish and
+// runs for bytes / WriteBps; it counts towards QueueLen and ActiveStreams
+// until then. A device that attracts a burst of placements therefore shows
+// a queue that grows with the burst (what herding needs to see), while a
+// lightly used one shows writes that expire after their service time.
+// Counting every placement since the refresh instead would drive t_q to 0
 // on every device after q_ceil placements and blind the policy.
 //
 // Pending is pure decision-side state: time is an input, it does no I/O,
@@ -45,7 +50,9 @@ type Pending struct {
 
 type pendingDev struct {
 	bytes int64
-	// expiries of writes assumed in flight, ascending.
+	// busyUntil is when the device finishes the pending writes.
+	busyUntil time.Time
+	// expiries of writes assumed in flight, ascending (FIFO order).
 	expiries []time.Time
 }
 
@@ -66,11 +73,12 @@ func (p *Pending) Record(s *model.Snapshot, now time.Time, replicas []model.Repl
 		if d, ok := s.Device(r.Device); ok && d.WriteBps > 0 {
 			bps = d.WriteBps
 		}
-		exp := now.Add(time.Duration(float64(bytes) / bps * float64(time.Second)))
-		k := sort.Search(len(pd.expiries), func(j int) bool { return pd.expiries[j].After(exp) })
-		pd.expiries = append(pd.expiries, time.Time{})
-		copy(pd.expiries[k+1:], pd.expiries[k:])
-		pd.expiries[k] = exp
+		start := now
+		if pd.busyUntil.After(start) {
+			start = pd.busyUntil
+		}
+		pd.busyUntil = start.Add(time.Duration(float64(bytes) / bps * float64(time.Second)))
+		pd.expiries = append(pd.expiries, pd.busyUntil)
 		if len(pd.expiries) > MaxPendingInFlightPerDevice {
 			pd.expiries = pd.expiries[1:]
 		}

@@ -1,0 +1,64 @@
+package sim
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOptions(t *testing.T) {
+	var o Options
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []Options{
+		{Experiments: []string{"bogus"}},
+		{Scale: 2},
+		{StatsInterval: time.Millisecond},
+		{SamplerDraws: []int{0}},
+		{RuntimePools: []int{1}},
+	} {
+		bad.EnsureDefaults()
+		if err := bad.Validate(); err == nil || !strings.HasPrefix(err.Error(), "sim: ") {
+			t.Errorf("%s: got %v, want a sim: error", bad, err)
+		}
+	}
+}
+
+// TestRunSmall runs every experiment at a small scale and checks that each
+// writes its files and that the summary holds the headline findings' rows.
+func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	dir := t.TempDir()
+	o := Options{
+		Scale:          0.02,
+		SamplerDraws:   []int{1000},
+		RuntimePools:   []int{10, 1000},
+		RuntimeBudget:  5 * time.Millisecond,
+		StaleIntervals: []time.Duration{time.Second},
+	}
+	if err := Run(o, dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{
+		"summary.md", "samplers.csv", "samplers_two-choice_high.png", "runtime.csv", "runtime.png",
+		"hottier.csv", "hottier_low.png", "hottier_high.png", "disparity.csv", "disparity.png",
+		"octopus_throughput.csv", "octopus_throughput.png", "octopus_capacity.png", "stale.csv", "stale.png",
+	} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	sum, _ := os.ReadFile(filepath.Join(dir, "summary.md"))
+	for _, want := range []string{"two-choice", "d_hot_tier", "moop vs uniform", "Stale statistics"} {
+		if !strings.Contains(string(sum), want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+}
