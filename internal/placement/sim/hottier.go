@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/placement"
@@ -60,12 +61,7 @@ const (
 
 func runHotTier(o Options, out *output) error {
 	tab := newTable("depth", "policy", "t_s", "u_w1_pct", "u_w2_pct", "u_o_pct", "d_hot_tier_pp", "eq7_ratio")
-	type result struct {
-		depth, label   string
-		final, maxD    float64
-		secondaryShare float64
-	}
-	var results []result
+	var results []hotTierResult
 	for di, depth := range []int{lowDepth, highDepth} {
 		dname := "low"
 		if depth == highDepth {
@@ -73,49 +69,14 @@ func runHotTier(o Options, out *output) error {
 		}
 		var ss []series
 		for pi, hp := range hotTierPolicies() {
-			p, err := placement.New(hp.cfg)
+			r, s, err := hotTierRun(o, hp, depth, o.StatsInterval, true, uint64(100+10*di+pi), func(now, u1, u2, uo, d, ratio float64) {
+				tab.add(dname, hp.label, now, u1, u2, uo, d, ratio)
+			})
 			if err != nil {
 				return err
 			}
-			var nodes []model.Node
-			var devs []model.Device
-			for _, id := range []model.NodeID{"w1", "w2", "idle"} {
-				nodes = append(nodes, model.Node{ID: id, Up: true})
-				devs = append(devs, thesisNode(id, thesisSSDBytes, thesisHDDBytes, o.Scale)...)
-			}
-			e := newEngine(nodes, devs, p, o.rng(uint64(100+10*di+pi)), o.StatsInterval, true)
-			quota := int64(thesisSSDBytes * o.Scale / 2) // fio fills 150 GB of a 300 GB hot tier
-			ws := []*worker{
-				{node: "w1", vector: model.MustParseVector("ssd=2"), depth: depth, quota: quota},
-				{node: "w2", vector: model.MustParseVector("ssd=2"), depth: depth, quota: quota},
-			}
-			s := series{name: hp.label}
-			res := result{depth: dname, label: hp.label}
-			e.runClosedLoop(ws, egroupBytes, 4*3600, 5, func(now float64) {
-				u := func(id model.DeviceID) float64 {
-					d := e.byID[id]
-					return 100 * float64(d.used) / float64(d.dev.CapacityBytes)
-				}
-				u1, u2, uo := u("w1/ssd0"), u("w2/ssd0"), u("idle/ssd0")
-				d := (u1+u2)/2 - uo
-				ratio := math.NaN()
-				if uo > 0 {
-					ratio = (u1 + u2) / uo
-				}
-				tab.add(dname, hp.label, now, u1, u2, uo, d, ratio)
-				s.add(now, d)
-				res.final = d
-				res.maxD = math.Max(res.maxD, d)
-			})
-			idle := e.byID["idle/ssd0"].replicas
-			total := 0
-			for _, w := range ws {
-				total += w.issued
-			}
-			if total > 0 {
-				res.secondaryShare = float64(idle) / float64(total)
-			}
-			results = append(results, res)
+			r.depth = dname
+			results = append(results, r)
 			ss = append(ss, s)
 		}
 		if err := linePlot(out.path(fmt.Sprintf("hottier_%s.png", dname)), plotOpts{
@@ -137,6 +98,62 @@ func runHotTier(o Options, out *output) error {
 	}
 	out.printf("\nFiles: `hottier.csv`, `hottier_low.png`, `hottier_high.png`.\n\n")
 	return nil
+}
+
+type hotTierResult struct {
+	depth, label   string
+	final, maxD    float64
+	secondaryShare float64
+}
+
+// hotTierRun runs the two-busy-one-idle scenario once and reports
+// d_hot_tier every 5 s of simulated time to rec.
+func hotTierRun(o Options, hp hotTierPolicy, depth int, interval time.Duration, pending bool, stream uint64,
+	rec func(now, u1, u2, uo, d, ratio float64)) (hotTierResult, series, error) {
+	res := hotTierResult{label: hp.label}
+	s := series{name: hp.label}
+	p, err := placement.New(hp.cfg)
+	if err != nil {
+		return res, s, err
+	}
+	var nodes []model.Node
+	var devs []model.Device
+	for _, id := range []model.NodeID{"w1", "w2", "idle"} {
+		nodes = append(nodes, model.Node{ID: id, Up: true})
+		devs = append(devs, thesisNode(id, thesisSSDBytes, thesisHDDBytes, o.Scale)...)
+	}
+	e := newEngine(nodes, devs, p, o.rng(stream), interval, pending)
+	quota := int64(thesisSSDBytes * o.Scale / 2) // fio fills 150 GB of a 300 GB hot tier
+	ws := []*worker{
+		{node: "w1", vector: model.MustParseVector("ssd=2"), depth: depth, quota: quota},
+		{node: "w2", vector: model.MustParseVector("ssd=2"), depth: depth, quota: quota},
+	}
+	e.runClosedLoop(ws, egroupBytes, 4*3600, 5, func(now float64) {
+		u := func(id model.DeviceID) float64 {
+			d := e.byID[id]
+			return 100 * float64(d.used) / float64(d.dev.CapacityBytes)
+		}
+		u1, u2, uo := u("w1/ssd0"), u("w2/ssd0"), u("idle/ssd0")
+		d := (u1+u2)/2 - uo
+		ratio := math.NaN()
+		if uo > 0 {
+			ratio = (u1 + u2) / uo
+		}
+		if rec != nil {
+			rec(now, u1, u2, uo, d, ratio)
+		}
+		s.add(now, d)
+		res.final = d
+		res.maxD = math.Max(res.maxD, d)
+	})
+	total := 0
+	for _, w := range ws {
+		total += w.issued
+	}
+	if total > 0 {
+		res.secondaryShare = float64(e.byID["idle/ssd0"].replicas) / float64(total)
+	}
+	return res, s, nil
 }
 
 // runDisparity is §1.2.2: two high-capacity nodes (500 GB SSD, 6 TB HDD)

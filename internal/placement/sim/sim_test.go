@@ -62,3 +62,29 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDefault runs the full default simulation when TERRACE_SIM_OUT
+// names an output directory (a developer's shortcut for `terrace sim
+// placement --out DIR`); TERRACE_SIM_EXPS optionally lists experiments.
+func TestRunDefault(t *testing.T) {
+	dir := os.Getenv("TERRACE_SIM_OUT")
+	if dir == "" {
+		t.Skip("set TERRACE_SIM_OUT to run the default simulation")
+	}
+	var o Options
+	if e := os.Getenv("TERRACE_SIM_EXPS"); e != "" {
+		o.Experiments = strings.Split(e, ",")
+	}
+	if iv := os.Getenv("TERRACE_SIM_INTERVAL"); iv != "" {
+		d, err := time.ParseDuration(iv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.StatsInterval = d
+	}
+	start := time.Now()
+	if err := Run(o, dir); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("simulation took %v", time.Since(start))
+}

@@ -131,6 +131,33 @@ func runStale(o Options, out *output) error {
 	for _, r := range rows {
 		out.printf("| %s | %.0f s | %s | %.1f %% | %d | %.0f ms | %.0f ms | %.0f |\n", r.label, r.interval, r.pend, 100*r.share, r.maxQ, r.mean, r.p99, r.rate)
 	}
-	out.printf("\nFiles: `stale.csv`, `stale.png`.\n\n")
+	out.printf("\n")
+	return staleHotTier(o, out)
+}
+
+// staleHotTier repeats the thesis's high-queue-depth hot-tier run (where
+// Appendix A saw herding) at each refresh interval, with and without
+// placement.Pending.
+func staleHotTier(o Options, out *output) error {
+	tab := newTable("policy", "interval_s", "pending", "final_d_hot_tier_pp", "max_d_hot_tier_pp")
+	out.printf("The same sweep on the two-busy-one-idle hot-tier scenario at high queue depth (Allen Appendix A saw herding there with 10 s statistics):\n\n")
+	out.printf("| policy | refresh | pending | final d_hot_tier | max d_hot_tier |\n|---|---|---|---|---|\n")
+	for pi, hp := range hotTierPolicies()[1:] {
+		for ii, iv := range o.StaleIntervals {
+			for k, pend := range []bool{false, true} {
+				r, _, err := hotTierRun(o, hp, highDepth, iv, pend, uint64(700+100*pi+10*ii+k), nil)
+				if err != nil {
+					return err
+				}
+				ps := map[bool]string{false: "off", true: "on"}[pend]
+				tab.add(hp.label, iv.Seconds(), ps, r.final, r.maxD)
+				out.printf("| %s | %v | %s | %.1f pp | %.1f pp |\n", hp.label, iv, ps, r.final, r.maxD)
+			}
+		}
+	}
+	if err := tab.write(out.path("stale_hottier.csv")); err != nil {
+		return err
+	}
+	out.printf("\nFiles: `stale.csv`, `stale.png`, `stale_hottier.csv`.\n\n")
 	return nil
 }
