@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/versity/versitygw/auth"
 	"github.com/versity/versitygw/debuglogger"
 	"github.com/versity/versitygw/embedgw"
 )
@@ -114,8 +115,13 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 		go waitReady(gctx, "http://"+cfg.Address+cfg.HealthPath, cfg.Ready)
 	}
 	err = embedgw.RunVersityGW(gctx, be, &embedgw.Config{
-		RootUserAccess:    cfg.RootUser,
-		RootUserSecret:    cfg.RootPassword,
+		RootUserAccess: cfg.RootUser,
+		RootUserSecret: cfg.RootPassword,
+		// The single-account IAM versitygw would pick itself, built here
+		// so that it does not announce itself on stdout.
+		IAMService: auth.NewIAMServiceSingle(auth.Account{
+			Access: cfg.RootUser, Secret: cfg.RootPassword, Role: auth.RoleAdmin,
+		}),
 		Region:            cfg.Region,
 		Ports:             []string{cfg.Address},
 		MaxConnections:    cfg.MaxConnections,

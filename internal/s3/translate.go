@@ -306,7 +306,7 @@ func cloneTags(m map[string]string) map[string]string {
 
 // preconditions are the conditional-read headers of GET/HEAD/copy source.
 type preconditions struct {
-	IfMatch, IfNoneMatch         *string
+	IfMatch, IfNoneMatch          *string
 	IfModSince, IfUnmodifiedSince *time.Time
 }
 
