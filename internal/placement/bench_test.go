@@ -13,7 +13,7 @@ func benchCluster() *model.Snapshot {
 	return genCluster(200, 10, stdNode(), rand.New(rand.NewPCG(1, 2)))
 }
 
-func benchPlace(b *testing.B, p Policy, v model.Vector, perOp int) {
+func benchPlace(b *testing.B, p Policy, v model.Vector, perOp int, unit string) {
 	s := benchCluster()
 	if len(s.Devices) != 1000 {
 		b.Fatalf("have %d devices", len(s.Devices))
@@ -31,47 +31,47 @@ func benchPlace(b *testing.B, p Policy, v model.Vector, perOp int) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(perOp), "ns/replica")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(perOp), unit)
 }
 
 // BenchmarkFitnessTwoChoice: target ≤ 2 µs per replica (issue 4).
 func BenchmarkFitnessTwoChoice(b *testing.B) {
 	p, _ := New(Config{Name: NameFitness})
-	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 3)
+	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 3, "ns/replica")
 }
 
 func BenchmarkFitnessTwoChoiceAny(b *testing.B) {
 	p, _ := New(Config{Name: NameFitness})
-	benchPlace(b, p, model.MustParseVector("any=3"), 3)
+	benchPlace(b, p, model.MustParseVector("any=3"), 3, "ns/replica")
 }
 
 func BenchmarkFitnessSUS(b *testing.B) {
 	p, _ := New(Config{Name: NameFitness, Selection: SelectSUS})
-	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 3)
+	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 3, "ns/replica")
 }
 
 // BenchmarkMoop: target ≤ 50 µs per 3-replica decision (issue 4).
 func BenchmarkMoop(b *testing.B) {
 	p, _ := New(Config{Name: NameMoop})
-	benchPlace(b, p, model.MustParseVector("any=3"), 1)
+	benchPlace(b, p, model.MustParseVector("any=3"), 1, "ns/decision")
 }
 
 func BenchmarkMoopExplicit(b *testing.B) {
 	p, _ := New(Config{Name: NameMoop})
-	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 1)
+	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 1, "ns/decision")
 }
 
 func BenchmarkMoopNoClient(b *testing.B) {
 	p, _ := New(Config{Name: NameMoop, IgnoreClient: true, AllowMem: true})
-	benchPlace(b, p, model.MustParseVector("any=3"), 1)
+	benchPlace(b, p, model.MustParseVector("any=3"), 1, "ns/decision")
 }
 
 func BenchmarkUniform(b *testing.B) {
 	p, _ := New(Config{Name: NameUniform})
-	benchPlace(b, p, model.MustParseVector("any=3"), 3)
+	benchPlace(b, p, model.MustParseVector("any=3"), 3, "ns/replica")
 }
 
 func BenchmarkRules(b *testing.B) {
 	p, _ := New(Config{Name: NameRules})
-	benchPlace(b, p, model.MustParseVector("any=3"), 3)
+	benchPlace(b, p, model.MustParseVector("any=3"), 3, "ns/replica")
 }
