@@ -23,6 +23,7 @@ import (
 //	                             places N times and prints per-device counts plus
 //	                             an invariant check
 //	reconcile vector=V current=d1,d2 [seed=S] [client=N] [bytes=B]
+//	order replicas=d1,d2 [seed=S]  read order (OrderReads)
 //	pending record=d1,d2 bytes=B at=MS | adjust at=MS | reset
 //
 // Rewrite expectations with: go test ./internal/placement -run DataDriven -rewrite
@@ -142,6 +143,9 @@ func TestDataDriven(t *testing.T) {
 					b.WriteString("\ninvariants: ok\n")
 					return b.String()
 				}
+			case "order":
+				_, rng := requestFromArgs(t, d, s, args)
+				return fmtReplicas(OrderReads(s, replicasFromIDs(s, args["replicas"]), rng))
 			case "reconcile":
 				req, rng := requestFromArgs(t, d, s, args)
 				cur := replicasFromIDs(s, args["current"])
