@@ -40,9 +40,10 @@
 //   - CopyObject without x-amz-storage-class keeps the source's class and
 //     replication vector (the object layer's rule), where AWS would reset
 //     the copy to STANDARD.
-//   - The x-amz-storage-class header of PutObject is not part of versitygw's
-//     PutObjectInput; it is read from the underlying request (fasthttp),
-//     which is the context versitygw hands to every backend call.
+//   - The x-amz-storage-class header of PutObject and CreateMultipartUpload
+//     is not part of what versitygw passes; it is read from the underlying
+//     request (fasthttp), which is the context versitygw hands to every
+//     backend call.
 //   - When every tier able to hold a write is full (object.
 //     ErrInsufficientStorage) the answer is 507 InsufficientStorage, the
 //     code versitygw itself uses for ENOSPC.

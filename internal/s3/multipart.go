@@ -60,7 +60,7 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 		WebsiteRedirectLocation: in.WebsiteRedirectLocation,
 	}
 	id, err := b.layer.CreateUpload(ctx, bucket, key, object.PutOptions{
-		Class: className(string(in.StorageClass)), Headers: ch.toMap(), UserMeta: userMeta(in.Metadata), Tags: tags,
+		Class: requestClass(ctx, string(in.StorageClass)), Headers: ch.toMap(), UserMeta: userMeta(in.Metadata), Tags: tags,
 	})
 	if err != nil {
 		return s3response.InitiateMultipartUploadResult{}, b.mapErr("CreateMultipartUpload", err, bucket)

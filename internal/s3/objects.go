@@ -89,7 +89,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	}
 	info, err := b.layer.Put(ctx, bucket, key, body, object.PutOptions{
 		Size:     -1, // read to EOF so that body checksums are verified before commit
-		Class:    className(requestHeader(ctx, "X-Amz-Storage-Class")),
+		Class:    requestClass(ctx, ""),
 		Headers:  ch.toMap(),
 		UserMeta: userMeta(in.Metadata),
 		Tags:     tags,
@@ -387,7 +387,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	}
 	replaceMeta := in.MetadataDirective == types.MetadataDirectiveReplace
 	replaceTags := in.TaggingDirective == types.TaggingDirectiveReplace
-	class := className(string(in.StorageClass))
+	class := requestClass(ctx, string(in.StorageClass))
 	if srcBucket == dstBucket && srcKey == dstKey && !replaceMeta && !replaceTags && (class == "" || class == src.Class) {
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrInvalidCopyDest)
 	}

@@ -115,13 +115,9 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 		go waitReady(gctx, "http://"+cfg.Address+cfg.HealthPath, cfg.Ready)
 	}
 	err = embedgw.RunVersityGW(gctx, be, &embedgw.Config{
-		RootUserAccess: cfg.RootUser,
-		RootUserSecret: cfg.RootPassword,
-		// The single-account IAM versitygw would pick itself, built here
-		// so that it does not announce itself on stdout.
-		IAMService: auth.NewIAMServiceSingle(auth.Account{
-			Access: cfg.RootUser, Secret: cfg.RootPassword, Role: auth.RoleAdmin,
-		}),
+		RootUserAccess:    cfg.RootUser,
+		RootUserSecret:    cfg.RootPassword,
+		IAMService:        newRootOnlyIAM(cfg.RootUser, cfg.RootPassword),
 		Region:            cfg.Region,
 		Ports:             []string{cfg.Address},
 		MaxConnections:    cfg.MaxConnections,
@@ -140,6 +136,31 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 		err = errors.New("gateway stopped")
 	}
 	return fmt.Errorf("s3: %w", err)
+}
+
+// rootOnlyIAM is versitygw's single-account IAM (the one it would pick
+// itself, built here so that it does not announce itself on stdout), except
+// that an unknown access key is AWS's 403 InvalidAccessKeyId rather than
+// the admin API's 404 XAdminUserNotFound.
+type rootOnlyIAM struct {
+	auth.IAMService
+	root string
+}
+
+func newRootOnlyIAM(user, password string) rootOnlyIAM {
+	return rootOnlyIAM{
+		IAMService: auth.NewIAMServiceSingle(auth.Account{Access: user, Secret: password, Role: auth.RoleAdmin}),
+		root:       user,
+	}
+}
+
+// GetUserAccount returns the root account or auth.ErrNoSuchUser, which
+// versitygw's authentication answers with InvalidAccessKeyId.
+func (r rootOnlyIAM) GetUserAccount(access string) (auth.Account, error) {
+	if access != r.root {
+		return auth.Account{}, auth.ErrNoSuchUser
+	}
+	return r.IAMService.GetUserAccount(access)
 }
 
 // waitReady closes ready once url answers 200.

@@ -348,9 +348,20 @@ func decodeToken(tok string) (string, error) {
 	return string(b), nil
 }
 
+// requestClass is the storage class of a write: the one versitygw parsed
+// into the input, else the request's x-amz-storage-class header (versitygw
+// passes it for CopyObject only).
+func requestClass(ctx context.Context, parsed string) string {
+	if c := className(parsed); c != "" {
+		return c
+	}
+	return className(requestHeader(ctx, "X-Amz-Storage-Class"))
+}
+
 // requestHeader reads a header of the underlying HTTP request. versitygw
 // passes the fasthttp request context to every backend call; the
-// x-amz-storage-class of PutObject reaches the backend only this way.
+// x-amz-storage-class of PutObject and CreateMultipartUpload reaches the
+// backend only this way.
 func requestHeader(ctx context.Context, name string) string {
 	rc, ok := ctx.(*fasthttp.RequestCtx)
 	if !ok || rc == nil {
