@@ -32,7 +32,50 @@ type snapshotIndex struct {
 	nodeDevs map[NodeID][]int
 	numNodes int
 	numRacks int
+	// tierStats aggregates each tier's online devices.
+	tierStats map[Tier]TierStats
 }
+
+// TierStats aggregates the online devices of one tier. Placement's MOOP
+// ideal vector needs these cluster-wide extremes for every decision;
+// computing them once per snapshot keeps a decision from scanning every
+// device just to find them.
+type TierStats struct {
+	// Devices is the number of online devices on the tier.
+	Devices int
+	// MaxFreeFraction is the largest FreeBytes/CapacityBytes (devices
+	// with a positive capacity).
+	MaxFreeFraction float64
+	// MinActiveStreams is the smallest ActiveStreams.
+	MinActiveStreams int
+	// MaxWriteBps is the largest WriteBps.
+	MaxWriteBps float64
+}
+
+func computeTierStats(s *Snapshot, online []bool) map[Tier]TierStats {
+	out := map[Tier]TierStats{}
+	for i := range s.Devices {
+		if !online[i] {
+			continue
+		}
+		d := &s.Devices[i]
+		ts, seen := out[d.Tier]
+		if !seen {
+			ts.MinActiveStreams = d.ActiveStreams
+		}
+		ts.Devices++
+		if d.CapacityBytes > 0 {
+			ts.MaxFreeFraction = max(ts.MaxFreeFraction, float64(d.FreeBytes())/float64(d.CapacityBytes))
+		}
+		ts.MinActiveStreams = min(ts.MinActiveStreams, d.ActiveStreams)
+		ts.MaxWriteBps = max(ts.MaxWriteBps, d.WriteBps)
+		out[d.Tier] = ts
+	}
+	return out
+}
+
+// OnlineTierStats returns the aggregates of tier t's online devices.
+func (s *Snapshot) OnlineTierStats(t Tier) TierStats { return s.ix.tierStats[t] }
 
 func (s *Snapshot) buildIndex() {
 	ix := snapshotIndex{
@@ -79,6 +122,7 @@ func (s *Snapshot) buildIndex() {
 		ix.onlineTiers = append(ix.onlineTiers, t)
 	}
 	SortTiers(ix.onlineTiers)
+	ix.tierStats = computeTierStats(s, ix.online)
 	s.ix = ix
 }
 
@@ -160,7 +204,10 @@ func (c *Snapshot) buildIndexFast(p *Snapshot) {
 		}
 	}
 	if same {
+		// Same devices online; only the counters behind the per-tier
+		// aggregates may have changed.
 		c.ix = p.ix
+		c.ix.tierStats = computeTierStats(c, c.ix.online)
 		return
 	}
 	c.buildIndex()

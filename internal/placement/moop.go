@@ -125,18 +125,11 @@ func newMoopModel(s *model.Snapshot, use [4]bool, bytes int64, tierOK func(model
 		if !tierOK(t) {
 			continue
 		}
+		ts := s.OnlineTierStats(t)
 		mm.k++
-		for _, i := range s.TierDevices(t) {
-			if !s.DeviceOnline(i) {
-				continue
-			}
-			d := &s.Devices[i]
-			if d.CapacityBytes > 0 {
-				mm.maxRem = math.Max(mm.maxRem, float64(d.FreeBytes())/float64(d.CapacityBytes))
-			}
-			minConn = min(minConn, d.ActiveStreams)
-			maxW = math.Max(maxW, d.WriteBps)
-		}
+		mm.maxRem = math.Max(mm.maxRem, ts.MaxFreeFraction)
+		minConn = min(minConn, ts.MinActiveStreams)
+		maxW = math.Max(maxW, ts.MaxWriteBps)
 	}
 	if minConn == math.MaxInt {
 		minConn = 0
