@@ -63,6 +63,9 @@ type Extent struct {
 	Egroup uint64 `json:"g"`
 	Off    int64  `json:"o"` // file offset of the extent's first slice
 	Len    int64  `json:"l"` // payload bytes
+	// Ctime is when the extent was written (unix ns). Data removal leaves
+	// young unreferenced extents alone: their object may not be committed.
+	Ctime int64 `json:"t,omitempty"`
 }
 
 // EgroupState is the life-cycle state of an extent group.

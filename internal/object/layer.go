@@ -90,6 +90,9 @@ func (l *Layer) flushLoop() {
 			if err := l.access.flush(context.Background()); err != nil {
 				l.opts.Logger.Warn("access flush failed", "err", err)
 			}
+			if _, err := l.SealIdle(context.Background(), l.opts.SealIdleAfter); err != nil {
+				l.opts.Logger.Warn("sealing idle egroups failed", "err", err)
+			}
 		}
 	}
 }

@@ -132,7 +132,7 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 	if err != nil {
 		return PartInfo{}, err
 	}
-	src, err := l.Head(ctx, srcBucket, srcKey)
+	src, srcRev, err := l.head(ctx, srcBucket, srcKey)
 	if err != nil {
 		return PartInfo{}, err
 	}
@@ -166,10 +166,11 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 	p := meta.Part{Size: n, ETag: hex.EncodeToString(h.Sum(nil)), Mtime: l.opts.Now().UnixNano(), Extents: refs}
 	var t meta.Txn
 	t.If(meta.UploadKey(bucket, uploadID), urev)
+	t.If(meta.ObjectKey(srcBucket, srcKey), srcRev) // see Copy
 	t.Put(meta.PartKey(bucket, uploadID, num), meta.Encode(p))
 	if _, err := l.kv.Commit(ctx, &t); err != nil {
 		if errors.Is(err, meta.ErrConflict) {
-			return PartInfo{}, fmt.Errorf("%w: %s", ErrNoSuchUpload, uploadID)
+			return PartInfo{}, fmt.Errorf("%w: upload %s or source %s/%s changed", ErrNoSuchUpload, uploadID, srcBucket, srcKey)
 		}
 		return PartInfo{}, err
 	}

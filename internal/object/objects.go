@@ -189,7 +189,7 @@ type CopyOptions struct {
 // source's, the copy shares the source's extents and moves no data;
 // otherwise the bytes are rewritten under the new vector.
 func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string, opts CopyOptions) (ObjectInfo, error) {
-	src, err := l.Head(ctx, srcBucket, srcKey)
+	src, srcRev, err := l.head(ctx, srcBucket, srcKey)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -224,8 +224,17 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 	if v.Equal(src.Vector) {
 		var t meta.Txn
 		t.If(meta.BucketKey(dstBucket), brev)
+		// The source must still be the object we read: if it was deleted
+		// or overwritten, its extents may already be garbage to the
+		// Curator, and sharing them would leave a dangling reference.
+		if srcBucket != dstBucket || srcKey != dstKey {
+			t.If(meta.ObjectKey(srcBucket, srcKey), srcRev)
+		}
 		t.Put(meta.ObjectKey(dstBucket, dstKey), meta.Encode(o))
 		if _, err := l.kv.Commit(ctx, &t); err != nil {
+			if errors.Is(err, meta.ErrConflict) {
+				return ObjectInfo{}, fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
+			}
 			return ObjectInfo{}, err
 		}
 		return ObjectInfo{Bucket: dstBucket, Key: dstKey, Object: o}, nil

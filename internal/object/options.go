@@ -39,8 +39,12 @@ type Options struct {
 	// AccessFlushInterval is how often batched egroup access records are
 	// written to the access map.
 	AccessFlushInterval time.Duration
-	Policy              placement.Policy
-	Logger              *slog.Logger
+	// SealIdleAfter seals an open egroup no writer has used for this long,
+	// handing it to the Curator (GC, tiering). One minute keeps hot
+	// writers appending to the same egroup while idle ones are released.
+	SealIdleAfter time.Duration
+	Policy        placement.Policy
+	Logger        *slog.Logger
 	// Now is the clock (tests inject one).
 	Now func() time.Time
 }
@@ -89,6 +93,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.AccessFlushInterval == 0 {
 		o.AccessFlushInterval = 5 * time.Second
+	}
+	if o.SealIdleAfter == 0 {
+		o.SealIdleAfter = time.Minute
 	}
 	if o.Policy == nil {
 		o.Policy = placement.Uniform{}

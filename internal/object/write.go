@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
@@ -28,8 +29,9 @@ type openEgroup struct {
 	size      int64
 	modRev    int64 // 0 until the record exists
 	mtime     int64
-	full      bool // sealed at the next commit
-	broken    bool // a replica failed; never append again
+	idleSince time.Time // when it went back to the pool
+	full      bool      // sealed at the next commit
+	broken    bool      // a replica failed; never append again
 }
 
 func (e *openEgroup) modelReplicas() []model.Replica {
@@ -82,10 +84,30 @@ func (p *egroupPool) give(e *openEgroup) {
 	if e.full || e.broken {
 		return
 	}
+	e.idleSince = p.l.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := e.vector.String()
 	p.idle[k] = append(p.idle[k], e)
+}
+
+// takeIdle removes and returns egroups idle since before cutoff.
+func (p *egroupPool) takeIdle(cutoff time.Time) []*openEgroup {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*openEgroup
+	for k, list := range p.idle {
+		keep := list[:0]
+		for _, e := range list {
+			if !e.idleSince.After(cutoff) {
+				out = append(out, e)
+			} else {
+				keep = append(keep, e)
+			}
+		}
+		p.idle[k] = keep
+	}
+	return out
 }
 
 // drop removes every idle egroup (used when devices change state).
@@ -210,7 +232,7 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
 				return err
 			}
 			e.size += int64(len(enc))
-			w.extents = append(w.extents, pendingExtent{id: id, rec: meta.Extent{Egroup: e.id, Off: off, Len: int64(len(payload))}})
+			w.extents = append(w.extents, pendingExtent{id: id, rec: meta.Extent{Egroup: e.id, Off: off, Len: int64(len(payload)), Ctime: w.l.opts.Now().UnixNano()}})
 			return nil
 		}
 		// Undo the partial append on the replicas that took it; the
@@ -356,41 +378,86 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 	}
 	xs := w.extents
 	for {
-		var t meta.Txn
-		var inTxn []*openEgroup
-		for len(pending) > 0 && len(t.Ops) < meta.MaxTxnOps-finishOps-1 {
-			e := pending[0]
+		var batch []*openEgroup
+		for len(pending) > 0 && len(batch) < (meta.MaxTxnOps-finishOps)/2 {
+			batch = append(batch, pending[0])
 			pending = pending[1:]
-			state := meta.EgroupOpen
-			if e.full {
-				state = meta.EgroupSealed
-			}
-			t.If(meta.EgroupKey(e.id), e.modRev)
-			t.Put(meta.EgroupKey(e.id), meta.Encode(meta.Egroup{
-				Replicas: e.replicas, State: state, Size: e.size, Vector: e.vector, Mtime: now, Writer: l.opts.Node,
-			}))
-			inTxn = append(inTxn, e)
 		}
-		for len(xs) > 0 && len(t.Ops) < meta.MaxTxnOps-finishOps {
-			t.Put(meta.ExtentKey(xs[0].id), meta.Encode(xs[0].rec))
-			xs = xs[1:]
-		}
+		n := min(len(xs), meta.MaxTxnOps-finishOps-len(batch))
+		bx := xs[:n]
+		xs = xs[n:]
 		last := len(pending) == 0 && len(xs) == 0
-		if last {
-			final(&t)
-		}
-		rev, err := l.kv.Commit(ctx, &t)
-		if err != nil {
-			return err
-		}
-		for _, e := range inTxn {
-			e.modRev = rev
-			e.committed = e.size
+		for attempt := 0; ; attempt++ {
+			var t meta.Txn
+			for _, e := range batch {
+				state := meta.EgroupOpen
+				if e.full {
+					state = meta.EgroupSealed
+				}
+				t.If(meta.EgroupKey(e.id), e.modRev)
+				t.Put(meta.EgroupKey(e.id), meta.Encode(meta.Egroup{
+					Replicas: e.replicas, State: state, Size: e.size, Vector: e.vector, Mtime: now, Writer: l.opts.Node,
+				}))
+			}
+			for _, x := range bx {
+				t.Put(meta.ExtentKey(x.id), meta.Encode(x.rec))
+			}
+			if last {
+				final(&t)
+			}
+			rev, err := l.kv.Commit(ctx, &t)
+			if errors.Is(err, meta.ErrConflict) && attempt < 3 && w.refresh(ctx, batch) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			for _, e := range batch {
+				e.modRev = rev
+				e.committed = e.size
+			}
+			break
 		}
 		if last {
 			return nil
 		}
 	}
+}
+
+// refresh re-reads egroup records that changed under the writer (a reader
+// marked a replica bad, or recovery sealed the egroup) and merges those
+// changes into the writer's view, which is then sealed at this commit.
+// It reports whether any egroup had changed, i.e. whether a retry can
+// succeed.
+func (w *writer) refresh(ctx context.Context, egs []*openEgroup) bool {
+	changed := false
+	for _, e := range egs {
+		var cur meta.Egroup
+		rev, err := meta.GetRecord(ctx, w.l.kv, meta.EgroupKey(e.id), &cur)
+		if errors.Is(err, meta.ErrNotFound) {
+			rev = 0
+		} else if err != nil {
+			continue
+		}
+		if rev == e.modRev {
+			continue
+		}
+		bad := map[model.DeviceID]bool{}
+		for _, r := range cur.Replicas {
+			if r.Bad {
+				bad[r.Device] = true
+			}
+		}
+		for i := range e.replicas {
+			if bad[e.replicas[i].Device] {
+				e.replicas[i].Bad = true
+			}
+		}
+		e.modRev = rev
+		e.full = true
+		changed = true
+	}
+	return changed
 }
 
 // abort undoes uncommitted appends and returns healthy egroups to the pool.

@@ -1,0 +1,414 @@
+package curator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/extent"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/placement"
+)
+
+func encodedLen(n int64) int64 { return extent.EncodedLen(n) }
+
+// Options configure the Curator. Zero values mean defaults.
+type Options struct {
+	Decide decide.Options
+	// PartialEvery and FullEvery are the periodic schedules (Curator §3.3:
+	// partial scans hourly, full scans every six hours).
+	PartialEvery time.Duration
+	FullEvery    time.Duration
+	// PollEvery is how often the Curator checks the cluster view for new
+	// failures (event-driven recovery).
+	PollEvery time.Duration
+	// ScanParallelism is the number of map partitions scanned at once.
+	ScanParallelism int
+	// Workers run tasks concurrently.
+	Workers int
+	// MoveBytesPerSec bounds background data movement (copies, compaction,
+	// scrubbing) so client I/O keeps the devices.
+	MoveBytesPerSec float64
+	// BusyQueueLen: when a device involved in a task has more operations
+	// in flight than this, the task waits (backs off) for client I/O.
+	BusyQueueLen int
+	// Scrub enables checksum verification of every replica on full scans.
+	Scrub bool
+	// SealIdleBeforeScan, when non-zero, seals open egroups idle this long
+	// before each scan (negative: all idle egroups). The object layer also
+	// seals idle egroups on its own after a minute.
+	SealIdleBeforeScan time.Duration
+	// HistoryLen bounds kept job records.
+	HistoryLen int
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	o.Decide.EnsureDefaults()
+	if o.PartialEvery == 0 {
+		o.PartialEvery = time.Hour
+	}
+	if o.FullEvery == 0 {
+		o.FullEvery = 6 * time.Hour
+	}
+	if o.PollEvery == 0 {
+		o.PollEvery = 2 * time.Second
+	}
+	if o.ScanParallelism == 0 {
+		o.ScanParallelism = 4
+	}
+	if o.Workers == 0 {
+		o.Workers = 2
+	}
+	if o.MoveBytesPerSec == 0 {
+		o.MoveBytesPerSec = 200e6
+	}
+	if o.BusyQueueLen == 0 {
+		o.BusyQueueLen = 8
+	}
+	if o.HistoryLen == 0 {
+		o.HistoryLen = 100
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Leader tells whether this node is the Curator master.
+type Leader interface{ IsLeader() bool }
+
+type alwaysLeader struct{}
+
+func (alwaysLeader) IsLeader() bool { return true }
+
+// Topology provides cluster snapshots.
+type Topology interface{ Snapshot() *model.Snapshot }
+
+// DeviceLoad reports a device's in-flight operations (for back-off); nil
+// means no back-off information.
+type DeviceLoad func(model.DeviceID) int
+
+// Curator runs jobs and tasks.
+type Curator struct {
+	opts   Options
+	layer  *object.Layer
+	topo   Topology
+	policy placement.Policy
+	leader Leader
+	load   DeviceLoad
+	now    func() time.Time
+	log    *slog.Logger
+	m      *metrics
+	bucket *tokenBucket
+
+	runMu sync.Mutex // one job at a time
+
+	mu        sync.Mutex
+	downSince map[model.NodeID]time.Time
+	seenBad   map[model.DeviceID]bool
+	running   *JobRecord
+	last      map[string]time.Time
+	trigger   chan string
+	rng       *rand.Rand
+}
+
+// New returns a Curator. leader may be nil (single node: always master).
+func New(layer *object.Layer, topo Topology, pol placement.Policy, leader Leader, load DeviceLoad, opts Options) *Curator {
+	opts.EnsureDefaults()
+	if leader == nil {
+		leader = alwaysLeader{}
+	}
+	c := &Curator{opts: opts, layer: layer, topo: topo, policy: pol, leader: leader, load: load,
+		now: opts.Now, log: opts.Logger, m: newMetrics(),
+		downSince: map[model.NodeID]time.Time{}, seenBad: map[model.DeviceID]bool{},
+		last: map[string]time.Time{}, trigger: make(chan string, 8),
+		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))}
+	c.bucket = newTokenBucket(opts.MoveBytesPerSec)
+	return c
+}
+
+// Collectors returns Prometheus collectors.
+func (c *Curator) Collectors() []prometheus.Collector { return c.m.collectors() }
+
+// Trigger asks for a job soon ("full" or "partial").
+func (c *Curator) Trigger(kind string) {
+	select {
+	case c.trigger <- kind:
+	default:
+	}
+}
+
+// Run drives the schedules until ctx ends: event-driven recovery when a
+// device fails or a node has been down past the stabilisation interval,
+// partial scans every PartialEvery and full scans every FullEvery.
+func (c *Curator) Run(ctx context.Context) {
+	t := time.NewTicker(c.opts.PollEvery)
+	defer t.Stop()
+	start := c.now()
+	c.mu.Lock()
+	c.last["partial"], c.last["full"] = start, start
+	c.mu.Unlock()
+	for {
+		var kind, why string
+		select {
+		case <-ctx.Done():
+			return
+		case kind = <-c.trigger:
+			why = "requested"
+		case <-t.C:
+			kind, why = c.due()
+		}
+		if kind == "" || !c.leader.IsLeader() {
+			continue
+		}
+		if _, err := c.RunJob(ctx, kind, why); err != nil && ctx.Err() == nil {
+			c.log.Warn("curator job failed", "kind", kind, "err", err)
+		}
+	}
+}
+
+// due decides whether a job should run now (event or schedule).
+func (c *Curator) due() (kind, why string) {
+	s := c.topo.Snapshot()
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, d := range s.Devices {
+		if d.State == model.DeviceFailed && !c.seenBad[d.ID] {
+			c.seenBad[d.ID] = true
+			return "partial", "device " + string(d.ID) + " failed"
+		}
+		if d.State == model.DeviceDraining && now.Sub(c.last["partial"]) > c.opts.PollEvery*5 {
+			return "partial", "draining " + string(d.ID)
+		}
+	}
+	for _, n := range s.Nodes {
+		if n.Up {
+			delete(c.downSince, n.ID)
+			continue
+		}
+		since, ok := c.downSince[n.ID]
+		if !ok {
+			c.downSince[n.ID] = now
+			continue
+		}
+		if now.Sub(since) >= c.opts.Decide.NodeDownAfter && c.last["partial"].Before(since.Add(c.opts.Decide.NodeDownAfter)) {
+			return "partial", fmt.Sprintf("node %s down for %s", n.ID, now.Sub(since).Round(time.Second))
+		}
+	}
+	if now.Sub(c.last["full"]) >= c.opts.FullEvery {
+		return "full", "periodic"
+	}
+	if now.Sub(c.last["partial"]) >= c.opts.PartialEvery {
+		return "partial", "periodic"
+	}
+	return "", ""
+}
+
+// JobRecord is one job's history entry.
+type JobRecord struct {
+	ID       string         `json:"id"`
+	Kind     string         `json:"kind"`
+	Trigger  string         `json:"trigger"`
+	Start    time.Time      `json:"start"`
+	End      time.Time      `json:"end"`
+	Maps     []string       `json:"maps"`
+	Records  int            `json:"records_scanned"`
+	Stats    decide.Stats   `json:"stats"`
+	Planned  map[string]int `json:"tasks_planned"`
+	Done     map[string]int `json:"tasks_done"`
+	Stale    int            `json:"tasks_stale"`
+	Failed   int            `json:"tasks_failed"`
+	Moved    int64          `json:"bytes_moved"`
+	Scrubbed int64          `json:"bytes_scrubbed"`
+	Freed    int64          `json:"bytes_freed"`
+	BadFound int            `json:"bad_replicas_found"`
+	Dangling []string       `json:"dangling,omitempty"`
+	Errors   []string       `json:"errors,omitempty"`
+	Sample   []string       `json:"sample_tasks,omitempty"`
+}
+
+// maxRecordList bounds lists kept in a job record.
+const maxRecordList = 50
+
+func (r *JobRecord) addErr(err error) {
+	if len(r.Errors) < maxRecordList {
+		r.Errors = append(r.Errors, err.Error())
+	}
+}
+
+// RunJob runs one job now and returns its record.
+func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord, error) {
+	if kind != "full" && kind != "partial" {
+		return nil, fmt.Errorf("curator: unknown job kind %q (full or partial)", kind)
+	}
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	rec := &JobRecord{ID: fmt.Sprintf("%d", c.now().UnixNano()), Kind: kind, Trigger: trigger, Start: c.now(),
+		Planned: map[string]int{}, Done: map[string]int{}}
+	c.mu.Lock()
+	c.running = rec
+	c.last[kind] = rec.Start
+	if kind == "full" {
+		c.last["partial"] = rec.Start
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running = nil
+		c.mu.Unlock()
+	}()
+	full := kind == "full"
+	if c.opts.SealIdleBeforeScan > 0 || c.opts.SealIdleBeforeScan < 0 {
+		// Idle open egroups are invisible to GC and tiering; seal them.
+		if _, err := c.layer.SealIdle(ctx, max(c.opts.SealIdleBeforeScan, 0)); err != nil {
+			rec.addErr(err)
+		}
+	}
+	res, err := c.scan(ctx, full)
+	if err != nil {
+		return rec, fmt.Errorf("curator: scan: %w", err)
+	}
+	rec.Maps, rec.Records = res.maps, res.records0
+	snap := c.snapshotFor()
+	c.mu.Lock()
+	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
+	c.mu.Unlock()
+	for _, e := range errs {
+		rec.addErr(e)
+	}
+	rec.Stats = stats
+	rec.Dangling = res.dangling
+	if len(res.dangling) > maxRecordList {
+		rec.Dangling = res.dangling[:maxRecordList]
+	}
+	for _, d := range res.dangling {
+		c.log.Error("CONSISTENCY: dangling reference", "ref", d)
+	}
+	c.m.dangling.Set(float64(len(res.dangling)))
+	c.m.underReplicated.Set(float64(stats.UnderReplicatedBytes))
+	if full {
+		c.m.garbage.Set(float64(stats.GarbageBytes))
+	}
+	// Data removal stage 1 runs first among space tasks: unreferenced
+	// extent records, in batches.
+	if full && len(res.deadExtents) > 0 {
+		rec.Planned[string(decide.KindRemoveExtents)] = len(res.deadExtents)
+		c.removeExtents(ctx, res.deadExtents, rec)
+	}
+	for _, t := range tasks {
+		rec.Planned[string(t.Kind)]++
+		if len(rec.Sample) < maxRecordList {
+			rec.Sample = append(rec.Sample, t.String())
+		}
+	}
+	c.execute(ctx, tasks, res, rec)
+	if full && c.opts.Scrub {
+		c.scrub(ctx, res, rec)
+	}
+	rec.End = c.now()
+	c.m.jobSeconds.WithLabelValues(kind).Observe(rec.End.Sub(rec.Start).Seconds())
+	c.m.jobs.WithLabelValues(kind).Inc()
+	c.saveRecord(ctx, rec)
+	c.log.Info("curator job done", "kind", kind, "trigger", trigger, "took", rec.End.Sub(rec.Start).Round(time.Millisecond),
+		"records", rec.Records, "planned", rec.Planned, "done", rec.Done, "stale", rec.Stale, "failed", rec.Failed,
+		"moved", rec.Moved, "freed", rec.Freed, "bad_found", rec.BadFound, "dangling", len(res.dangling))
+	if rec.BadFound > 0 {
+		// Repair what scrubbing found right away.
+		go c.Trigger("partial")
+	}
+	return rec, ctx.Err()
+}
+
+// Status is the Curator's current state.
+type Status struct {
+	Leader  bool                 `json:"leader"`
+	Running *JobRecord           `json:"running,omitempty"`
+	LastRun map[string]time.Time `json:"last_run"`
+	Options string               `json:"options"`
+	Down    map[string]time.Time `json:"nodes_down_since,omitempty"`
+	Last    *JobRecord           `json:"last_job,omitempty"`
+}
+
+// Status returns the current state.
+func (c *Curator) Status(ctx context.Context) Status {
+	c.mu.Lock()
+	st := Status{Leader: c.leader.IsLeader(), LastRun: map[string]time.Time{}, Down: map[string]time.Time{},
+		Options: fmt.Sprintf("partial_every=%s full_every=%s node_down_after=%s garbage_grace=%s move_rate=%.0fMB/s scrub=%v",
+			c.opts.PartialEvery, c.opts.FullEvery, c.opts.Decide.NodeDownAfter, c.opts.Decide.GarbageGrace, c.opts.MoveBytesPerSec/1e6, c.opts.Scrub)}
+	if c.running != nil {
+		r := *c.running
+		st.Running = &r
+	}
+	for k, v := range c.last {
+		st.LastRun[k] = v
+	}
+	for k, v := range c.downSince {
+		st.Down[string(k)] = v
+	}
+	c.mu.Unlock()
+	if h, err := c.History(ctx, 1); err == nil && len(h) > 0 {
+		st.Last = &h[0]
+	}
+	return st
+}
+
+func historyKey(id string) []byte { return []byte(meta.PrefixJob + "h/" + id) }
+
+func (c *Curator) saveRecord(ctx context.Context, rec *JobRecord) {
+	b, _ := json.Marshal(rec)
+	var t meta.Txn
+	t.Put(historyKey(rec.ID), b)
+	kv := c.layer.KV()
+	if _, err := kv.Commit(context.WithoutCancel(ctx), &t); err != nil {
+		c.log.Warn("curator: save job record", "err", err)
+		return
+	}
+	// Trim history to HistoryLen.
+	p := []byte(meta.PrefixJob + "h/")
+	items, err := kv.Scan(context.WithoutCancel(ctx), p, meta.PrefixEnd(p), 0)
+	if err != nil || len(items) <= c.opts.HistoryLen {
+		return
+	}
+	var del meta.Txn
+	for _, it := range items[:min(len(items)-c.opts.HistoryLen, meta.MaxTxnOps)] {
+		del.Del(it.Key)
+	}
+	kv.Commit(context.WithoutCancel(ctx), &del)
+}
+
+// History returns up to n job records, newest first.
+func (c *Curator) History(ctx context.Context, n int) ([]JobRecord, error) {
+	p := []byte(meta.PrefixJob + "h/")
+	items, err := c.layer.KV().Scan(ctx, p, meta.PrefixEnd(p), 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []JobRecord
+	for i := len(items) - 1; i >= 0 && (n <= 0 || len(out) < n); i-- {
+		var r JobRecord
+		if json.Unmarshal(items[i].Value, &r) == nil {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start.After(out[j].Start) })
+	return out, nil
+}
+
+var errStale = errors.New("curator: stale task")

@@ -1,0 +1,294 @@
+package decide
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
+)
+
+// Egroup is one extent group as a scan sees it after the join.
+type Egroup struct {
+	ID       uint64
+	ModRev   int64 // metadata version the decision is computed from
+	Open     bool
+	Writer   model.NodeID
+	Size     int64 // committed bytes per replica
+	Vector   model.Vector
+	Mtime    time.Time
+	Replicas []Replica
+	// LiveBytes and LiveExtents count referenced extents (payload bytes).
+	LiveBytes   int64
+	LiveExtents int
+	// DeadExtents counts extents in the egroup that no object references.
+	DeadExtents int
+	Atime       time.Time
+	Reads       int64
+}
+
+// Replica is a replica with its bad mark.
+type Replica struct {
+	model.Replica
+	Bad bool
+}
+
+// Options are the Curator's thresholds.
+type Options struct {
+	// GarbageGrace protects young unreferenced data: an extent or egroup
+	// must be older than this before data removal touches it, so writes
+	// whose object record is not yet committed are never collected.
+	GarbageGrace time.Duration
+	// GCDeadRatio triggers compaction of a sealed egroup whose dead
+	// fraction exceeds it. Cost-benefit: moving live bytes L frees dead
+	// bytes D; at 0.5 every byte copied frees at least one byte.
+	GCDeadRatio float64
+	// PackBelowBytes packs sealed egroups smaller than this (many small
+	// egroups cost metadata and file handles).
+	PackBelowBytes int64
+	// NodeDownAfter is how long a node must be down before its replicas
+	// are treated as lost and re-replicated (Mirador's stabilisation
+	// interval; a rebooting node should not trigger a full re-copy).
+	NodeDownAfter time.Duration
+	// MaxTasks bounds the tasks one job emits; the rest wait for the next
+	// scan. Bounding keeps a job's memory and its effect on clients small.
+	MaxTasks int
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.GarbageGrace == 0 {
+		o.GarbageGrace = 10 * time.Minute
+	}
+	if o.GCDeadRatio == 0 {
+		o.GCDeadRatio = 0.5
+	}
+	if o.PackBelowBytes == 0 {
+		o.PackBelowBytes = 1 << 20
+	}
+	if o.NodeDownAfter == 0 {
+		o.NodeDownAfter = 15 * time.Minute
+	}
+	if o.MaxTasks == 0 {
+		o.MaxTasks = 10_000
+	}
+}
+
+// Kind names a task kind.
+type Kind string
+
+// Task kinds, in priority order (recovery first).
+const (
+	KindSeal           Kind = "seal"            // seal an open egroup whose writer is gone
+	KindRecover        Kind = "recover"         // add/drop replicas to meet the vector (DF/FT)
+	KindRemoveExtents  Kind = "remove-extents"  // DR stage 1: unreferenced extent records
+	KindRemoveEgroup   Kind = "remove-egroup"   // DR stage 2: egroups with no live extents
+	KindCompact        Kind = "compact"         // GC: migrate live extents out of mostly-dead egroups
+	KindScrub          Kind = "scrub"           // verify every replica's checksums
+	KindRemoveReplicas Kind = "remove-replicas" // drop surplus replicas
+)
+
+// Priority orders kinds: lower runs first.
+func (k Kind) Priority() int {
+	switch k {
+	case KindSeal:
+		return 0
+	case KindRecover:
+		return 1
+	case KindRemoveReplicas:
+		return 2
+	case KindRemoveExtents, KindRemoveEgroup:
+		return 3
+	case KindCompact:
+		return 4
+	case KindScrub:
+		return 5
+	}
+	return 9
+}
+
+// Task is one unit of background work. It carries the metadata version it
+// was computed from; the executor applies it with compare-and-swap and
+// drops it if the version moved (DESIGN invariant 3).
+type Task struct {
+	Kind   Kind
+	Egroup uint64
+	ModRev int64
+	// Add and Remove are replica changes (recover, remove-replicas).
+	Add    []model.Replica
+	Remove []model.Replica
+	// Extents are extent IDs (remove-extents) with their ModRevs.
+	Extents    []uint64
+	ExtentRevs []int64
+	Bytes      int64
+	Reason     string
+}
+
+func (t Task) String() string {
+	s := fmt.Sprintf("%s egroup=%016x rev=%d", t.Kind, t.Egroup, t.ModRev)
+	if len(t.Add) > 0 {
+		s += fmt.Sprintf(" add=%v", devices(t.Add))
+	}
+	if len(t.Remove) > 0 {
+		s += fmt.Sprintf(" remove=%v", devices(t.Remove))
+	}
+	if len(t.Extents) > 0 {
+		s += fmt.Sprintf(" extents=%d", len(t.Extents))
+	}
+	if t.Reason != "" {
+		s += " (" + t.Reason + ")"
+	}
+	return s
+}
+
+func devices(rs []model.Replica) []model.DeviceID {
+	out := make([]model.DeviceID, len(rs))
+	for i, r := range rs {
+		out[i] = r.Device
+	}
+	return out
+}
+
+// Health marks devices of nodes down longer than NodeDownAfter as failed,
+// so recovery treats their replicas as lost; shorter outages keep them
+// parked (placement.Reconcile neither counts nor drops them).
+func Health(s *model.Snapshot, downSince map[model.NodeID]time.Time, o Options) *model.Snapshot {
+	devs := append([]model.Device(nil), s.Devices...)
+	changed := false
+	for i, d := range devs {
+		if since, ok := downSince[d.Node]; ok && !s.NodeUp(d.Node) && s.Now.Sub(since) >= o.NodeDownAfter {
+			devs[i].State = model.DeviceFailed
+			changed = true
+		}
+	}
+	if !changed {
+		return s
+	}
+	return model.NewSnapshot(s.Now, s.Nodes, devs)
+}
+
+// Stats summarises what a scan saw.
+type Stats struct {
+	Egroups              int
+	UnderReplicated      int
+	UnderReplicatedBytes int64
+	GarbageBytes         int64 // dead payload bytes in egroups
+	LiveBytes            int64
+	BadReplicas          int
+}
+
+// Recovery decides replica additions and removals for one egroup: bad
+// replicas and replicas on failed or draining devices are replaced; a
+// missing vector count is filled; surplus replicas are dropped. Open
+// egroups whose writer node is down are sealed first.
+func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand) ([]Task, error) {
+	if eg.Open {
+		if eg.Writer != "" && !s.NodeUp(eg.Writer) {
+			return []Task{{Kind: KindSeal, Egroup: eg.ID, ModRev: eg.ModRev, Reason: "writer " + string(eg.Writer) + " down"}}, nil
+		}
+		return nil, nil // its writer owns it
+	}
+	var current []model.Replica
+	var bad []model.Replica
+	for _, r := range eg.Replicas {
+		if r.Bad {
+			bad = append(bad, r.Replica)
+			continue
+		}
+		current = append(current, r.Replica)
+	}
+	add, remove, err := placement.ReconcileRequest(s, current, placement.Request{Vector: eg.Vector, Bytes: eg.Size}, pol, rng)
+	if err != nil {
+		return nil, fmt.Errorf("egroup %016x: %w", eg.ID, err)
+	}
+	remove = append(remove, bad...)
+	if len(add) == 0 && len(remove) == 0 {
+		return nil, nil
+	}
+	kind := KindRecover
+	reason := fmt.Sprintf("%d live of %d wanted", len(current)-countIn(remove, current), eg.Vector.Total())
+	if len(add) == 0 {
+		kind = KindRemoveReplicas
+		reason = "surplus or lost replicas"
+	}
+	if len(bad) > 0 {
+		reason += fmt.Sprintf(", %d bad", len(bad))
+	}
+	return []Task{{Kind: kind, Egroup: eg.ID, ModRev: eg.ModRev, Add: add, Remove: remove, Bytes: eg.Size * int64(len(add)), Reason: reason}}, nil
+}
+
+func countIn(xs, in []model.Replica) int {
+	n := 0
+	for _, x := range xs {
+		for _, y := range in {
+			if x.Device == y.Device {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// Space decides data removal and garbage collection for one egroup.
+func Space(now time.Time, eg Egroup, o Options) []Task {
+	if eg.Open || now.Sub(eg.Mtime) < o.GarbageGrace {
+		return nil
+	}
+	if eg.LiveExtents == 0 {
+		return []Task{{Kind: KindRemoveEgroup, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.Size, Reason: "no live extents"}}
+	}
+	dead := eg.Size - eg.LiveBytes
+	if eg.Size > 0 && float64(dead)/float64(eg.Size) > o.GCDeadRatio {
+		return []Task{{Kind: KindCompact, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes,
+			Reason: fmt.Sprintf("%.0f%% dead", 100*float64(dead)/float64(eg.Size))}}
+	}
+	if eg.Size < o.PackBelowBytes && eg.DeadExtents > 0 {
+		return []Task{{Kind: KindCompact, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes, Reason: "small egroup with dead extents"}}
+	}
+	return nil
+}
+
+// Plan runs every decision over a scan's egroups and returns tasks in
+// priority order, bounded by MaxTasks, plus the scan's statistics.
+func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng *rand.Rand, space bool) ([]Task, Stats, []error) {
+	var tasks []Task
+	var st Stats
+	var errs []error
+	for _, eg := range egs {
+		st.Egroups++
+		st.LiveBytes += eg.LiveBytes
+		if g := eg.Size - eg.LiveBytes; g > 0 {
+			st.GarbageBytes += g
+		}
+		good := 0
+		for _, r := range eg.Replicas {
+			if r.Bad {
+				st.BadReplicas++
+				continue
+			}
+			if d, ok := s.Device(r.Device); ok && d.State != model.DeviceFailed && s.NodeUp(d.Node) {
+				good++
+			}
+		}
+		if good < eg.Vector.Total() {
+			st.UnderReplicated++
+			st.UnderReplicatedBytes += eg.Size * int64(eg.Vector.Total()-good)
+		}
+		ts, err := Recovery(s, eg, pol, rng)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		tasks = append(tasks, ts...)
+		if space {
+			tasks = append(tasks, Space(s.Now, eg, o)...)
+		}
+	}
+	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Kind.Priority() < tasks[j].Kind.Priority() })
+	if len(tasks) > o.MaxTasks {
+		tasks = tasks[:o.MaxTasks]
+	}
+	return tasks, st, errs
+}

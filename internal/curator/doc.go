@@ -1,0 +1,21 @@
+// Package curator is Terrace's background self-management (Curator,
+// NSDI'17): MapReduce-style scans over the metadata maps that find what is
+// wrong or wasteful, and the executor that fixes it without an operator.
+//
+// A job scans maps in key-range partitions in parallel (map), groups the
+// emitted records by egroup and extent (shuffle), and hands the joined view
+// to the pure deciders in package decide (reduce), which return tasks.
+// Tasks run from per-node queues, recovery first, under a byte-rate budget
+// that backs off while devices are busy with client I/O. Every task
+// carries the metadata version it was computed from and applies with
+// compare-and-swap; a stale task is dropped and counted, never forced.
+//
+// Jobs run on one node at a time: in a cluster the Curator master is
+// elected through an etcd lease (the Leader interface); on a single node
+// the node is always master. Schedules are event-driven (device failure,
+// node down past the stabilisation interval → recovery scan now) and
+// periodic (partial scans every PartialEvery, full scans every FullEvery).
+//
+// The package moves data only through the object layer's maintenance API
+// and never holds locks against foreground I/O.
+package curator

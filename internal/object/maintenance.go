@@ -1,0 +1,154 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/extent"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// Maintenance operations for the Curator. They move bytes; deciding what
+// to move is the Curator's. Every switch of metadata is compare-and-swap
+// against the version the caller computed its task from.
+
+// copyChunk bounds one raw read during a replica copy: large enough to
+// stream at device speed, small enough for one RPC.
+const copyChunk = 4 << 20
+
+// CopyReplica copies the first size bytes of egroup id from src to dst and
+// verifies every slice of the copy. The caller switches metadata after a
+// nil return and only then deletes anything (DESIGN invariant 4). On error
+// the partial copy is removed.
+func (l *Layer) CopyReplica(ctx context.Context, id uint64, size int64, src, dst model.Replica) error {
+	if err := l.rio.Create(ctx, dst, id); err != nil {
+		return fmt.Errorf("object: copy egroup %s to %s: create: %w", meta.FormatID(id), dst.Device, err)
+	}
+	fail := func(err error) error {
+		_ = l.rio.Remove(context.WithoutCancel(ctx), dst, id)
+		return fmt.Errorf("object: copy egroup %s %s→%s: %w", meta.FormatID(id), src.Device, dst.Device, err)
+	}
+	for off := int64(0); off < size; off += copyChunk {
+		n := min(copyChunk, size-off)
+		b, err := l.rio.ReadRaw(ctx, src, id, off, n)
+		if err != nil {
+			return fail(err)
+		}
+		if err := l.rio.Append(ctx, dst, id, off, b); err != nil {
+			return fail(err)
+		}
+	}
+	if err := l.rio.Sync(ctx, dst, id); err != nil {
+		return fail(err)
+	}
+	if err := l.rio.Verify(ctx, dst, id, size); err != nil {
+		// A bad slice at the destination came from a bad source: report
+		// the source so it is repaired from another replica.
+		if errors.Is(err, extent.ErrCorrupt) {
+			l.MarkReplicaBad(context.WithoutCancel(ctx), id, src.Device)
+		}
+		return fail(err)
+	}
+	l.snaps.placed([]model.Replica{dst}, size)
+	return nil
+}
+
+// ExtentMove names a live extent to relocate and the version of its record
+// the decision saw.
+type ExtentMove struct {
+	ID     uint64
+	ModRev int64
+	Len    int64
+}
+
+// RelocateResult counts a relocation's outcome.
+type RelocateResult struct {
+	Moved, Stale int
+	Bytes        int64
+}
+
+// Relocate copies extents into fresh egroups of vector v (reading them
+// verified, with replica fallback) and switches each extent record with
+// compare-and-swap. An extent whose record changed meanwhile is stale: its
+// copy becomes garbage and the record is left alone.
+func (l *Layer) Relocate(ctx context.Context, v model.Vector, moves []ExtentMove) (RelocateResult, error) {
+	var res RelocateResult
+	if len(moves) == 0 {
+		return res, nil
+	}
+	if err := l.pool.enter(ctx); err != nil {
+		return res, err
+	}
+	defer l.pool.leave()
+	w := l.newWriter(v)
+	for _, mv := range moves {
+		data, err := l.ReadExtent(ctx, mv.ID, 0, mv.Len)
+		if err != nil {
+			w.abort(ctx)
+			return res, err
+		}
+		if err := w.appendExtent(ctx, data); err != nil {
+			w.abort(ctx)
+			return res, err
+		}
+		w.extents[len(w.extents)-1].id = mv.ID
+	}
+	// Commit the new egroups' sizes first (the copies are durable garbage
+	// until their extent records switch), then switch each extent.
+	pending := w.extents
+	w.extents = nil
+	if err := w.commit(ctx, func(*meta.Txn) {}); err != nil {
+		w.abort(ctx)
+		return res, err
+	}
+	w.release()
+	for i, x := range pending {
+		var t meta.Txn
+		t.If(meta.ExtentKey(x.id), moves[i].ModRev)
+		t.Put(meta.ExtentKey(x.id), meta.Encode(x.rec))
+		_, err := l.kv.Commit(ctx, &t)
+		switch {
+		case errors.Is(err, meta.ErrConflict):
+			res.Stale++
+		case err != nil:
+			return res, err
+		default:
+			res.Moved++
+			res.Bytes += x.rec.Len
+		}
+	}
+	return res, nil
+}
+
+// SealIdle seals open egroups that no writer has used for idle, so the
+// Curator can reclaim their dead bytes and move them between tiers (it
+// never touches open egroups: their writer owns them). It returns the
+// number sealed.
+func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
+	n := 0
+	for _, e := range l.pool.takeIdle(l.opts.Now().Add(-idle)) {
+		if e.modRev == 0 {
+			continue // never committed: nothing to seal
+		}
+		var eg meta.Egroup
+		rev, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(e.id), &eg)
+		if err != nil || rev != e.modRev {
+			continue // changed under us (e.g. a replica marked bad): leave it
+		}
+		eg.State = meta.EgroupSealed
+		var t meta.Txn
+		t.If(meta.EgroupKey(e.id), rev)
+		t.Put(meta.EgroupKey(e.id), meta.Encode(eg))
+		if _, err := l.kv.Commit(ctx, &t); err != nil {
+			if errors.Is(err, meta.ErrConflict) {
+				continue
+			}
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
