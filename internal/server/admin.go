@@ -28,6 +28,9 @@ import (
 //	POST   /v1/object/set-replication?bucket=B&key=K&vector=V[&wait=1]
 //	GET    /v1/placement/explain?vector=V[&policy=P&bytes=N&seed=S]  scores and choice
 //	POST   /v1/nodes/ID/drain[?off=1]          start (or stop) draining a node
+//	GET    /v1/curator/status                  schedules, running job, last job
+//	GET    /v1/curator/history?n=N             recent jobs
+//	POST   /v1/curator/run?kind=full|partial[&wait=1]  run a job now
 //	GET    /v1/buckets                         list buckets
 //	PUT    /v1/buckets/B[?vector=V]            create bucket
 //	POST   /v1/buckets/B/vector?vector=V       set the bucket default vector
@@ -45,6 +48,9 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("POST /v1/object/set-replication", n.handleSetReplication)
 	mux.HandleFunc("GET /v1/placement/explain", n.handleExplain)
 	mux.HandleFunc("POST /v1/nodes/{id}/drain", n.handleDrain)
+	mux.HandleFunc("GET /v1/curator/status", n.handleCuratorStatus)
+	mux.HandleFunc("GET /v1/curator/history", n.handleCuratorHistory)
+	mux.HandleFunc("POST /v1/curator/run", n.handleCuratorRun)
 	mux.HandleFunc("GET /v1/buckets", n.handleListBuckets)
 	mux.HandleFunc("PUT /v1/buckets/{bucket}", n.handleCreateBucket)
 	mux.HandleFunc("POST /v1/buckets/{bucket}/vector", n.handleBucketVector)
@@ -346,4 +352,40 @@ func (n *Node) handleDrain(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"node": r.PathValue("id"), "draining": on})
+}
+
+func (n *Node) handleCuratorStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, n.Curator.Status(r.Context()))
+}
+
+func (n *Node) handleCuratorHistory(w http.ResponseWriter, r *http.Request) {
+	num, _ := strconv.Atoi(r.URL.Query().Get("n"))
+	if num <= 0 {
+		num = 20
+	}
+	h, err := n.Curator.History(r.Context(), num)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (n *Node) handleCuratorRun(w http.ResponseWriter, r *http.Request) {
+	kind := r.URL.Query().Get("kind")
+	if kind != "full" && kind != "partial" {
+		writeJSON(w, http.StatusBadRequest, APIError{Error: "kind must be full or partial", Code: "InvalidArgument"})
+		return
+	}
+	if r.URL.Query().Get("wait") == "" {
+		n.Curator.Trigger(kind)
+		writeJSON(w, http.StatusAccepted, map[string]string{"status": "triggered", "kind": kind})
+		return
+	}
+	rec, err := n.Curator.RunJob(r.Context(), kind, "operator")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
 }

@@ -43,6 +43,9 @@ type Config struct {
 	StatsInterval time.Duration `yaml:"stats_interval"`
 	LogLevel      string        `yaml:"log_level"`
 
+	// Curator schedules and thresholds (zero: the paper's defaults).
+	Curator CuratorConfig `yaml:"curator"`
+
 	// Cluster mode (any of these set). InitialCluster lists the founding
 	// embedded etcd members as "name=peerURL,..."; a node whose NodeID is
 	// in it runs a member. MetaEndpoints uses an external etcd instead.
@@ -218,4 +221,15 @@ func (c *Config) Validate() ([]device.Spec, error) {
 		return nil, fmt.Errorf("server: no devices configured")
 	}
 	return specs, nil
+}
+
+// CuratorConfig tunes background management.
+type CuratorConfig struct {
+	Disabled      bool          `yaml:"disabled"`
+	PartialEvery  time.Duration `yaml:"partial_every"`
+	FullEvery     time.Duration `yaml:"full_every"`
+	NodeDownAfter time.Duration `yaml:"node_down_after"`
+	GarbageGrace  time.Duration `yaml:"garbage_grace"`
+	MoveMBps      float64       `yaml:"move_mbps"`
+	Scrub         *bool         `yaml:"scrub"`
 }

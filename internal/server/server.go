@@ -15,6 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/terrace-storage/terrace/internal/cluster"
+	"github.com/terrace-storage/terrace/internal/curator"
+	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -34,6 +37,9 @@ type Node struct {
 
 	admin   *http.Server
 	cluster *clusterParts
+	Curator *curator.Curator
+	elector *cluster.Elector
+	bgStop  context.CancelFunc
 }
 
 // S3Starter starts the S3 gateway; it is injected so that this package
@@ -133,7 +139,41 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	n.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.Reg.MustRegister(layer.Collectors()...)
 	n.Reg.MustRegister(newDeviceCollector(n))
+	n.openCurator(pol, topo)
 	return n, nil
+}
+
+// openCurator builds the Curator; Serve runs it.
+func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
+	cc := n.Config.Curator
+	scrub := true
+	if cc.Scrub != nil {
+		scrub = *cc.Scrub
+	}
+	var leader curator.Leader
+	if n.cluster != nil {
+		n.elector = cluster.NewElector(n.cluster.client, "curator", n.Config.NodeID, n.Log)
+		leader = n.elector
+	}
+	local := map[model.DeviceID]*device.Device{}
+	for _, d := range n.Devices {
+		local[d.ID()] = d
+	}
+	load := func(id model.DeviceID) int {
+		if d, ok := local[id]; ok {
+			return d.Stats().QueueLen
+		}
+		return 0
+	}
+	n.Curator = curator.New(n.Layer, topo, pol, leader, load, curator.Options{
+		Decide:          decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
+		PartialEvery:    cc.PartialEvery,
+		FullEvery:       cc.FullEvery,
+		MoveBytesPerSec: cc.MoveMBps * 1e6,
+		Scrub:           scrub,
+		Logger:          n.Log.With("component", "curator"),
+	})
+	n.Reg.MustRegister(n.Curator.Collectors()...)
 }
 
 // claimDevice writes (or checks) the identity file that ties a directory
@@ -172,6 +212,15 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 		}
 	}()
 	n.Log.Info("admin API listening", "address", ln.Addr().String())
+	bg, stop := context.WithCancel(ctx)
+	n.bgStop = stop
+	defer stop()
+	if n.elector != nil {
+		go n.elector.Run(bg)
+	}
+	if !n.Config.Curator.Disabled {
+		go n.Curator.Run(bg)
+	}
 	if startS3 != nil {
 		go func() {
 			if err := startS3(ctx, n); err != nil && ctx.Err() == nil {
@@ -237,6 +286,11 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // newPolicy builds the configured placement policy.
+// name is a policy with optional parameters, e.g. "fitness selection=sus".
 func newPolicy(name string) (placement.Policy, error) {
-	return placement.New(placement.Config{Name: name})
+	c, err := placement.ParseConfig(name)
+	if err != nil {
+		return nil, err
+	}
+	return placement.New(c)
 }

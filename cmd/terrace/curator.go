@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terrace-storage/terrace/internal/curator"
+)
+
+func init() {
+	extraCommands = append(extraCommands, func(root *cobra.Command, g *globalFlags) { root.AddCommand(newCuratorCmd(g)) })
+}
+
+func newCuratorCmd(g *globalFlags) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "curator",
+		Short: "Background management: scans, recovery, space reclamation, scrubbing",
+		Long: `The Curator scans the metadata (partial scans: egroups and access records;
+full scans: also objects, uploads and extents) and runs the tasks its
+decisions produce: re-replication after failures (recover), sealing egroups
+of dead writers, data removal (unreferenced extents, then empty egroups),
+garbage collection (compact mostly-dead or small egroups), and scrubbing
+(verify every replica's checksums). Every task is applied with
+compare-and-swap against the metadata version it was computed from.`,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "status",
+		Short: "Show schedules, the running job and the last job",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var st curator.Status
+			if err := g.client().getJSON("/v1/curator/status", nil, &st); err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), st)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "master: %v\noptions: %s\n", st.Leader, st.Options)
+			for k, v := range st.LastRun {
+				fmt.Fprintf(out, "last %s scan started %s ago\n", k, ago(v))
+			}
+			for n, since := range st.Down {
+				fmt.Fprintf(out, "node %s down for %s\n", n, ago(since))
+			}
+			if st.Running != nil {
+				fmt.Fprintf(out, "running: %s job (%s) for %s\n", st.Running.Kind, st.Running.Trigger, ago(st.Running.Start))
+			}
+			if st.Last != nil {
+				fmt.Fprintln(out, "\nlast job:")
+				printJob(out, *st.Last)
+			}
+			return nil
+		},
+	})
+	var n int
+	hist := &cobra.Command{
+		Use:   "history",
+		Short: "List recent jobs with their tasks and outcomes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var h []curator.JobRecord
+			if err := g.client().getJSON("/v1/curator/history", url.Values{"n": {fmt.Sprint(n)}}, &h); err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), h)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "STARTED\tKIND\tTRIGGER\tTOOK\tRECORDS\tUNDER-REPL\tGARBAGE\tDONE\tSTALE\tFAILED\tMOVED\tFREED\tBAD")
+			for _, r := range h {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\n", r.Start.Format("15:04:05"), r.Kind, r.Trigger,
+					r.End.Sub(r.Start).Round(time.Millisecond), r.Records, humanBytes(r.Stats.UnderReplicatedBytes),
+					humanBytes(r.Stats.GarbageBytes), counts(r.Done), r.Stale, r.Failed, humanBytes(r.Moved), humanBytes(r.Freed), r.BadFound)
+			}
+			return w.Flush()
+		},
+	}
+	hist.Flags().IntVarP(&n, "num", "n", 20, "number of jobs")
+	cmd.AddCommand(hist)
+	var wait bool
+	run := &cobra.Command{
+		Use:       "run full|partial",
+		Short:     "Run a scan now",
+		Example:   "  terrace curator run full --wait\n  terrace curator run partial",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"full", "partial"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{"kind": {args[0]}}
+			if !wait {
+				if err := g.client().callJSON("POST", "/v1/curator/run", q, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s scan triggered; 'terrace curator history' shows the result\n", args[0])
+				return nil
+			}
+			q.Set("wait", "1")
+			var r curator.JobRecord
+			if err := g.client().callJSON("POST", "/v1/curator/run", q, &r); err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), r)
+			}
+			printJob(cmd.OutOrStdout(), r)
+			return nil
+		},
+	}
+	run.Flags().BoolVar(&wait, "wait", false, "wait for the job and print its record")
+	cmd.AddCommand(run)
+	return cmd
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func printJob(out interface{ Write([]byte) (int, error) }, r curator.JobRecord) {
+	fmt.Fprintf(out, "  %s scan (%s) at %s, took %s, %d records from %s\n", r.Kind, r.Trigger, r.Start.Format(time.RFC3339),
+		r.End.Sub(r.Start).Round(time.Millisecond), r.Records, strings.Join(r.Maps, ","))
+	fmt.Fprintf(out, "  egroups %d, under-replicated %d (%s), live %s, garbage %s, bad replicas %d\n", r.Stats.Egroups,
+		r.Stats.UnderReplicated, humanBytes(r.Stats.UnderReplicatedBytes), humanBytes(r.Stats.LiveBytes), humanBytes(r.Stats.GarbageBytes), r.Stats.BadReplicas)
+	fmt.Fprintf(out, "  planned %s; done %s; stale %d; failed %d; moved %s; freed %s; scrubbed %s; bad found %d\n",
+		counts(r.Planned), counts(r.Done), r.Stale, r.Failed, humanBytes(r.Moved), humanBytes(r.Freed), humanBytes(r.Scrubbed), r.BadFound)
+	for _, d := range r.Dangling {
+		fmt.Fprintf(out, "  DANGLING: %s\n", d)
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(out, "  error: %s\n", e)
+	}
+}
