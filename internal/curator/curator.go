@@ -26,6 +26,10 @@ func encodedLen(n int64) int64 { return extent.EncodedLen(n) }
 // Options configure the Curator. Zero values mean defaults.
 type Options struct {
 	Decide decide.Options
+	// Tier holds the tiering and balancing thresholds; Tiering enables
+	// them (the Curator ON/OFF experiment turns everything off instead).
+	Tier    decide.TierOptions
+	Tiering bool
 	// PartialEvery and FullEvery are the periodic schedules (Curator §3.3:
 	// partial scans hourly, full scans every six hours).
 	PartialEvery time.Duration
@@ -58,6 +62,7 @@ type Options struct {
 // EnsureDefaults fills zero fields.
 func (o *Options) EnsureDefaults() {
 	o.Decide.EnsureDefaults()
+	o.Tier.EnsureDefaults()
 	if o.PartialEvery == 0 {
 		o.PartialEvery = time.Hour
 	}
@@ -212,6 +217,20 @@ func (c *Curator) due() (kind, why string) {
 			return "partial", fmt.Sprintf("node %s down for %s", n.ID, now.Sub(since).Round(time.Second))
 		}
 	}
+	if c.opts.Tiering && now.Sub(c.last["partial"]) >= c.opts.Tier.MinInterval {
+		for _, t := range s.Tiers() {
+			var used, capacity int64
+			for _, d := range s.Devices {
+				if d.Tier == t {
+					used += d.UsedBytes
+					capacity += d.CapacityBytes
+				}
+			}
+			if capacity > 0 && float64(used)/float64(capacity) > c.opts.Tier.DownAbove {
+				return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
+			}
+		}
+	}
 	if now.Sub(c.last["full"]) >= c.opts.FullEvery {
 		return "full", "periodic"
 	}
@@ -289,6 +308,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	snap := c.snapshotFor()
 	c.mu.Lock()
 	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
+	if c.opts.Tiering {
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks)...)
+	}
 	c.mu.Unlock()
 	for _, e := range errs {
 		rec.addErr(e)
@@ -412,3 +434,38 @@ func (c *Curator) History(ctx context.Context, n int) ([]JobRecord, error) {
 }
 
 var errStale = errors.New("curator: stale task")
+
+// tieringTasks plans tiering and balancing for egroups that no earlier
+// task of this job touches (one move per egroup per job keeps every task's
+// compare-and-swap meaningful).
+func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task) []decide.Task {
+	busy := map[uint64]bool{}
+	for _, t := range planned {
+		busy[t.Egroup] = true
+	}
+	egs := make([]decide.Egroup, 0, len(res.egroups))
+	for _, eg := range res.egroups {
+		if !busy[eg.ID] {
+			egs = append(egs, eg)
+		}
+	}
+	return decide.Tiering(snap, egs, c.policy, c.opts.Tier, c.rng)
+}
+
+// DryRun scans and decides without executing: what would the Curator do
+// now? It is what `terrace tier policy` shows.
+func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.Stats, error) {
+	res, err := c.scan(ctx, full)
+	if err != nil {
+		return nil, decide.Stats{}, err
+	}
+	snap := c.snapshotFor()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tasks, stats, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
+	tasks = append(tasks, c.tieringTasks(snap, res, tasks)...)
+	return tasks, stats, nil
+}
+
+// Options returns the effective options.
+func (c *Curator) Options() Options { return c.opts }

@@ -82,8 +82,14 @@ func taskNode(t decide.Task, res *scanResult) model.NodeID {
 }
 
 // throttle waits for the byte budget and for busy devices to calm down.
+//
+// The byte rate adapts (additive increase, multiplicative decrease, as in
+// TCP and Mirador §5's adaptive queueing): every time a device is found
+// busy the rate halves, down to 1 % of the maximum; every task that finds
+// its devices idle raises it by 5 % of the maximum.
 func (c *Curator) throttle(ctx context.Context, bytes int64, devs ...model.DeviceID) error {
 	if c.load != nil {
+		backedOff := false
 		for i := 0; i < 50; i++ { // back off at most ~5 s per task
 			busy := false
 			for _, d := range devs {
@@ -94,6 +100,10 @@ func (c *Curator) throttle(ctx context.Context, bytes int64, devs ...model.Devic
 			if !busy {
 				break
 			}
+			if !backedOff {
+				backedOff = true
+				c.bucket.adapt(false, c.opts.MoveBytesPerSec)
+			}
 			c.m.backoffs.Inc()
 			select {
 			case <-ctx.Done():
@@ -101,7 +111,11 @@ func (c *Curator) throttle(ctx context.Context, bytes int64, devs ...model.Devic
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
+		if !backedOff {
+			c.bucket.adapt(true, c.opts.MoveBytesPerSec)
+		}
 	}
+	c.m.rate.Set(c.bucket.currentRate())
 	return c.bucket.wait(ctx, bytes)
 }
 
@@ -136,7 +150,7 @@ func (c *Curator) runTask(ctx context.Context, t decide.Task, res *scanResult) (
 		}
 		eg.State = meta.EgroupSealed
 		return 0, c.switchEgroup(ctx, t, eg)
-	case decide.KindRecover, decide.KindRemoveReplicas:
+	case decide.KindRecover, decide.KindRemoveReplicas, decide.KindTierDown, decide.KindTierUp, decide.KindBalance:
 		return c.recover(ctx, t)
 	case decide.KindRemoveEgroup:
 		return 0, c.removeEgroup(ctx, t)
@@ -365,12 +379,30 @@ type tokenBucket struct {
 
 func newTokenBucket(rate float64) *tokenBucket { return &tokenBucket{rate: rate} }
 
-func (b *tokenBucket) wait(ctx context.Context, n int64) error {
-	if b.rate <= 0 || n <= 0 {
-		return nil
+// adapt raises (idle) or halves (busy) the rate within [1 %, 100 %] of max.
+func (b *tokenBucket) adapt(idle bool, maxRate float64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if idle {
+		b.rate = min(maxRate, b.rate+0.05*maxRate)
+	} else {
+		b.rate = max(0.01*maxRate, b.rate/2)
 	}
+}
+
+func (b *tokenBucket) currentRate() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rate
+}
+
+func (b *tokenBucket) wait(ctx context.Context, n int64) error {
 	now := time.Now()
 	b.mu.Lock()
+	if b.rate <= 0 || n <= 0 {
+		b.mu.Unlock()
+		return nil
+	}
 	if b.next.Before(now) {
 		b.next = now
 	}
@@ -398,6 +430,7 @@ type metrics struct {
 	scrubbed        prometheus.Counter
 	scrubBad        prometheus.Counter
 	backoffs        prometheus.Counter
+	rate            prometheus.Gauge
 	underReplicated prometheus.Gauge
 	garbage         prometheus.Gauge
 	dangling        prometheus.Gauge
@@ -415,6 +448,7 @@ func newMetrics() *metrics {
 		scrubbed:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "scrubbed_bytes_total", Help: "Replica bytes verified by scrubbing."}),
 		scrubBad:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "scrub_bad_replicas_total", Help: "Replicas found bad by scrubbing."}),
 		backoffs:        prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "backoffs_total", Help: "Times a task waited for busy devices."}),
+		rate:            prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "move_rate_bytes_per_second", Help: "Current adaptive budget for background data movement."}),
 		underReplicated: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "under_replicated_bytes", Help: "Bytes missing from replication vectors at the last scan."}),
 		garbage:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "garbage_bytes", Help: "Dead bytes in egroups at the last full scan."}),
 		dangling:        prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "dangling_references", Help: "Dangling references found by the last consistency check (should be 0)."}),
@@ -422,5 +456,5 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.jobs, m.jobSeconds, m.tasks, m.failed, m.stale, m.moved, m.scrubbed, m.scrubBad, m.backoffs, m.underReplicated, m.garbage, m.dangling}
+	return []prometheus.Collector{m.jobs, m.jobSeconds, m.tasks, m.failed, m.stale, m.moved, m.scrubbed, m.scrubBad, m.backoffs, m.rate, m.underReplicated, m.garbage, m.dangling}
 }

@@ -251,7 +251,7 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 			d.Replicas = append(d.Replicas, decide.Replica{Replica: r.Replica(), Bad: r.Bad})
 		}
 		if a, ok := access[id]; ok {
-			d.Atime, d.Reads = time.Unix(0, a.Atime), a.Reads
+			d.Atime, d.Reads = time.Unix(0, a.Atime), a.WinReads
 		}
 		if full {
 			// Live bytes are encoded sizes on disk, to compare with Size.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,25 @@ type Spec struct {
 // ParseSpec parses "ssd:/data/ssd0:20GiB", "mem::2GiB" or
 // "hdd:/data/hdd0:200GiB:hdd" (last field names an emulation profile).
 func ParseSpec(s string) (Spec, error) {
+	if i := strings.Index(s, "://"); i >= 0 {
+		// A remote device: tier:URL:capacity, the URL holding colons.
+		tier, rest, _ := strings.Cut(s, ":")
+		j := strings.LastIndexByte(rest, ':')
+		if j < 0 || !strings.Contains(rest[:j], "://") {
+			return Spec{}, fmt.Errorf("device: spec %q: want tier:URL:capacity", s)
+		}
+		if !model.ValidTierName(tier) || tier == string(model.TierAny) {
+			return Spec{}, fmt.Errorf("device: spec %q: bad tier name %q", s, tier)
+		}
+		capBytes, err := ParseBytes(rest[j+1:])
+		if err != nil || capBytes <= 0 {
+			return Spec{}, fmt.Errorf("device: spec %q: bad capacity %q", s, rest[j+1:])
+		}
+		if _, _, _, _, _, err := parseRemoteURL(rest[:j]); err != nil {
+			return Spec{}, fmt.Errorf("device: spec %q: %w", s, err)
+		}
+		return Spec{Tier: model.Tier(tier), Path: rest[:j], Capacity: capBytes}, nil
+	}
 	parts := strings.Split(s, ":")
 	if len(parts) < 3 || len(parts) > 4 {
 		return Spec{}, fmt.Errorf("device: spec %q: want tier:path:capacity[:profile]", s)
@@ -92,6 +112,21 @@ func ParseSpec(s string) (Spec, error) {
 	}
 	return sp, nil
 }
+
+// DisplayPath is Path with any credentials in a remote URL redacted.
+func (s Spec) DisplayPath() string {
+	if !s.Remote() {
+		return s.Path
+	}
+	u, err := url.Parse(s.Path)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	return u.Redacted()
+}
+
+// Remote reports whether the device is a remote bucket (Path is a URL).
+func (s Spec) Remote() bool { return strings.Contains(s.Path, "://") }
 
 func (s Spec) String() string {
 	out := fmt.Sprintf("%s:%s:%s", s.Tier, s.Path, FormatBytes(s.Capacity))
@@ -170,7 +205,13 @@ type Device struct {
 // Open opens (creating) the device described by spec under the given ID.
 func Open(id model.DeviceID, spec Spec) (*Device, error) {
 	var be backend
-	if spec.Tier == model.TierMem {
+	if spec.Remote() {
+		r, err := newRemoteBackend(spec.Path)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", id, err)
+		}
+		be = r
+	} else if spec.Tier == model.TierMem {
 		be = newMemBackend()
 	} else {
 		d, err := newDirBackend(spec.Path)
@@ -220,7 +261,7 @@ type Stats struct {
 // Stats returns the live counters.
 func (d *Device) Stats() Stats {
 	return Stats{
-		ID: d.id, Tier: d.tier, Path: d.spec.Path, Profile: d.spec.Profile,
+		ID: d.id, Tier: d.tier, Path: d.spec.DisplayPath(), Profile: d.spec.Profile,
 		CapacityBytes: d.capacity, UsedBytes: d.used.Load(),
 		QueueLen: int(d.inflight.Load()), ActiveStreams: int(d.streams.Load()),
 		ReadBps: f64(d.readBps.Load()), WriteBps: f64(d.writeBps.Load()),

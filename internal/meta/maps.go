@@ -110,6 +110,10 @@ type Egroup struct {
 type Access struct {
 	Atime int64 `json:"a"`
 	Reads int64 `json:"r"`
+	// WinStart and WinReads count reads in the current window (tiering
+	// promotes egroups read often recently, not ones read often ever).
+	WinStart int64 `json:"ws,omitempty"`
+	WinReads int64 `json:"wr,omitempty"`
 }
 
 // Upload is an in-progress multipart upload.

@@ -212,3 +212,17 @@ func (v *Vector) UnmarshalText(b []byte) error {
 	*v = p
 	return nil
 }
+
+// ForAny reports whether unspecified ("any") replicas may be placed on
+// tier t when data is written: memory only when allowed (it is volatile),
+// and never the remote tier, which is the capacity tier the Curator demotes
+// cold data to, too slow for foreground writes.
+func (t Tier) ForAny(allowMem bool) bool {
+	switch t {
+	case TierMem:
+		return allowMem
+	case TierRemote, TierAny:
+		return false
+	}
+	return true
+}

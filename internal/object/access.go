@@ -19,15 +19,16 @@ const maxAccessPending = 100_000
 // writes them to the access map periodically (Curator's eventually
 // consistent egroup-access map).
 type accessTracker struct {
-	kv  meta.KV
-	now func() time.Time
+	kv     meta.KV
+	now    func() time.Time
+	window time.Duration
 
 	mu      sync.Mutex
 	pending map[uint64]meta.Access
 }
 
-func newAccessTracker(kv meta.KV, now func() time.Time) *accessTracker {
-	return &accessTracker{kv: kv, now: now, pending: map[uint64]meta.Access{}}
+func newAccessTracker(kv meta.KV, now func() time.Time, window time.Duration) *accessTracker {
+	return &accessTracker{kv: kv, now: now, window: window, pending: map[uint64]meta.Access{}}
 }
 
 func (a *accessTracker) record(egroup uint64) {
@@ -71,6 +72,11 @@ func (a *accessTracker) flush(ctx context.Context) error {
 				p := batch[id]
 				cur.Reads += p.Reads
 				cur.Atime = max(cur.Atime, p.Atime)
+				if cur.WinStart == 0 || time.Duration(p.Atime-cur.WinStart) > a.window {
+					cur.WinStart, cur.WinReads = p.Atime, p.Reads
+				} else {
+					cur.WinReads += p.Reads
+				}
 				t.If(meta.AccessKey(id), rev)
 				t.Put(meta.AccessKey(id), meta.Encode(cur))
 			}

@@ -52,7 +52,7 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 		m:         newMetrics(),
 	}
 	l.pool = newEgroupPool(l, opts.MaxOpenEgroups)
-	l.access = newAccessTracker(kv, opts.Now)
+	l.access = newAccessTracker(kv, opts.Now, opts.AccessWindow)
 	l.bg.Add(1)
 	go l.flushLoop()
 	return l, nil

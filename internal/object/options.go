@@ -39,6 +39,9 @@ type Options struct {
 	// AccessFlushInterval is how often batched egroup access records are
 	// written to the access map.
 	AccessFlushInterval time.Duration
+	// AccessWindow is the window of the per-egroup recent-read counter
+	// that tiering uses to find hot data.
+	AccessWindow time.Duration
 	// SealIdleAfter seals an open egroup no writer has used for this long,
 	// handing it to the Curator (GC, tiering). One minute keeps hot
 	// writers appending to the same egroup while idle ones are released.
@@ -93,6 +96,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.AccessFlushInterval == 0 {
 		o.AccessFlushInterval = 5 * time.Second
+	}
+	if o.AccessWindow == 0 {
+		o.AccessWindow = 10 * time.Minute
 	}
 	if o.SealIdleAfter == 0 {
 		o.SealIdleAfter = time.Minute

@@ -311,7 +311,7 @@ func (m *Moop) tierOK(req Request) func(model.Tier) bool {
 		if anyN == 0 {
 			return false
 		}
-		return t != model.TierMem || m.AllowMem
+		return t.ForAny(m.AllowMem)
 	}
 }
 
@@ -424,7 +424,7 @@ func (m *Moop) ScoreSet(s *model.Snapshot, replicas []model.Replica) float64 {
 		tiers[r.Tier] = true
 	}
 	mm := newMoopModel(s, m.uses(), 0, func(t model.Tier) bool {
-		return tiers[t] || t != model.TierMem || m.AllowMem
+		return tiers[t] || t.ForAny(m.AllowMem)
 	})
 	ms := newMoopSet()
 	for _, r := range replicas {

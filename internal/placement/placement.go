@@ -173,6 +173,10 @@ func (st *state) suitable(i int, t model.Tier) (bool, string) {
 		if d.Tier != t {
 			return false, "tier"
 		}
+	} else if d.Tier == model.TierRemote {
+		// The remote tier only takes replicas a vector names explicitly
+		// or that the Curator demotes (model.Tier.ForAny).
+		return false, "tier"
 	} else if d.Tier == model.TierMem {
 		// Memory is volatile; unspecified replicas use it only when the
 		// policy allows it, and then for at most a third of the set.
@@ -387,7 +391,7 @@ func placeSampled(s *model.Snapshot, req Request, rng *rand.Rand, tr *tracer, p 
 			pools = [][]int{s.TierDevices(t)}
 		case p.anyPool == anyPoolFastestTier:
 			for _, tt := range s.OnlineTiers() {
-				if tt != model.TierMem {
+				if tt.ForAny(false) {
 					pools = append(pools, s.TierDevices(tt))
 				}
 			}

@@ -38,7 +38,7 @@ func (r *Rules) placeTraced(s *model.Snapshot, req Request, rng *rand.Rand, tr *
 	st.memAny = r.AllowMem
 	var rotation []model.Tier
 	for _, t := range s.OnlineTiers() {
-		if t != model.TierMem || r.AllowMem {
+		if t.ForAny(r.AllowMem) {
 			rotation = append(rotation, t)
 		}
 	}

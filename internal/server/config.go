@@ -203,7 +203,7 @@ func (c *Config) Validate() ([]device.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		if sp.Path != "" {
+		if sp.Path != "" && !sp.Remote() {
 			abs, _ := filepath.Abs(sp.Path)
 			if paths[abs] {
 				return nil, fmt.Errorf("server: device path %s listed twice", sp.Path)

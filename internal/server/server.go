@@ -62,7 +62,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	for _, sp := range specs {
 		id := model.DeviceID(fmt.Sprintf("%s/%s%d", cfg.NodeID, sp.Tier, counts[sp.Tier]))
 		counts[sp.Tier]++
-		if sp.Path != "" {
+		if sp.Path != "" && !sp.Remote() {
 			if err := claimDevice(sp.Path, id); err != nil {
 				n.closeDevices()
 				return nil, err
@@ -78,7 +78,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 			return nil, fmt.Errorf("server: probe %s: %w", id, err)
 		}
 		st := d.Stats()
-		log.Info("device ready", "id", id, "tier", sp.Tier, "path", sp.Path, "capacity", device.FormatBytes(sp.Capacity),
+		log.Info("device ready", "id", id, "tier", sp.Tier, "path", sp.DisplayPath(), "capacity", device.FormatBytes(sp.Capacity),
 			"used", device.FormatBytes(st.UsedBytes), "profile", sp.Profile,
 			"read_MBps", int(st.ReadBps/1e6), "write_MBps", int(st.WriteBps/1e6))
 		n.Devices = append(n.Devices, d)

@@ -26,7 +26,8 @@ type Egroup struct {
 	// DeadExtents counts extents in the egroup that no object references.
 	DeadExtents int
 	Atime       time.Time
-	Reads       int64
+	// Reads counts reads in the access window ending at Atime.
+	Reads int64
 }
 
 // Replica is a replica with its bad mark.
@@ -101,10 +102,14 @@ func (k Kind) Priority() int {
 		return 2
 	case KindRemoveExtents, KindRemoveEgroup:
 		return 3
-	case KindCompact:
+	case KindTierUp:
 		return 4
-	case KindScrub:
+	case KindTierDown, KindBalance:
 		return 5
+	case KindCompact:
+		return 6
+	case KindScrub:
+		return 7
 	}
 	return 9
 }

@@ -1,0 +1,345 @@
+package decide
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
+)
+
+// Task kinds for tiering and balancing. Each is a replica move: copy to
+// the destination, verify, switch metadata, delete the source.
+const (
+	KindTierDown Kind = "tier-down"
+	KindTierUp   Kind = "tier-up"
+	KindBalance  Kind = "balance"
+)
+
+// TierOptions are the ILM thresholds (Curator §3.3; all configurable).
+type TierOptions struct {
+	// DownAbove (f): a tier whose usage exceeds this sheds cold data.
+	DownAbove float64
+	// DestBelow (d): the destination tier must be below this usage.
+	DestBelow float64
+	// Reduce (h): shed until the source's usage fell by this fraction of
+	// its capacity.
+	Reduce float64
+	// BalanceMean (m) and BalanceSpread (s): balance a tier's devices
+	// when their mean usage exceeds m and max−min exceeds s.
+	BalanceMean   float64
+	BalanceSpread float64
+	// PromoteReads promotes an egroup read at least this many times within
+	// HotWindow from a slower tier to the fastest tier with room below
+	// DownAbove.
+	PromoteReads int64
+	HotWindow    time.Duration
+	// MaxMoves bounds tiering and balancing moves per job.
+	MaxMoves int
+	// MinInterval is the least time between tiering-triggered scans.
+	MinInterval time.Duration
+}
+
+// EnsureDefaults fills the paper's defaults: f=75 %, d=90 %, h=15 %,
+// m=35 %, s=15 %.
+func (o *TierOptions) EnsureDefaults() {
+	if o.DownAbove == 0 {
+		o.DownAbove = 0.75
+	}
+	if o.DestBelow == 0 {
+		o.DestBelow = 0.90
+	}
+	if o.Reduce == 0 {
+		o.Reduce = 0.15
+	}
+	if o.BalanceMean == 0 {
+		o.BalanceMean = 0.35
+	}
+	if o.BalanceSpread == 0 {
+		o.BalanceSpread = 0.15
+	}
+	if o.PromoteReads == 0 {
+		o.PromoteReads = 3
+	}
+	if o.HotWindow == 0 {
+		o.HotWindow = 10 * time.Minute
+	}
+	if o.MaxMoves == 0 {
+		o.MaxMoves = 2000
+	}
+	if o.MinInterval == 0 {
+		o.MinInterval = 30 * time.Second
+	}
+}
+
+// usage tracks projected bytes per device and tier while planning, so
+// that every move planned is accounted for in the next decision.
+type usage struct {
+	dev      map[model.DeviceID]int64
+	capacity map[model.DeviceID]int64
+	tierUsed map[model.Tier]int64
+	tierCap  map[model.Tier]int64
+}
+
+func newUsage(s *model.Snapshot) *usage {
+	u := &usage{dev: map[model.DeviceID]int64{}, capacity: map[model.DeviceID]int64{}, tierUsed: map[model.Tier]int64{}, tierCap: map[model.Tier]int64{}}
+	for _, d := range s.Devices {
+		if d.State != model.DeviceUp || !s.NodeUp(d.Node) {
+			continue
+		}
+		u.dev[d.ID] = d.UsedBytes
+		u.capacity[d.ID] = d.CapacityBytes
+		u.tierUsed[d.Tier] += d.UsedBytes
+		u.tierCap[d.Tier] += d.CapacityBytes
+	}
+	return u
+}
+
+func (u *usage) tier(t model.Tier) float64 {
+	if u.tierCap[t] == 0 {
+		return 1
+	}
+	return float64(u.tierUsed[t]) / float64(u.tierCap[t])
+}
+
+func (u *usage) move(s *model.Snapshot, from, to model.Replica, bytes int64) {
+	u.dev[from.Device] -= bytes
+	u.dev[to.Device] += bytes
+	u.tierUsed[from.Tier] -= bytes
+	u.tierUsed[to.Tier] += bytes
+}
+
+// movable returns the egroup's replicas on tier t that the vector does not
+// pin there: replicas beyond the vector's explicit count for t.
+func movable(eg Egroup, t model.Tier) []model.Replica {
+	var on []model.Replica
+	for _, r := range eg.Replicas {
+		if !r.Bad && r.Tier == t {
+			on = append(on, r.Replica)
+		}
+	}
+	free := len(on) - eg.Vector.Count(t)
+	if free <= 0 {
+		return nil
+	}
+	return on[:free]
+}
+
+// coldness orders egroups coldest first: the later of last access and
+// last write (Curator §3.3 ranks by atime/mtime).
+func lastTouch(eg Egroup) time.Time {
+	if eg.Atime.After(eg.Mtime) {
+		return eg.Atime
+	}
+	return eg.Mtime
+}
+
+// placeOn picks a device on tier t for one replica of eg, keeping it
+// distinct from the egroup's other replicas.
+func placeOn(s *model.Snapshot, pol placement.Policy, rng *rand.Rand, eg Egroup, leaving model.Replica, t model.Tier) (model.Replica, error) {
+	var existing []model.Replica
+	for _, r := range eg.Replicas {
+		if r.Device != leaving.Device && !r.Bad {
+			existing = append(existing, r.Replica)
+		}
+	}
+	rs, err := pol.Place(s, placement.Request{Vector: model.Vector{Counts: map[model.Tier]int{t: 1}}, Existing: existing, Bytes: eg.Size}, rng)
+	if err != nil {
+		return model.Replica{}, err
+	}
+	return rs[0], nil
+}
+
+// slowerTiers returns the tiers slower than t that have devices, nearest
+// first (the remote tier last).
+func slowerTiers(s *model.Snapshot, t model.Tier) []model.Tier {
+	var out []model.Tier
+	for _, x := range s.Tiers() {
+		if x.Rank() > t.Rank() && x != model.TierMem {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Tiering decides demotions (tiers over f shed their coldest unpinned
+// replicas to the next slower tier below d until usage fell by h),
+// promotions (egroups read PromoteReads times within HotWindow climb to the
+// fastest tier with room below f) and disk balancing within tiers.
+func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) []Task {
+	o.EnsureDefaults()
+	u := newUsage(s)
+	var tasks []Task
+	moved := map[uint64]bool{}
+	sealed := make([]Egroup, 0, len(egs))
+	for _, eg := range egs {
+		if !eg.Open && eg.Size > 0 {
+			sealed = append(sealed, eg)
+		}
+	}
+	// Coldest first.
+	sort.SliceStable(sealed, func(i, j int) bool { return lastTouch(sealed[i]).Before(lastTouch(sealed[j])) })
+
+	// Promotion first: hot data on slow tiers hurts clients now.
+	for i := len(sealed) - 1; i >= 0 && len(tasks) < o.MaxMoves; i-- {
+		eg := sealed[i]
+		if eg.Reads < o.PromoteReads || s.Now.Sub(eg.Atime) > o.HotWindow {
+			continue
+		}
+		best := fastestReplicaTier(eg)
+		for _, t := range s.Tiers() {
+			if t == model.TierMem || t.Rank() >= best.Rank() || u.tier(t) >= o.DownAbove {
+				continue
+			}
+			src := movable(eg, best)
+			if len(src) == 0 {
+				break
+			}
+			dst, err := placeOn(s, pol, rng, eg, src[0], t)
+			if err != nil {
+				continue
+			}
+			u.move(s, src[0], dst, eg.Size)
+			moved[eg.ID] = true
+			tasks = append(tasks, Task{Kind: KindTierUp, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst}, Remove: []model.Replica{src[0]},
+				Bytes: eg.Size, Reason: fmt.Sprintf("%d reads, last %s ago, %s→%s", eg.Reads, s.Now.Sub(eg.Atime).Round(time.Second), best, t)})
+			break
+		}
+	}
+
+	// Demotion: for each tier over f, shed coldest unpinned replicas.
+	for _, src := range s.Tiers() {
+		if u.tier(src) <= o.DownAbove {
+			continue
+		}
+		target := u.tierUsed[src] - int64(o.Reduce*float64(u.tierCap[src]))
+		for _, eg := range sealed {
+			if u.tierUsed[src] <= target || len(tasks) >= o.MaxMoves {
+				break
+			}
+			if moved[eg.ID] || (eg.Reads >= o.PromoteReads && s.Now.Sub(eg.Atime) <= o.HotWindow) {
+				continue // just promoted, or hot: keep it up
+			}
+			from := movable(eg, src)
+			if len(from) == 0 {
+				continue
+			}
+			for _, dstTier := range slowerTiers(s, src) {
+				if u.tier(dstTier) >= o.DestBelow {
+					continue
+				}
+				dst, err := placeOn(s, pol, rng, eg, from[0], dstTier)
+				if err != nil {
+					continue
+				}
+				u.move(s, from[0], dst, eg.Size)
+				moved[eg.ID] = true
+				tasks = append(tasks, Task{Kind: KindTierDown, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst}, Remove: []model.Replica{from[0]},
+					Bytes: eg.Size, Reason: fmt.Sprintf("%s at %.0f%% > %.0f%%, coldest (last touch %s ago)", src, 100*u.tier(src), 100*o.DownAbove, s.Now.Sub(lastTouch(eg)).Round(time.Second))})
+				break
+			}
+		}
+	}
+
+	// Disk balancing within each tier.
+	tasks = append(tasks, balance(s, sealed, u, moved, o, o.MaxMoves-len(tasks))...)
+	return tasks
+}
+
+func fastestReplicaTier(eg Egroup) model.Tier {
+	best := model.TierAny
+	for _, r := range eg.Replicas {
+		if !r.Bad && r.Tier.Rank() < best.Rank() {
+			best = r.Tier
+		}
+	}
+	return best
+}
+
+// balance moves cold egroups from the fullest to the emptiest device of a
+// tier while the tier's mean usage exceeds m and its spread exceeds s
+// (Curator §3.2.2).
+func balance(s *model.Snapshot, sealed []Egroup, u *usage, moved map[uint64]bool, o TierOptions, budget int) []Task {
+	var tasks []Task
+	byDev := map[model.DeviceID][]Egroup{}
+	for _, eg := range sealed { // coldest first
+		for _, r := range eg.Replicas {
+			if !r.Bad {
+				byDev[r.Device] = append(byDev[r.Device], eg)
+			}
+		}
+	}
+	next := map[model.DeviceID]int{}
+	for _, t := range s.Tiers() {
+		var devs []model.Device
+		for _, d := range s.Devices {
+			if d.Tier == t && d.State == model.DeviceUp && s.NodeUp(d.Node) && d.CapacityBytes > 0 {
+				devs = append(devs, d)
+			}
+		}
+		if len(devs) < 2 {
+			continue
+		}
+		frac := func(id model.DeviceID) float64 { return float64(u.dev[id]) / float64(u.capacity[id]) }
+		for len(tasks) < budget {
+			var sum float64
+			hi, lo := devs[0], devs[0]
+			for _, d := range devs {
+				f := frac(d.ID)
+				sum += f
+				if f > frac(hi.ID) {
+					hi = d
+				}
+				if f < frac(lo.ID) {
+					lo = d
+				}
+			}
+			mean := sum / float64(len(devs))
+			spread := frac(hi.ID) - frac(lo.ID)
+			if mean <= o.BalanceMean || spread <= o.BalanceSpread {
+				break
+			}
+			// The coldest egroup on hi that may move to lo: not moved yet,
+			// no replica on lo already, and lo's node not holding another
+			// replica when the source node did not.
+			var pick *Egroup
+			for next[hi.ID] < len(byDev[hi.ID]) {
+				eg := byDev[hi.ID][next[hi.ID]]
+				next[hi.ID]++
+				if moved[eg.ID] || !canMove(eg, hi, lo) {
+					continue
+				}
+				pick = &eg
+				break
+			}
+			if pick == nil {
+				break // nothing on the fullest device can move
+			}
+			// Moving must shrink the spread, not invert it.
+			if float64(pick.Size)/float64(u.capacity[lo.ID]) > spread {
+				continue
+			}
+			from := model.Replica{Device: hi.ID, Node: hi.Node, Tier: hi.Tier}
+			to := model.Replica{Device: lo.ID, Node: lo.Node, Tier: lo.Tier}
+			u.move(s, from, to, pick.Size)
+			moved[pick.ID] = true
+			tasks = append(tasks, Task{Kind: KindBalance, Egroup: pick.ID, ModRev: pick.ModRev, Add: []model.Replica{to}, Remove: []model.Replica{from},
+				Bytes: pick.Size, Reason: fmt.Sprintf("%s mean %.0f%%, spread %.0f%% (%s %.0f%% → %s %.0f%%)", t, 100*mean, 100*spread, hi.ID, 100*frac(hi.ID), lo.ID, 100*frac(lo.ID))})
+		}
+	}
+	return tasks
+}
+
+func canMove(eg Egroup, from, to model.Device) bool {
+	for _, r := range eg.Replicas {
+		if r.Device == to.ID {
+			return false
+		}
+		if r.Device != from.ID && r.Node == to.Node && from.Node != to.Node {
+			return false // would put two replicas on one node
+		}
+	}
+	return true
+}
