@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/server"
@@ -44,10 +45,11 @@ reclaimed); "egroup bytes" counts what live metadata references.`,
 				return printJSON(cmd.OutOrStdout(), rep)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "TIER\tDEVICES\tCAPACITY\tUSED\tUSE%\tEGROUPS\tEGROUP BYTES")
+			fmt.Fprintln(w, "TIER\tDEVICES\tCAPACITY\tUSED\tUSE%\tEGROUPS\tEGROUP BYTES\tHOT\tCOLD\tPENDING MOVES")
 			for _, t := range rep.Tiers {
-				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", t.Tier, t.Devices, humanBytes(t.CapacityBytes),
-					humanBytes(t.UsedBytes), pct(t.UsedBytes, t.CapacityBytes), t.Egroups, humanBytes(t.EgroupBytes))
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d (%s)\n", t.Tier, t.Devices, humanBytes(t.CapacityBytes),
+					humanBytes(t.UsedBytes), pct(t.UsedBytes, t.CapacityBytes), t.Egroups, humanBytes(t.EgroupBytes),
+					humanBytes(t.HotBytes), humanBytes(t.ColdBytes), t.PendingMoves, humanBytes(t.PendingBytes))
 			}
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "DEVICE\tTIER\tSTATE\tCAPACITY\tUSED\tUSE%\tEGROUPS\tEGROUP BYTES\tBAD\tREAD MB/s\tWRITE MB/s\tQUEUE\tSTREAMS")
@@ -57,6 +59,65 @@ reclaimed); "egroup bytes" counts what live metadata references.`,
 					d.Egroups, humanBytes(d.EgroupBytes), d.BadReplicas, d.ReadBps/1e6, d.WriteBps/1e6, d.QueueLen, d.ActiveStreams)
 			}
 			return w.Flush()
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "policy",
+		Short: "Show tiering thresholds and what the Curator would move now (dry run)",
+		Long: `Show the tiering and balancing thresholds (Curator §3.3: a tier over
+f = 75 % sheds its coldest unpinned replicas to the next slower tier under
+d = 90 % until its usage fell by h = 15 %; devices of a tier are balanced when
+their mean usage exceeds m = 35 % and the spread exceeds s = 15 %; egroups read
+often within the hot window climb back to a faster tier), then run the
+decision on the current state and list the moves it would make. Nothing moves.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var p server.TierPolicy
+			if err := g.client().getJSON("/v1/tier/policy", nil, &p); err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), p)
+			}
+			out := cmd.OutOrStdout()
+			th := p.Thresholds
+			fmt.Fprintf(out, "automatic tiering: %v\n", p.Enabled)
+			fmt.Fprintf(out, "demote when a tier is over f=%.0f%% to a tier under d=%.0f%%, by h=%.0f%% of capacity, coldest first\n", 100*th.DownAbove, 100*th.DestBelow, 100*th.Reduce)
+			fmt.Fprintf(out, "promote egroups read >= %d times within %s to the fastest tier under f\n", th.PromoteReads, th.HotWindow)
+			fmt.Fprintf(out, "balance a tier when mean use > m=%.0f%% and spread > s=%.0f%%\n\n", 100*th.BalanceMean, 100*th.BalanceSpread)
+			w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "TIER\tUSE%\tOVER f?\tHOT\tCOLD")
+			for _, t := range p.Tiers {
+				over := "no"
+				if t.CapacityBytes > 0 && float64(t.UsedBytes)/float64(t.CapacityBytes) > th.DownAbove {
+					over = "YES"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", t.Tier, pct(t.UsedBytes, t.CapacityBytes), over, humanBytes(t.HotBytes), humanBytes(t.ColdBytes))
+			}
+			w.Flush()
+			fmt.Fprintf(out, "\nwould do now: %s\n", counts(p.Counts))
+			for _, m := range p.Moves {
+				fmt.Fprintln(out, "  "+m)
+			}
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:     "recall BUCKET[/PREFIX]",
+		Short:   "Bring objects' replicas back from the remote tier to local tiers",
+		Example: "  terrace tier recall archive/2023/\n  terrace tier recall logs",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, prefix, _ := strings.Cut(strings.TrimPrefix(args[0], "s3://"), "/")
+			var rec curator.JobRecord
+			if err := g.client().callJSON("POST", "/v1/tier/recall", url.Values{"bucket": {b}, "prefix": {prefix}}, &rec); err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), rec)
+			}
+			printJob(cmd.OutOrStdout(), rec)
+			return nil
 		},
 	})
 	return cmd

@@ -142,7 +142,7 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 	f.StringArrayVar(&flagCfg.Devices, "device", nil, "device tier:path:capacity[:profile] (repeatable), e.g. ssd:/data/ssd0:20GiB, mem::2GiB")
 	f.BoolVar(&flagCfg.Emulate, "emulate", false, "apply tier emulation profiles to devices that name none")
 	f.StringVar(&flagCfg.DefaultVector, "default-vector", "any=2", "replication vector for buckets without one, e.g. ssd=1,hdd=1")
-	f.StringVar(&flagCfg.Placement, "placement", placement.DefaultName, "write placement policy: "+strings.Join(placement.Names, ", "))
+	f.StringVar(&flagCfg.Placement, "placement", server.DefaultPlacement, "write placement policy ("+strings.Join(placement.Names, ", ")+") with optional parameters, e.g. \"fitness selection=sus\"")
 	f.StringVar(&flagCfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&flagCfg.InitialCluster, "initial-cluster", "", "cluster mode: founding etcd members name=peerURL,... (a node named here runs one)")
 	f.StringVar(&flagCfg.EtcdPeerURL, "etcd-peer-url", "", "this node's etcd peer URL, e.g. http://10.0.0.1:2380")

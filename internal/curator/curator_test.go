@@ -287,3 +287,14 @@ func TestStaleTaskIsDropped(t *testing.T) {
 	}
 	e.check("k", data(2, 50_000))
 }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+func readAll(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

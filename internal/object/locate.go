@@ -92,6 +92,14 @@ type TierUsage struct {
 	UsedBytes     int64      `json:"used_bytes"`
 	Egroups       int        `json:"egroups"`
 	EgroupBytes   int64      `json:"egroup_bytes"`
+	// HotBytes are replica bytes of egroups read within the access
+	// window; the rest are cold.
+	HotBytes  int64 `json:"hot_bytes"`
+	ColdBytes int64 `json:"cold_bytes"`
+	// PendingMoves and PendingBytes are tiering moves the Curator would
+	// make now out of this tier (filled by the server).
+	PendingMoves int   `json:"pending_moves"`
+	PendingBytes int64 `json:"pending_bytes"`
 }
 
 // DeviceUsage is one device's state.
@@ -114,6 +122,20 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 	for i := range rep.Devices {
 		perDev[rep.Devices[i].ID] = &rep.Devices[i]
 	}
+	hot := map[uint64]bool{}
+	cutoff := l.opts.Now().Add(-l.opts.AccessWindow).UnixNano()
+	ap := []byte(meta.PrefixAccess)
+	if items, err := l.kv.Scan(ctx, ap, meta.PrefixEnd(ap), 0); err == nil {
+		for _, it := range items {
+			var a meta.Access
+			if meta.Decode(it.Value, &a) == nil && a.Atime >= cutoff {
+				if id, err := meta.ParseID(it.Key); err == nil {
+					hot[id] = true
+				}
+			}
+		}
+	}
+	hotDev := map[model.DeviceID]int64{}
 	start := []byte(meta.PrefixEgroup)
 	end := meta.PrefixEnd(start)
 	for {
@@ -126,6 +148,7 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 			if err := meta.Decode(it.Value, &eg); err != nil {
 				return rep, err
 			}
+			id, _ := meta.ParseID(it.Key)
 			for _, r := range eg.Replicas {
 				du := perDev[r.Device]
 				if du == nil {
@@ -137,6 +160,9 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 				}
 				du.Egroups++
 				du.EgroupBytes += eg.Size
+				if hot[id] {
+					hotDev[r.Device] += eg.Size
+				}
 			}
 		}
 		if len(items) < 1024 {
@@ -156,6 +182,8 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 		tu.UsedBytes += du.UsedBytes
 		tu.Egroups += du.Egroups
 		tu.EgroupBytes += du.EgroupBytes
+		tu.HotBytes += hotDev[du.ID]
+		tu.ColdBytes += du.EgroupBytes - hotDev[du.ID]
 	}
 	tiers := make([]model.Tier, 0, len(byTier))
 	for t := range byTier {

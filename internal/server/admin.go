@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
@@ -24,6 +25,8 @@ import (
 //
 //	GET    /v1/status                          node, devices, build
 //	GET    /v1/tier/report                     per tier and device usage
+//	GET    /v1/tier/policy                     tiering thresholds and a dry run of what would move now
+//	POST   /v1/tier/recall?bucket=B&prefix=P   bring remote-tier replicas back to local tiers
 //	GET    /v1/object/locate?bucket=B&key=K    extents, egroups, replicas
 //	POST   /v1/object/set-replication?bucket=B&key=K&vector=V[&wait=1]
 //	GET    /v1/placement/explain?vector=V[&policy=P&bytes=N&seed=S]  scores and choice
@@ -44,6 +47,8 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/status", n.handleStatus)
 	mux.HandleFunc("GET /v1/tier/report", n.handleTierReport)
+	mux.HandleFunc("GET /v1/tier/policy", n.handleTierPolicy)
+	mux.HandleFunc("POST /v1/tier/recall", n.handleTierRecall)
 	mux.HandleFunc("GET /v1/object/locate", n.handleLocate)
 	mux.HandleFunc("POST /v1/object/set-replication", n.handleSetReplication)
 	mux.HandleFunc("GET /v1/placement/explain", n.handleExplain)
@@ -135,6 +140,18 @@ func (n *Node) handleTierReport(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeErr(w, err)
 		return
+	}
+	if tasks, _, err := n.Curator.DryRun(r.Context(), false); err == nil {
+		for _, t := range tasks {
+			for _, rm := range t.Remove {
+				for i := range rep.Tiers {
+					if rep.Tiers[i].Tier == rm.Tier && (t.Kind == decide.KindTierDown || t.Kind == decide.KindTierUp || t.Kind == decide.KindBalance) {
+						rep.Tiers[i].PendingMoves++
+						rep.Tiers[i].PendingBytes += t.Bytes
+					}
+				}
+			}
+		}
 	}
 	writeJSON(w, http.StatusOK, rep)
 }
@@ -383,6 +400,46 @@ func (n *Node) handleCuratorRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := n.Curator.RunJob(r.Context(), kind, "operator")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// TierPolicy is the body of GET /v1/tier/policy.
+type TierPolicy struct {
+	Enabled    bool               `json:"enabled"`
+	Thresholds decide.TierOptions `json:"thresholds"`
+	Tiers      []object.TierUsage `json:"tiers"`
+	Moves      []string           `json:"moves"`
+	Counts     map[string]int     `json:"counts"`
+}
+
+func (n *Node) handleTierPolicy(w http.ResponseWriter, r *http.Request) {
+	tasks, _, err := n.Curator.DryRun(r.Context(), false)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	rep, err := n.Layer.Report(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	pol := TierPolicy{Enabled: n.Curator.Options().Tiering, Thresholds: n.Curator.Options().Tier, Tiers: rep.Tiers, Moves: []string{}, Counts: map[string]int{}}
+	for _, t := range tasks {
+		pol.Counts[string(t.Kind)]++
+		if len(pol.Moves) < 200 {
+			pol.Moves = append(pol.Moves, t.String())
+		}
+	}
+	writeJSON(w, http.StatusOK, pol)
+}
+
+func (n *Node) handleTierRecall(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rec, err := n.Curator.Recall(r.Context(), q.Get("bucket"), q.Get("prefix"))
 	if err != nil {
 		writeErr(w, err)
 		return

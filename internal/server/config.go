@@ -145,7 +145,7 @@ func (c *Config) EnsureDefaults() {
 		c.DefaultVector = "any=2"
 	}
 	if c.Placement == "" {
-		c.Placement = placement.DefaultName
+		c.Placement = DefaultPlacement
 	}
 	if c.ProbeBytes == 0 {
 		c.ProbeBytes = 4 << 20
@@ -157,6 +157,14 @@ func (c *Config) EnsureDefaults() {
 		c.LogLevel = "info"
 	}
 }
+
+// DefaultPlacement is fitness (f_mult, two-choice): Stargate's policy,
+// which writes new egroups to the fastest tier and lets the Curator demote
+// cold data (Curator §3.3). It stays free of herding under stale
+// statistics (Allen §6) and costs < 1 µs per replica; moop, the OctopusFS
+// default, spreads by fullness across tiers instead, which leaves the
+// fast tier under-used for tiering to exploit.
+const DefaultPlacement = "fitness"
 
 // DemoDevices is the embedded default: emulated mem, ssd and hdd tiers
 // under the data directory.
@@ -232,4 +240,15 @@ type CuratorConfig struct {
 	GarbageGrace  time.Duration `yaml:"garbage_grace"`
 	MoveMBps      float64       `yaml:"move_mbps"`
 	Scrub         *bool         `yaml:"scrub"`
+	// Tiering turns automatic tiering and disk balancing on (default on).
+	Tiering *bool `yaml:"tiering"`
+	// Tier thresholds (fractions, e.g. 0.75); zero means the paper's.
+	TierDownAbove     float64       `yaml:"tier_down_above"`
+	TierDestBelow     float64       `yaml:"tier_dest_below"`
+	TierReduce        float64       `yaml:"tier_reduce"`
+	BalanceMean       float64       `yaml:"balance_mean"`
+	BalanceSpread     float64       `yaml:"balance_spread"`
+	PromoteReads      int64         `yaml:"promote_reads"`
+	HotWindow         time.Duration `yaml:"hot_window"`
+	TierCheckInterval time.Duration `yaml:"tier_check_interval"`
 }

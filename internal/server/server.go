@@ -115,6 +115,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		Classes:       classes,
 		Policy:        pol,
 		StatsInterval: cfg.StatsInterval,
+		AccessWindow:  cfg.Curator.HotWindow,
 		Logger:        log,
 	})
 	if err != nil {
@@ -165,8 +166,16 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		}
 		return 0
 	}
+	tiering := true
+	if cc.Tiering != nil {
+		tiering = *cc.Tiering
+	}
 	n.Curator = curator.New(n.Layer, topo, pol, leader, load, curator.Options{
-		Decide:          decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
+		Decide:  decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
+		Tiering: tiering,
+		Tier: decide.TierOptions{DownAbove: cc.TierDownAbove, DestBelow: cc.TierDestBelow, Reduce: cc.TierReduce,
+			BalanceMean: cc.BalanceMean, BalanceSpread: cc.BalanceSpread, PromoteReads: cc.PromoteReads,
+			HotWindow: cc.HotWindow, MinInterval: cc.TierCheckInterval},
 		PartialEvery:    cc.PartialEvery,
 		FullEvery:       cc.FullEvery,
 		MoveBytesPerSec: cc.MoveMBps * 1e6,

@@ -343,3 +343,36 @@ func canMove(eg Egroup, from, to model.Device) bool {
 	}
 	return true
 }
+
+// Recall brings replicas on the remote tier back to the fastest local tier
+// with room below DownAbove (`terrace tier recall PREFIX`).
+func Recall(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) []Task {
+	o.EnsureDefaults()
+	u := newUsage(s)
+	var tasks []Task
+	for _, eg := range egs {
+		if eg.Open {
+			continue
+		}
+		for _, r := range eg.Replicas {
+			if r.Bad || r.Tier != model.TierRemote {
+				continue
+			}
+			for _, t := range s.Tiers() {
+				if !t.ForAny(false) || u.tier(t) >= o.DownAbove {
+					continue
+				}
+				dst, err := placeOn(s, pol, rng, eg, r.Replica, t)
+				if err != nil {
+					continue
+				}
+				u.move(s, r.Replica, dst, eg.Size)
+				tasks = append(tasks, Task{Kind: KindTierUp, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst},
+					Remove: []model.Replica{r.Replica}, Bytes: eg.Size, Reason: "recall from remote to " + string(t)})
+				break
+			}
+			break // one move per egroup per job: the next job sees the new revision
+		}
+	}
+	return tasks
+}
