@@ -11,7 +11,6 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
-	"github.com/terrace-storage/terrace/internal/placement"
 )
 
 // Config is a node's configuration. Zero values mean defaults.
