@@ -1,0 +1,15 @@
+// Package cluster holds Terrace's real-process cluster tests: every test
+// starts `terrace server` processes on loopback through internal/devcluster
+// (embedded etcd members, real replica RPC, unthrottled devices), drives
+// them through the admin API and the replica RPC port, and kills, restarts
+// or removes nodes with real signals.
+//
+// Run:
+//
+//	go test ./test/cluster/ -v -timeout 15m
+//	go test ./test/cluster/ -v -timeout 15m -run KillNode -long   # 2,000-object kill -9 run
+//
+// TestMain builds the terrace binary once. Each test uses its own block of
+// ports (probed free before use) and its own data directory, and stops its
+// cluster when it ends; on failure the tail of every node's log is printed.
+package cluster
