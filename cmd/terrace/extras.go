@@ -12,7 +12,11 @@ import (
 
 func init() {
 	extraCommands = append(extraCommands,
-		func(root *cobra.Command, _ *globalFlags) { root.AddCommand(benchcli.Command()) },
+		func(root *cobra.Command, _ *globalFlags) {
+			b := benchcli.Command()
+			b.AddCommand(newCuratorExperimentCmd())
+			root.AddCommand(b)
+		},
 		func(root *cobra.Command, g *globalFlags) { root.AddCommand(newPlacementCmd(g)) },
 	)
 }

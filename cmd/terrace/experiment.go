@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/experiment/onoff"
+)
+
+func newCuratorExperimentCmd() *cobra.Command {
+	var o onoff.Options
+	var ssd, hdd, data string
+	cmd := &cobra.Command{
+		Use:   "curator",
+		Short: "The Curator ON/OFF experiment (Curator §3.4.2): same OLTP workload with background tasks on and off",
+		Long: `Start a local cluster (emulated small ssd and large hdd tiers per node), run
+an OLTP-like workload (Curator Appendix C: prefill a data section of 8/32 KiB
+objects, execute 50/50 reads and overwrites skewed to a hot set plus 32 KiB log
+appends, destroy everything) once with the Curator on and once off, and
+write curator_onoff.csv, two PNG plots and summary.md to --out.`,
+		Example: `  terrace bench curator --out bench-out/curator
+  terrace bench curator --exec 2m --ssd 64MiB --out /tmp/onoff`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.SSDBytes, err = device.ParseBytes(ssd); err != nil {
+				return err
+			}
+			if o.HDDBytes, err = device.ParseBytes(hdd); err != nil {
+				return err
+			}
+			if data != "" {
+				if o.DataBytes, err = device.ParseBytes(data); err != nil {
+					return err
+				}
+			}
+			if o.Binary == "" {
+				if o.Binary, err = os.Executable(); err != nil {
+					return err
+				}
+			}
+			if o.Dir == "" {
+				o.Dir = filepath.Join(o.Out, "work")
+			}
+			o.Log = func(f string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), f+"\n", a...) }
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			res, err := onoff.Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			b, _ := os.ReadFile(filepath.Join(o.Out, "summary.md"))
+			fmt.Fprint(cmd.OutOrStdout(), string(b))
+			_ = res
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Out, "out", "bench-out/curator", "output directory")
+	f.StringVar(&o.Dir, "dir", "", "working directory for the clusters (default OUT/work)")
+	f.IntVar(&o.Nodes, "nodes", 3, "nodes")
+	f.IntVar(&o.BasePort, "base-port", 19500, "first port of the clusters")
+	f.StringVar(&ssd, "ssd", "48MiB", "ssd capacity per node")
+	f.StringVar(&hdd, "hdd", "1GiB", "hdd capacity per node")
+	f.StringVar(&data, "data", "", "data section size (default 75% of the cluster's ssd capacity)")
+	f.DurationVar(&o.Exec, "exec", 0, "execution phase length (default 60s)")
+	f.IntVarP(&o.Concurrency, "concurrency", "c", 16, "clients")
+	f.BoolVar(&o.Emulate, "emulate", true, "emulate tier speeds (the experiment needs them)")
+	f.StringSliceVar(&o.Modes, "modes", nil, "modes to run (default on,off)")
+	f.Uint64Var(&o.Seed, "seed", 1, "workload seed")
+	return cmd
+}

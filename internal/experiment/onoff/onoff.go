@@ -1,0 +1,504 @@
+package onoff
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/devcluster"
+	"github.com/terrace-storage/terrace/internal/server"
+)
+
+// Options configure the experiment. Zero values mean defaults sized for a
+// 2-core machine (about 3 minutes per mode).
+type Options struct {
+	Binary   string
+	Dir      string
+	Out      string
+	BasePort int
+	Nodes    int
+	// SSDBytes and HDDBytes size each node's devices.
+	SSDBytes, HDDBytes int64
+	// DataBytes is the data section's size (prefill); default 1.5× the
+	// cluster's ssd capacity, so the ssd tier comes under pressure.
+	DataBytes int64
+	// Exec is the execution phase's length.
+	Exec        time.Duration
+	Concurrency int
+	// HotFraction of the data section receives HotShare of the accesses.
+	HotFraction, HotShare float64
+	Seed                  uint64
+	Modes                 []string // "on", "off"
+	Emulate               bool
+	Log                   func(format string, args ...any)
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Nodes == 0 {
+		o.Nodes = 3
+	}
+	if o.BasePort == 0 {
+		o.BasePort = 19500
+	}
+	if o.SSDBytes == 0 {
+		o.SSDBytes = 48 << 20
+	}
+	if o.HDDBytes == 0 {
+		o.HDDBytes = 1 << 30
+	}
+	if o.DataBytes == 0 {
+		o.DataBytes = int64(float64(o.SSDBytes*int64(o.Nodes)) * 0.75)
+	}
+	if o.Exec == 0 {
+		o.Exec = 60 * time.Second
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.HotFraction == 0 {
+		o.HotFraction = 0.1
+	}
+	if o.HotShare == 0 {
+		o.HotShare = 0.9
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = []string{"on", "off"}
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+}
+
+// Sample is one point of the time series.
+type Sample struct {
+	Mode      string
+	Phase     string
+	T         float64 // seconds since the mode started
+	SSDUsed   int64
+	SSDCap    int64
+	HDDUsed   int64
+	HDDCap    int64
+	Ops       int64
+	MeanLatMs float64 // mean client latency over the sample interval
+}
+
+// ModeResult summarises one mode.
+type ModeResult struct {
+	Mode            string
+	ExecOps         int64
+	ExecErrors      int64
+	ExecMeanLatMs   float64
+	ExecP99LatMs    float64
+	PeakSSDUse      float64
+	EndSSDUse       float64
+	UsedAfterPrefil int64
+	UsedBeforeDest  int64
+	UsedAfterDest   int64
+	Reclaimed       int64
+}
+
+// Result is the whole experiment.
+type Result struct {
+	Samples []Sample
+	Modes   []ModeResult
+}
+
+// object sizes: 90 % 8 KiB, 10 % 32 KiB (Appendix C data section).
+func objSize(r *rand.Rand) int {
+	if r.IntN(10) == 0 {
+		return 32 << 10
+	}
+	return 8 << 10
+}
+
+func content(key string, n int, seed uint64) []byte {
+	var h uint64 = seed
+	for i := 0; i < len(key); i++ {
+		h = h*1099511628211 + uint64(key[i])
+	}
+	r := rand.New(rand.NewPCG(h, seed))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8; j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}
+
+type client struct {
+	hc    *http.Client
+	nodes []*devcluster.Node
+	lat   latencies
+}
+
+type latencies struct {
+	mu  sync.Mutex
+	all []float64 // ms, execution phase
+	win []float64
+	on  bool
+	ops atomic.Int64
+	err atomic.Int64
+}
+
+func (l *latencies) add(d time.Duration) {
+	ms := float64(d) / 1e6
+	l.mu.Lock()
+	l.win = append(l.win, ms)
+	if l.on {
+		l.all = append(l.all, ms)
+	}
+	l.mu.Unlock()
+	l.ops.Add(1)
+}
+
+func (l *latencies) drainWindow() (float64, int) {
+	l.mu.Lock()
+	w := l.win
+	l.win = nil
+	l.mu.Unlock()
+	if len(w) == 0 {
+		return 0, 0
+	}
+	var s float64
+	for _, x := range w {
+		s += x
+	}
+	return s / float64(len(w)), len(w)
+}
+
+func (c *client) node(r *rand.Rand) *devcluster.Node { return c.nodes[r.IntN(len(c.nodes))] }
+
+func (c *client) do(method, url string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.lat.err.Add(1)
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode >= 300 {
+		c.lat.err.Add(1)
+		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	c.lat.add(time.Since(start))
+	return b, nil
+}
+
+func (c *client) put(r *rand.Rand, key string, n int, seed uint64) error {
+	_, err := c.do("PUT", "http://"+c.node(r).Admin+"/v1/data/exp/"+key, content(key, n, seed))
+	return err
+}
+
+func (c *client) get(r *rand.Rand, key string) error {
+	_, err := c.do("GET", "http://"+c.node(r).Admin+"/v1/data/exp/"+key, nil)
+	return err
+}
+
+// tierUse reads per-tier used and capacity bytes from the cluster view.
+func tierUse(hc *http.Client, admin string) (ssdUsed, ssdCap, hddUsed, hddCap int64, err error) {
+	resp, err := hc.Get("http://" + admin + "/v1/status")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var st server.Status
+	if err = json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Cluster == nil {
+		if err == nil {
+			err = fmt.Errorf("no cluster view")
+		}
+		return
+	}
+	for _, n := range st.Cluster.Nodes {
+		used := map[string]int64{}
+		if n.Heartbeat != nil {
+			for _, d := range n.Heartbeat.Devices {
+				used[string(d.ID)] = d.Used
+			}
+		}
+		for _, d := range n.Devices {
+			switch d.Tier {
+			case "ssd":
+				ssdUsed += used[string(d.ID)]
+				ssdCap += d.CapacityBytes
+			case "hdd":
+				hddUsed += used[string(d.ID)]
+				hddCap += d.CapacityBytes
+			}
+		}
+	}
+	return
+}
+
+// curatorConfig is the YAML for each mode. ON uses short schedules so a
+// few minutes show the steady state the paper reaches in hours.
+func curatorConfig(mode string) string {
+	if mode == "off" {
+		return "curator:\n  disabled: true\n"
+	}
+	return `curator:
+  partial_every: 5s
+  full_every: 15s
+  garbage_grace: 3s
+  tier_check_interval: 3s
+  hot_window: 2m
+  promote_reads: 2
+  move_mbps: 100
+  scrub: false
+`
+}
+
+// Run runs every mode and writes results under o.Out.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	o.EnsureDefaults()
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	for i, mode := range o.Modes {
+		mr, samples, err := runMode(ctx, o, mode, o.BasePort+i*100)
+		if err != nil {
+			return res, fmt.Errorf("onoff: mode %s: %w", mode, err)
+		}
+		res.Modes = append(res.Modes, mr)
+		res.Samples = append(res.Samples, samples...)
+	}
+	if err := writeOutputs(o, res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult, []Sample, error) {
+	mr := ModeResult{Mode: mode}
+	dir := filepath.Join(o.Dir, mode)
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return mr, nil, err
+	}
+	cfgPath := filepath.Join(dir, "terrace.yaml")
+	if err := os.WriteFile(cfgPath, []byte(curatorConfig(mode)), 0o644); err != nil {
+		return mr, nil, err
+	}
+	cl, err := devcluster.Start(ctx, devcluster.Options{
+		Binary: o.Binary, Dir: filepath.Join(dir, "cluster"), Nodes: o.Nodes, BasePort: port, Emulate: o.Emulate,
+		DefaultVector: "any=2",
+		Devices:       []string{fmt.Sprintf("ssd:ssd0:%d", o.SSDBytes), fmt.Sprintf("hdd:hdd0:%d", o.HDDBytes)},
+		ExtraArgs:     []string{"--config", cfgPath},
+	})
+	if err != nil {
+		return mr, nil, err
+	}
+	defer func() { cl.Stop(); os.RemoveAll(dir) }()
+	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	c := &client{hc: hc, nodes: cl.Nodes}
+	if _, err := c.do("PUT", "http://"+cl.Nodes[0].Admin+"/v1/buckets/exp", nil); err != nil {
+		return mr, nil, err
+	}
+	start := time.Now()
+	var samples []Sample
+	var phase atomic.Value
+	phase.Store("prefill")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			su, sc, hu, hcap, err := tierUse(hc, cl.Nodes[0].Admin)
+			if err != nil {
+				continue
+			}
+			lat, n := c.lat.drainWindow()
+			samples = append(samples, Sample{Mode: mode, Phase: phase.Load().(string), T: time.Since(start).Seconds(),
+				SSDUsed: su, SSDCap: sc, HDDUsed: hu, HDDCap: hcap, Ops: int64(n), MeanLatMs: lat})
+		}
+	}()
+	stopped := false
+	stopSampler := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			wg.Wait()
+		}
+	}
+	defer stopSampler()
+
+	// Prefill: the data section.
+	r := rand.New(rand.NewPCG(o.Seed, 11))
+	var keys []string
+	var sizes []int
+	var total int64
+	for total < o.DataBytes {
+		n := objSize(r)
+		keys = append(keys, fmt.Sprintf("data/%07d", len(keys)))
+		sizes = append(sizes, n)
+		total += int64(n)
+	}
+	o.Log("%s: prefill %d objects (%d MiB)", mode, len(keys), total>>20)
+	if err := parallel(ctx, o.Concurrency, len(keys), func(w, i int, r *rand.Rand) error {
+		return c.put(r, keys[i], sizes[i], o.Seed)
+	}); err != nil {
+		return mr, samples, fmt.Errorf("prefill: %w", err)
+	}
+	mr.UsedAfterPrefil = used(hc, cl.Nodes[0].Admin)
+
+	// Execution: 50 % reads / 50 % overwrites on the data section, skewed
+	// to a hot set, plus a log section of 32 KiB sequential writes.
+	phase.Store("execute")
+	c.lat.mu.Lock()
+	c.lat.on = true
+	c.lat.mu.Unlock()
+	o.Log("%s: execute for %s", mode, o.Exec)
+	hot := max(1, int(float64(len(keys))*o.HotFraction))
+	var logSeq atomic.Int64
+	var gen atomic.Uint64
+	deadline := time.Now().Add(o.Exec)
+	execStart := c.lat.ops.Load()
+	errStart := c.lat.err.Load()
+	var ewg sync.WaitGroup
+	for w := 0; w < o.Concurrency; w++ {
+		ewg.Add(1)
+		go func() {
+			defer ewg.Done()
+			r := rand.New(rand.NewPCG(o.Seed+uint64(w)*7919, 13))
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				var i int
+				if r.Float64() < o.HotShare {
+					i = r.IntN(hot)
+				} else {
+					i = hot + r.IntN(max(1, len(keys)-hot))
+				}
+				i = min(i, len(keys)-1)
+				switch x := r.IntN(10); {
+				case x < 1: // log section
+					n := logSeq.Add(1)
+					_ = c.put(r, fmt.Sprintf("log/%08d", n), 32<<10, o.Seed)
+				case x < 5:
+					_ = c.get(r, keys[i])
+				default:
+					_ = c.put(r, keys[i], sizes[i], o.Seed+gen.Add(1))
+				}
+			}
+		}()
+	}
+	ewg.Wait()
+	c.lat.mu.Lock()
+	c.lat.on = false
+	all := append([]float64(nil), c.lat.all...)
+	c.lat.mu.Unlock()
+	mr.ExecOps = c.lat.ops.Load() - execStart
+	mr.ExecErrors = c.lat.err.Load() - errStart
+	if len(all) > 0 {
+		var s float64
+		for _, x := range all {
+			s += x
+		}
+		mr.ExecMeanLatMs = s / float64(len(all))
+		sort.Float64s(all)
+		mr.ExecP99LatMs = all[len(all)*99/100]
+	}
+	mr.UsedBeforeDest = used(hc, cl.Nodes[0].Admin)
+
+	// Destroy: delete the workload's data, then give the Curator time.
+	phase.Store("destroy")
+	o.Log("%s: destroy", mode)
+	nlog := int(logSeq.Load())
+	all2 := append([]string(nil), keys...)
+	for i := 1; i <= nlog; i++ {
+		all2 = append(all2, fmt.Sprintf("log/%08d", i))
+	}
+	_ = parallel(ctx, o.Concurrency, len(all2), func(w, i int, r *rand.Rand) error {
+		_, err := c.do("DELETE", "http://"+c.node(r).Admin+"/v1/data/exp/"+all2[i], nil)
+		return err
+	})
+	if mode == "on" {
+		// Let the schedules run: grace, a full scan (data removal), and
+		// the next one (empty egroups).
+		time.Sleep(5 * time.Second)
+		for i := 0; i < 3; i++ {
+			c.do("POST", "http://"+cl.Nodes[0].Admin+"/v1/curator/run?kind=full&wait=1", nil)
+		}
+	} else {
+		time.Sleep(5 * time.Second)
+	}
+	time.Sleep(3 * time.Second) // a heartbeat carries the new usage
+	mr.UsedAfterDest = used(hc, cl.Nodes[0].Admin)
+	mr.Reclaimed = mr.UsedBeforeDest - mr.UsedAfterDest
+	stopSampler()
+	for _, s := range samples {
+		if s.SSDCap > 0 {
+			u := float64(s.SSDUsed) / float64(s.SSDCap)
+			mr.PeakSSDUse = max(mr.PeakSSDUse, u)
+			if s.Phase == "execute" {
+				mr.EndSSDUse = u
+			}
+		}
+	}
+	return mr, samples, nil
+}
+
+func used(hc *http.Client, admin string) int64 {
+	su, _, hu, _, err := tierUse(hc, admin)
+	if err != nil {
+		return -1
+	}
+	return su + hu
+}
+
+func parallel(ctx context.Context, workers, n int, fn func(w, i int, r *rand.Rand) error) error {
+	var next atomic.Int64
+	var first error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 17))
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(w, i, r); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
