@@ -182,3 +182,20 @@ func TestBadInputErrors(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestRootJSONFlagSelectsJSON(t *testing.T) {
+	// terrace's root command has a persistent --json; bench honours it.
+	root := &cobra.Command{Use: "terrace"}
+	root.PersistentFlags().Bool("json", false, "")
+	root.AddCommand(Command())
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"bench", "device", t.TempDir(), "--json", "--engine", "builtin", "--runtime", "20ms", "--file-size", "4MiB", "--queue-depth", "1"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var res bench.DeviceResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil || len(res.Tests) != 5 {
+		t.Errorf("--json output %q: %v", out.String(), err)
+	}
+}
