@@ -70,9 +70,9 @@ func (r *objectReader) Close() error {
 }
 
 // ReadExtent returns payload bytes [from, to) of an extent, trying
-// replicas in read order. A replica whose slices fail their checksum is
-// marked bad in metadata (the Curator repairs it) and the next is tried;
-// wrong bytes are never returned.
+// replicas in read order (replicas already marked bad last). A replica
+// whose slices fail their checksum is marked bad in metadata (the Curator
+// repairs it) and the next is tried; wrong bytes are never returned.
 func (l *Layer) ReadExtent(ctx context.Context, id uint64, from, to int64) ([]byte, error) {
 	var x meta.Extent
 	if _, err := meta.GetRecord(ctx, l.kv, meta.ExtentKey(id), &x); err != nil {
@@ -82,10 +82,12 @@ func (l *Layer) ReadExtent(ctx context.Context, id uint64, from, to int64) ([]by
 	if _, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(x.Egroup), &eg); err != nil {
 		return nil, fmt.Errorf("object: egroup %s of extent %s: %w", meta.FormatID(x.Egroup), meta.FormatID(id), err)
 	}
-	var good []meta.EgroupReplica
+	var good, bad []meta.EgroupReplica
 	for _, rep := range eg.Replicas {
 		if !rep.Bad {
 			good = append(good, rep)
+		} else {
+			bad = append(bad, rep)
 		}
 	}
 	cands := make([]meta.EgroupReplica, 0, len(good))
@@ -96,6 +98,10 @@ func (l *Layer) ReadExtent(ctx context.Context, id uint64, from, to int64) ([]by
 	for _, m := range l.snaps.orderReads(replicasOf(good)) {
 		cands = append(cands, byDev[string(m.Device)])
 	}
+	// Replicas marked bad come last, as a last resort: one failed slice or
+	// a lost tail marks a whole replica bad, yet the rest of it may hold
+	// the only good copy of these bytes, and every slice read is verified.
+	cands = append(cands, bad...)
 	var errs []error
 	for _, rep := range cands {
 		data, err := l.rio.Read(ctx, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)

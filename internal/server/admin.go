@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -272,10 +273,18 @@ func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rc.Close()
+	// Read the first chunk before committing to a status: an object whose
+	// every replica fails verification then answers 5xx with the reason,
+	// not 200 and an empty, truncated body.
+	br := bufio.NewReaderSize(rc, 64<<10)
+	if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+		writeErr(w, err)
+		return
+	}
 	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
 	w.Header().Set("ETag", `"`+info.ETag+`"`)
 	w.Header().Set("Content-Type", "application/octet-stream")
-	if _, err := io.Copy(w, rc); err != nil {
+	if _, err := io.Copy(w, br); err != nil {
 		n.Log.Warn("admin get aborted", "bucket", info.Bucket, "key", info.Key, "err", err)
 	}
 }
