@@ -7,7 +7,7 @@
 // Run:
 //
 //	go test ./test/cluster/ -v -timeout 15m
-//	go test ./test/cluster/ -v -timeout 15m -run KillNode -long   # 2,000-object kill -9 run
+//	go test ./test/cluster/ -v -timeout 15m -run KillNode -long   # 6,000 objects under kill -9 (default 2,000)
 //
 // TestMain builds the terrace binary once. Each test uses its own block of
 // ports (probed free before use) and its own data directory, and stops its

@@ -29,7 +29,7 @@ import (
 )
 
 var (
-	long       = flag.Bool("long", false, "run the long scenarios (2,000 objects under kill -9)")
+	long       = flag.Bool("long", false, "run the long scenarios (6,000 objects under kill -9)")
 	terraceBin string
 	keepDir    = flag.Bool("keep", false, "keep cluster data directories (for debugging)")
 )
