@@ -49,9 +49,10 @@ type Options struct {
 	BusyQueueLen int
 	// Scrub enables checksum verification of every replica on full scans.
 	Scrub bool
-	// SealIdleBeforeScan, when non-zero, seals open egroups idle this long
-	// before each scan (negative: all idle egroups). The object layer also
-	// seals idle egroups on its own after a minute.
+	// SealIdleBeforeScan seals open egroups idle this long before each
+	// scan (negative: every idle egroup), so a job sees recent writes as
+	// movable data. Default 10 s. The object layer also seals idle egroups
+	// on its own after a minute.
 	SealIdleBeforeScan time.Duration
 	// HistoryLen bounds kept job records.
 	HistoryLen int
@@ -86,6 +87,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.HistoryLen == 0 {
 		o.HistoryLen = 100
+	}
+	if o.SealIdleBeforeScan == 0 {
+		o.SealIdleBeforeScan = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -294,11 +298,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		c.mu.Unlock()
 	}()
 	full := kind == "full"
-	if c.opts.SealIdleBeforeScan > 0 || c.opts.SealIdleBeforeScan < 0 {
-		// Idle open egroups are invisible to GC and tiering; seal them.
-		if _, err := c.layer.SealIdle(ctx, max(c.opts.SealIdleBeforeScan, 0)); err != nil {
-			rec.addErr(err)
-		}
+	// Idle open egroups are invisible to GC and tiering; seal them.
+	if _, err := c.layer.SealIdle(ctx, max(c.opts.SealIdleBeforeScan, 0)); err != nil {
+		rec.addErr(err)
 	}
 	res, err := c.scan(ctx, full)
 	if err != nil {

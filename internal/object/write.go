@@ -189,7 +189,9 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 	if e == nil {
 		var err error
 		for attempt := 0; ; attempt++ {
-			e, err = w.newEgroup(ctx, max(n, w.l.opts.EgroupMaxBytes/4))
+			// Reserve room for the extent plus a little growth: a larger
+			// reservation would refuse small devices long before they fill.
+			e, err = w.newEgroup(ctx, max(n, w.l.opts.EgroupMaxBytes/16))
 			if err == nil {
 				break
 			}

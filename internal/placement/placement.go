@@ -383,6 +383,7 @@ func placeSampled(s *model.Snapshot, req Request, rng *rand.Rand, tr *tracer, p 
 	}
 	wv := NewWeightedVector(wfn, p.sel, p.truncPct)
 	var rackBuf [model.MaxReplicas * 2]int
+	var localBuf [64]int
 	var allDevs []int
 	for _, t := range slots(req.Vector) {
 		var pools [][]int
@@ -414,10 +415,29 @@ func placeSampled(s *model.Snapshot, req Request, rng *rand.Rand, tr *tracer, p 
 		}
 		used := st.racksUsed(rackBuf[:0])
 		found := -1
-		// Pass 1: the client's own node.
+		// Pass 1: the client's own node, pool by pool, so that with
+		// anyPoolFastestTier the local replica also lands on the fastest
+		// tier that has room (Stargate writes locally to the hot tier).
 		if p.localFirst && st.localWanted() {
-			wv.SetItems(st.clientDevs)
-			found = drawSuitable(wv, rng, tr, func(i int) bool { return st.ok(i, t) })
+			for _, pool := range pools {
+				local := st.clientDevs
+				if len(pools) > 1 && len(pool) > 0 {
+					// Tier pools: keep the client's devices of this tier.
+					local = localBuf[:0]
+					for _, i := range st.clientDevs {
+						if s.Devices[i].Tier == s.Devices[pool[0]].Tier {
+							local = append(local, i)
+						}
+					}
+				}
+				if len(local) == 0 {
+					continue
+				}
+				wv.SetItems(local)
+				if found = drawSuitable(wv, rng, tr, func(i int) bool { return st.ok(i, t) }); found >= 0 {
+					break
+				}
+			}
 		}
 		for _, pool := range pools {
 			if found >= 0 {

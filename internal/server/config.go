@@ -250,4 +250,6 @@ type CuratorConfig struct {
 	PromoteReads      int64         `yaml:"promote_reads"`
 	HotWindow         time.Duration `yaml:"hot_window"`
 	TierCheckInterval time.Duration `yaml:"tier_check_interval"`
+	// SealIdle seals open egroups idle this long before each scan.
+	SealIdle time.Duration `yaml:"seal_idle"`
 }

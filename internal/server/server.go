@@ -176,11 +176,12 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		Tier: decide.TierOptions{DownAbove: cc.TierDownAbove, DestBelow: cc.TierDestBelow, Reduce: cc.TierReduce,
 			BalanceMean: cc.BalanceMean, BalanceSpread: cc.BalanceSpread, PromoteReads: cc.PromoteReads,
 			HotWindow: cc.HotWindow, MinInterval: cc.TierCheckInterval},
-		PartialEvery:    cc.PartialEvery,
-		FullEvery:       cc.FullEvery,
-		MoveBytesPerSec: cc.MoveMBps * 1e6,
-		Scrub:           scrub,
-		Logger:          n.Log.With("component", "curator"),
+		PartialEvery:       cc.PartialEvery,
+		SealIdleBeforeScan: cc.SealIdle,
+		FullEvery:          cc.FullEvery,
+		MoveBytesPerSec:    cc.MoveMBps * 1e6,
+		Scrub:              scrub,
+		Logger:             n.Log.With("component", "curator"),
 	})
 	n.Reg.MustRegister(n.Curator.Collectors()...)
 }
