@@ -357,18 +357,26 @@ func (d *Device) List() ([]string, error) {
 // measured throughputs. clock is injected so tests can run it fast.
 func (d *Device) Probe(size int) error {
 	const name = ".probe"
+	// A full device must still start (its data has to stay readable):
+	// probe with the whole 64 KiB blocks that fit, or not at all.
+	if free := d.capacity - d.used.Load(); int64(size) > free {
+		size = int(max(free, 0) &^ (64<<10 - 1))
+	}
+	if size <= 0 {
+		return nil
+	}
 	f, err := d.Create(name)
 	if err != nil {
 		return err
 	}
 	defer func() { f.Close(); _ = d.Remove(name) }()
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, min(size, 1<<20))
 	for i := range buf {
 		buf[i] = byte(i * 7)
 	}
 	start := time.Now()
 	for off := 0; off < size; off += len(buf) {
-		if _, err := f.WriteAt(buf, int64(off)); err != nil {
+		if _, err := f.WriteAt(buf[:min(len(buf), size-off)], int64(off)); err != nil {
 			return err
 		}
 	}
@@ -378,7 +386,7 @@ func (d *Device) Probe(size int) error {
 	w := time.Since(start)
 	start = time.Now()
 	for off := 0; off < size; off += len(buf) {
-		if _, err := f.ReadAt(buf, int64(off)); err != nil && err != io.EOF {
+		if _, err := f.ReadAt(buf[:min(len(buf), size-off)], int64(off)); err != nil && err != io.EOF {
 			return err
 		}
 	}

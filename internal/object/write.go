@@ -209,9 +209,15 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 // moving to a fresh egroup (excluding the failed device) if a replica fails.
 func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
 	enc := extent.Encode(make([]byte, 0, extent.EncodedLen(int64(len(payload)))), payload)
+	var lastFailed error
 	for attempt := 0; ; attempt++ {
 		e, err := w.egroupFor(ctx, int64(len(enc)))
 		if err != nil {
+			if lastFailed != nil {
+				// Placement now excludes the device that failed; say why
+				// (e.g. "device: full"), not just "excluded".
+				return fmt.Errorf("%w; after %v", err, lastFailed)
+			}
 			return err
 		}
 		off := e.size
@@ -244,6 +250,7 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
 		}
 		e.broken = true
 		e.full = true
+		lastFailed = failed
 		w.l.m.replicaWriteFailures.Inc()
 		w.l.opts.Logger.Warn("replica append failed; re-placing", "egroup", meta.FormatID(e.id), "err", failed)
 		if attempt >= maxReplaceAttempts || ctx.Err() != nil {
