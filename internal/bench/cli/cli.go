@@ -2,6 +2,11 @@
 // any scenarios registered with RegisterScenario. It parses flags, starts a
 // local Terrace when asked, draws progress on a terminal and prints results;
 // all measuring is done by package bench.
+//
+// Dependencies: cobra/pflag (the project's CLI library);
+// github.com/schollz/progressbar/v3 for the bar (maintained, no cgo, renders
+// to any writer and clears itself, so results print on a clean line); and
+// golang.org/x/term to draw it only when stderr is a terminal.
 package cli
 
 import (
