@@ -4,9 +4,9 @@
 #   scripts/s3-smoke.sh ENDPOINT        e.g. scripts/s3-smoke.sh http://127.0.0.1:9000
 #
 # Needs: aws (Debian awscli), rclone (Debian), python3 with boto3 (PyPI), curl.
-# Credentials: TERRACE_ROOT_USER / TERRACE_ROOT_PASSWORD (default
-# terrace / terrace-secret, the server's defaults). Region: TERRACE_REGION
-# (us-east-1).
+# Credentials: TERRACE_ROOT_USER / TERRACE_ROOT_PASSWORD, else
+# AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, else terrace / terrace-secret
+# (the server's defaults). Region: TERRACE_REGION (us-east-1).
 #
 # Knobs: SMOKE_FILES (500 files in the tree), SMOKE_MAX_BYTES (20 MiB largest
 # file), SMOKE_MP_MIB (100 MiB boto3 multipart object), SMOKE_WORKDIR (a temp
@@ -27,8 +27,8 @@ if [[ $# -ne 1 ]]; then
 fi
 ENDPOINT=${1%/}
 HERE=$(cd "$(dirname "$0")" && pwd)
-export AWS_ACCESS_KEY_ID=${TERRACE_ROOT_USER:-terrace}
-export AWS_SECRET_ACCESS_KEY=${TERRACE_ROOT_PASSWORD:-terrace-secret}
+export AWS_ACCESS_KEY_ID=${TERRACE_ROOT_USER:-${AWS_ACCESS_KEY_ID:-terrace}}
+export AWS_SECRET_ACCESS_KEY=${TERRACE_ROOT_PASSWORD:-${AWS_SECRET_ACCESS_KEY:-terrace-secret}}
 export AWS_DEFAULT_REGION=${TERRACE_REGION:-us-east-1}
 export AWS_REGION=$AWS_DEFAULT_REGION
 unset AWS_PROFILE AWS_SESSION_TOKEN
