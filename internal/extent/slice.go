@@ -56,8 +56,11 @@ func sliceSpan(from, to int64) (first, last int64) {
 // decodeSlices verifies consecutive slices in buf, which starts at slice
 // index first of an extent of extLen bytes, and returns their payloads
 // concatenated.
+//
+// Payloads are compacted to the front of buf in place (one memmove, no
+// allocation): the returned slice aliases buf.
 func decodeSlices(buf []byte, first, extLen int64) ([]byte, error) {
-	out := make([]byte, 0, len(buf))
+	out := buf[:0]
 	idx := first
 	for len(buf) > 0 {
 		want := min(SliceSize, extLen-idx*SliceSize)

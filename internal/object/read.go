@@ -23,6 +23,7 @@ type objectReader struct {
 	left int64 // bytes still to return
 	buf  []byte
 	err  error
+	loc  *extentLoc // the current extent, resolved once
 }
 
 func (r *objectReader) Read(p []byte) (int, error) {
@@ -54,7 +55,14 @@ func (r *objectReader) fill() error {
 	ref := r.refs[0]
 	from := ref.Off + r.skip
 	n := min(ref.Len-r.skip, r.left, readChunk)
-	data, err := r.l.ReadExtent(r.ctx, ref.ID, from, from+n)
+	if r.loc == nil || r.loc.id != ref.ID {
+		loc, err := r.l.locateExtent(r.ctx, ref.ID)
+		if err != nil {
+			return err
+		}
+		r.loc = loc
+	}
+	data, err := r.l.readLocated(r.ctx, r.loc, from, from+n)
 	if err != nil {
 		return err
 	}
@@ -74,13 +82,29 @@ func (r *objectReader) Close() error {
 // whose slices fail their checksum is marked bad in metadata (the Curator
 // repairs it) and the next is tried; wrong bytes are never returned.
 func (l *Layer) ReadExtent(ctx context.Context, id uint64, from, to int64) ([]byte, error) {
-	var x meta.Extent
-	if _, err := meta.GetRecord(ctx, l.kv, meta.ExtentKey(id), &x); err != nil {
+	loc, err := l.locateExtent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return l.readLocated(ctx, loc, from, to)
+}
+
+// extentLoc is an extent resolved to its egroup and ordered replicas; a
+// reader streaming one extent in chunks resolves it once.
+type extentLoc struct {
+	id    uint64
+	x     meta.Extent
+	cands []meta.EgroupReplica
+}
+
+func (l *Layer) locateExtent(ctx context.Context, id uint64) (*extentLoc, error) {
+	loc := &extentLoc{id: id}
+	if _, err := meta.GetRecord(ctx, l.kv, meta.ExtentKey(id), &loc.x); err != nil {
 		return nil, fmt.Errorf("object: extent %s: %w", meta.FormatID(id), err)
 	}
 	var eg meta.Egroup
-	if _, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(x.Egroup), &eg); err != nil {
-		return nil, fmt.Errorf("object: egroup %s of extent %s: %w", meta.FormatID(x.Egroup), meta.FormatID(id), err)
+	if _, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(loc.x.Egroup), &eg); err != nil {
+		return nil, fmt.Errorf("object: egroup %s of extent %s: %w", meta.FormatID(loc.x.Egroup), meta.FormatID(id), err)
 	}
 	var good, bad []meta.EgroupReplica
 	for _, rep := range eg.Replicas {
@@ -90,22 +114,31 @@ func (l *Layer) ReadExtent(ctx context.Context, id uint64, from, to int64) ([]by
 			bad = append(bad, rep)
 		}
 	}
-	cands := make([]meta.EgroupReplica, 0, len(good))
-	byDev := map[string]meta.EgroupReplica{}
+	byDev := make(map[model.DeviceID]meta.EgroupReplica, len(good))
 	for _, rep := range good {
-		byDev[string(rep.Device)] = rep
+		byDev[rep.Device] = rep
 	}
+	loc.cands = make([]meta.EgroupReplica, 0, len(eg.Replicas))
 	for _, m := range l.snaps.orderReads(replicasOf(good)) {
-		cands = append(cands, byDev[string(m.Device)])
+		loc.cands = append(loc.cands, byDev[m.Device])
 	}
 	// Replicas marked bad come last, as a last resort: one failed slice or
 	// a lost tail marks a whole replica bad, yet the rest of it may hold
 	// the only good copy of these bytes, and every slice read is verified.
-	cands = append(cands, bad...)
+	loc.cands = append(loc.cands, bad...)
+	return loc, nil
+}
+
+func (l *Layer) readLocated(ctx context.Context, loc *extentLoc, from, to int64) ([]byte, error) {
+	x := loc.x
 	var errs []error
-	for _, rep := range cands {
+	for i, rep := range loc.cands {
 		data, err := l.rio.Read(ctx, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
 		if err == nil {
+			if i > 0 {
+				// Prefer the replica that worked for the rest of the extent.
+				loc.cands[0], loc.cands[i] = loc.cands[i], loc.cands[0]
+			}
 			l.access.record(x.Egroup)
 			l.m.readBytes.Add(float64(len(data)))
 			return data, nil

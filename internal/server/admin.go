@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 // meant for loopback or a management network: it is not authenticated.
 //
 //	GET    /v1/status                          node, devices, build
+//	GET    /debug/pprof/...                    Go profiles (CPU, heap, trace)
 //	GET    /v1/tier/report                     per tier and device usage
 //	GET    /v1/tier/policy                     tiering thresholds and a dry run of what would move now
 //	POST   /v1/tier/recall?bucket=B&prefix=P   bring remote-tier replicas back to local tiers
@@ -46,6 +48,11 @@ import (
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
+	// Profiling for operators and docs/perf.md investigations.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/heap", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /v1/status", n.handleStatus)
 	mux.HandleFunc("GET /v1/tier/report", n.handleTierReport)
 	mux.HandleFunc("GET /v1/tier/policy", n.handleTierPolicy)
