@@ -186,6 +186,13 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 		w.cur.full = true
 	}
 	e := w.l.pool.take(w.vector)
+	for e != nil && e.size+n > w.l.opts.EgroupMaxBytes {
+		// A pooled egroup without room for this extent: seal it with this
+		// write's commit rather than grow it past EgroupMaxBytes.
+		e.full = true
+		w.touched = append(w.touched, e)
+		e = w.l.pool.take(w.vector)
+	}
 	if e == nil {
 		var err error
 		for attempt := 0; ; attempt++ {
@@ -488,7 +495,35 @@ func (w *writer) abort(ctx context.Context) {
 			continue
 		}
 		e.full = e.full || e.broken
+		if e.full {
+			// It never returns to the pool, so no writer will seal it:
+			// seal it now, or it stays open (and out of the Curator's
+			// reach) until this node restarts.
+			w.sealDropped(context.WithoutCancel(ctx), e)
+			continue
+		}
 		w.l.pool.give(e)
+	}
+}
+
+// sealDropped marks a recorded egroup that a failed write leaves full or
+// broken as sealed, keeping whatever else changed in its record (a bad
+// mark). Best effort: if metadata is unreachable the node's start-up
+// recovery seals it.
+func (w *writer) sealDropped(ctx context.Context, e *openEgroup) {
+	for attempt := 0; attempt < 3; attempt++ {
+		var eg meta.Egroup
+		rev, err := meta.GetRecord(ctx, w.l.kv, meta.EgroupKey(e.id), &eg)
+		if err != nil || eg.State == meta.EgroupSealed {
+			return
+		}
+		eg.State = meta.EgroupSealed
+		var t meta.Txn
+		t.If(meta.EgroupKey(e.id), rev)
+		t.Put(meta.EgroupKey(e.id), meta.Encode(eg))
+		if _, err := w.l.kv.Commit(ctx, &t); !errors.Is(err, meta.ErrConflict) {
+			return
+		}
 	}
 }
 
