@@ -156,7 +156,7 @@ func ParseBytes(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
+	if err != nil || !(f >= 0) { // also rejects NaN
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	if f*mult > 1<<62 {
@@ -313,6 +313,15 @@ func (d *Device) open(name string, create bool) (File, error) {
 	if d.failed.Load() {
 		return nil, fmt.Errorf("device %s: %w", d.id, ErrFailed)
 	}
+	// Create truncates an existing file: its bytes stop counting as used.
+	// (Local media only: for a remote bucket this would cost a round trip.)
+	var prev int64
+	if create && !d.spec.Remote() {
+		if old, err := d.be.open(name, false); err == nil {
+			prev, _ = old.size()
+			old.Close()
+		}
+	}
 	raw, err := d.be.open(name, create)
 	if err != nil {
 		return nil, d.ioErr("open", name, err)
@@ -322,6 +331,7 @@ func (d *Device) open(name string, create bool) (File, error) {
 		raw.Close()
 		return nil, d.ioErr("stat", name, err)
 	}
+	d.used.Add(-prev)
 	d.streams.Add(1)
 	f := &file{d: d, name: name, raw: raw}
 	f.sz.Store(sz)
@@ -488,6 +498,10 @@ func (f *file) Sync() error {
 }
 
 func (f *file) Truncate(size int64) error {
+	if size < 0 {
+		// A caller bug or corrupt metadata, not a device fault.
+		return fmt.Errorf("device %s: truncate %s to negative size %d", f.d.id, f.name, size)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.raw.Truncate(size); err != nil {
