@@ -105,6 +105,10 @@ func TestCorruptReplica(t *testing.T) {
 	if err := c.put("rot", "b", b); err != nil {
 		t.Fatal(err)
 	}
+	big := content(seed, "c", 0, 5<<19, 5<<19) // 2.5 MiB: streamed in 1 MiB chunks
+	if err := c.put("rot", "c", big); err != nil {
+		t.Fatal(err)
+	}
 	locA := mustLocate(t, c, "rot", "a")
 	if locA.Tiers["ssd"] != 1 || locA.Tiers["hdd"] != 1 {
 		t.Fatalf("a not on ssd and hdd: %+v", locA)
@@ -187,6 +191,34 @@ func TestCorruptReplica(t *testing.T) {
 	// its egroup are now marked bad: reads are verified, so trying a
 	// replica marked bad as a last resort is safe.
 	mustGet(t, c, "rot", "a", a)
+
+	// 4. Rot in both replicas deep inside a large object: the first
+	// megabyte has already been sent with a 200 when the bad slice is
+	// reached, so the server must cut the body short (the client sees a
+	// length mismatch) — what arrived is a prefix of the true bytes, never
+	// a full-length body with wrong bytes in it.
+	mustGet(t, c, "rot", "c", big)
+	xc := mustLocate(t, c, "rot", "c").Extents[0]
+	for _, tier := range tiers {
+		f := egroupFile(spec.devDir(t, replicaOn(t, xc, tier).Device), xc.Egroup)
+		flipByte(t, f, payloadOffset(xc.EgroupOff, 2<<20+100))
+	}
+	got, err = c.get("rot", "c")
+	if err == nil {
+		t.Fatalf("GET of a large object with every replica corrupt succeeded (%d bytes, equal: %v)", len(got), bytes.Equal(got, big))
+	}
+	if len(got) > 2<<20+100 || !bytes.Equal(got, big[:len(got)]) {
+		t.Fatalf("GET of a large object with every replica corrupt delivered %d bytes that are not a prefix of the object", len(got))
+	}
+	t.Logf("large object with every replica corrupt: %d good bytes, then %v", len(got), err)
+	if out, err := srv.cli("get", "rot/c", filepath.Join(dir, "c.out")); err == nil {
+		t.Fatalf("terrace get of an unreadable object exited 0:\n%s", out)
+	} else {
+		t.Logf("terrace get: %v: %s", err, strings.TrimSpace(out))
+	}
+	if !srv.alive() {
+		t.Fatal("server died")
+	}
 }
 
 // TestTornTailAndLostTail damages replica files while the server is down:

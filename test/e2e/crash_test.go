@@ -281,16 +281,26 @@ func verifyCrashBook(t *testing.T, c *client, seed uint64, book *crashBook) {
 		close(results)
 	}()
 	present := map[string]bool{}
+	var raced, committed int
 	for r := range results {
 		if r.err != nil {
 			t.Error(r.err)
 			continue
+		}
+		if v := book.keys[r.key].valid; len(v) > 1 {
+			// A PUT that raced the kill: it committed or vanished whole.
+			raced++
+			if r.gen == v[len(v)-1] {
+				committed++
+			}
 		}
 		book.keys[r.key].valid = []int{r.gen}
 		if r.gen >= 0 {
 			present[r.key] = true
 		}
 	}
+	t.Logf("verified %d keys (%d present); of %d PUTs cut off by the kill, %d had committed and were complete, %d left no trace",
+		len(keys), len(present), raced, committed, raced-committed)
 	// The listing shows exactly the present keys: nothing the test did
 	// not write, nothing half-visible.
 	listed := map[string]int64{}
