@@ -201,7 +201,9 @@ func tryStart(t testing.TB, spec serverSpec) (*server, error) {
 		resp, err := http.Get(s.admin + "/v1/status")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			// The S3 gateway starts after the admin API; a node whose S3
+			// port is taken exits, so wait for it too.
+			if resp.StatusCode == 200 && dialable(s3Addr) {
 				return s, nil
 			}
 		}
@@ -211,6 +213,15 @@ func tryStart(t testing.TB, spec serverSpec) (*server, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func dialable(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // log returns the server's output so far.
