@@ -169,6 +169,12 @@ func (s *Store) Size(id uint64) (int64, error) {
 // offset extOff and holds extLen payload bytes. Every covering slice is
 // checksum-verified; a mismatch returns ErrCorrupt and no data.
 func (s *Store) Read(id uint64, extOff, extLen, from, to int64) ([]byte, error) {
+	return s.ReadInto(nil, id, extOff, extLen, from, to)
+}
+
+// ReadInto is Read using buf's storage when it is large enough, so that a
+// streaming reader can recycle one buffer. The result aliases buf.
+func (s *Store) ReadInto(buf []byte, id uint64, extOff, extLen, from, to int64) ([]byte, error) {
 	if from < 0 || to > extLen || from > to {
 		return nil, fmt.Errorf("extent: read [%d,%d) outside extent of %d bytes", from, to, extLen)
 	}
@@ -183,7 +189,11 @@ func (s *Store) Read(id uint64, extOff, extLen, from, to int64) ([]byte, error) 
 		return nil, err
 	}
 	defer s.release(h)
-	buf := make([]byte, end-start)
+	if int64(cap(buf)) >= end-start {
+		buf = buf[:end-start]
+	} else {
+		buf = make([]byte, end-start)
+	}
 	n, err := h.f.ReadAt(buf, start)
 	if err != nil && !(errors.Is(err, io.EOF) && n == len(buf)) {
 		if errors.Is(err, io.EOF) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -24,7 +25,16 @@ type objectReader struct {
 	buf  []byte
 	err  error
 	loc  *extentLoc // the current extent, resolved once
+	// scratch is a pooled buffer reused by every chunk of this reader.
+	scratch *[]byte
 }
+
+// readBufPool recycles chunk buffers between readers.
+var readBufPool sync.Pool
+
+// extentSliceOverhead is the encoded overhead of one chunk plus the
+// partial slices at its ends.
+const extentSliceOverhead = 64<<10 + 32*extent.HeaderSize
 
 func (r *objectReader) Read(p []byte) (int, error) {
 	for len(r.buf) == 0 {
@@ -62,7 +72,15 @@ func (r *objectReader) fill() error {
 		}
 		r.loc = loc
 	}
-	data, err := r.l.readLocated(r.ctx, r.loc, from, from+n)
+	if r.scratch == nil {
+		if bp, ok := readBufPool.Get().(*[]byte); ok {
+			r.scratch = bp
+		} else {
+			b := make([]byte, 0, readChunk+2*(extentSliceOverhead))
+			r.scratch = &b
+		}
+	}
+	data, err := r.l.readLocatedInto(r.ctx, (*r.scratch)[:0], r.loc, from, from+n)
 	if err != nil {
 		return err
 	}
@@ -74,6 +92,11 @@ func (r *objectReader) fill() error {
 
 func (r *objectReader) Close() error {
 	r.err = errors.New("object: reader closed")
+	r.buf = nil
+	if r.scratch != nil {
+		readBufPool.Put(r.scratch)
+		r.scratch = nil
+	}
 	return nil
 }
 
@@ -130,10 +153,22 @@ func (l *Layer) locateExtent(ctx context.Context, id uint64) (*extentLoc, error)
 }
 
 func (l *Layer) readLocated(ctx context.Context, loc *extentLoc, from, to int64) ([]byte, error) {
+	return l.readLocatedInto(ctx, nil, loc, from, to)
+}
+
+// readLocatedInto reads into buf's storage when the data plane allows it.
+func (l *Layer) readLocatedInto(ctx context.Context, buf []byte, loc *extentLoc, from, to int64) ([]byte, error) {
 	x := loc.x
 	var errs []error
+	br, canBuffer := l.rio.(bufferedReader)
 	for i, rep := range loc.cands {
-		data, err := l.rio.Read(ctx, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
+		var data []byte
+		var err error
+		if canBuffer && buf != nil {
+			data, err = br.ReadInto(ctx, buf, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
+		} else {
+			data, err = l.rio.Read(ctx, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
+		}
 		if err == nil {
 			if i > 0 {
 				// Prefer the replica that worked for the rest of the extent.

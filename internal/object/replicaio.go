@@ -126,6 +126,22 @@ func (l *Local) Read(_ context.Context, r model.Replica, id uint64, extOff, extL
 	return s.Read(id, extOff, extLen, from, to)
 }
 
+// ReadInto is Read into a caller-provided buffer (see bufferedReader).
+func (l *Local) ReadInto(_ context.Context, buf []byte, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error) {
+	s, err := l.store(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.ReadInto(buf, id, extOff, extLen, from, to)
+}
+
+// bufferedReader is implemented by ReplicaIOs that can read into a
+// recycled buffer; the read path uses it to avoid a large allocation per
+// chunk.
+type bufferedReader interface {
+	ReadInto(ctx context.Context, buf []byte, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error)
+}
+
 func (l *Local) ReadRaw(_ context.Context, r model.Replica, id uint64, off, n int64) ([]byte, error) {
 	s, err := l.store(r)
 	if err != nil {
