@@ -115,6 +115,11 @@ func (p *Pebble) Scan(ctx context.Context, start, end []byte, limit int) ([]Item
 	if end == nil || bytes.Compare(end, revKey) > 0 {
 		end = revKey
 	}
+	if len(start) == 0 {
+		// No lower bound. (An empty, non-nil one makes Pebble's invariant
+		// checks, on in -race builds, index key[0] and panic.)
+		start = nil
+	}
 	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return nil, fmt.Errorf("meta: scan: %w", err)
