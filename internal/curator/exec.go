@@ -357,6 +357,12 @@ func (c *Curator) scrub(ctx context.Context, res *scanResult, rec *JobRecord) {
 				continue
 			}
 			if errors.Is(err, extent.ErrCorrupt) || isMissing(err) {
+				if !c.stillListed(ctx, eg.ID, r.Device) {
+					// Removed or moved since the scan (by this job's own
+					// data removal, compaction or recovery, or by a
+					// concurrent job): not a bad replica.
+					continue
+				}
 				rec.BadFound++
 				c.m.scrubBad.Inc()
 				c.log.Error("scrub: bad replica", "egroup", meta.FormatID(eg.ID), "device", r.Device, "err", err)
@@ -369,6 +375,26 @@ func (c *Curator) scrub(ctx context.Context, res *scanResult, rec *JobRecord) {
 }
 
 func isMissing(err error) bool { return errors.Is(err, device.ErrNotExist) }
+
+// stillListed reports whether an egroup's current record still lists a
+// good replica on dev (when in doubt, true: a real bad replica must not be
+// missed).
+func (c *Curator) stillListed(ctx context.Context, id uint64, dev model.DeviceID) bool {
+	var eg meta.Egroup
+	_, err := meta.GetRecord(ctx, c.layer.KV(), meta.EgroupKey(id), &eg)
+	if errors.Is(err, meta.ErrNotFound) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	for _, r := range eg.Replicas {
+		if r.Device == dev {
+			return !r.Bad
+		}
+	}
+	return false
+}
 
 // tokenBucket is a byte-rate limiter.
 type tokenBucket struct {
