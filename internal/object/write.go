@@ -172,7 +172,10 @@ func (w *writer) newEgroup(ctx context.Context, bytes int64) (*openEgroup, error
 		}
 		e.replicas = append(e.replicas, meta.EgroupReplica{Device: r.Device, Node: r.Node, Tier: r.Tier})
 	}
-	l.snaps.placed(reps, l.opts.EgroupMaxBytes)
+	// Count the reservation now and each append as it lands (below), so
+	// placements between statistics refreshes see the bytes they cause
+	// without assuming every new egroup fills at once.
+	l.snaps.placed(reps, bytes)
 	l.m.egroupsCreated.Inc()
 	return e, nil
 }
@@ -247,6 +250,7 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
 				return err
 			}
 			e.size += int64(len(enc))
+			w.l.snaps.placed(e.modelReplicas(), int64(len(enc)))
 			w.extents = append(w.extents, pendingExtent{id: id, rec: meta.Extent{Egroup: e.id, Off: off, Len: int64(len(payload)), Ctime: w.l.opts.Now().UnixNano()}})
 			return nil
 		}

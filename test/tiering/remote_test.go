@@ -171,7 +171,9 @@ func TestRemoteTierDemotePromoteRecall(t *testing.T) {
 			v = "any=1"
 		}
 		if st := local.call(t, "PUT", fmt.Sprintf("/v1/data/tier/k%03d?vector=%s", i, v), payload(i), nil); st != 200 {
-			t.Fatalf("put %d: %d", i, st)
+			var rep []byte
+			local.call(t, "GET", "/v1/tier/report", nil, &rep)
+			t.Fatalf("put %d: %d\n%s", i, st, rep)
 		}
 	}
 	var rec struct {
