@@ -280,3 +280,121 @@ func summarize(m map[string]curator.JobRecord, n int) string {
 	}
 	return s
 }
+
+// TestCuratorGCAfterDeletingHalf fills a 3-node cluster, deletes half of
+// the objects, and runs full Curator scans until they are quiet: garbage
+// (dead bytes in egroups, from the job record) must end below 5 % of the
+// space in use and every remaining object must read back intact.
+func TestCuratorGCAfterDeletingHalf(t *testing.T) {
+	const (
+		seed    = 6
+		bucket  = "gchalf"
+		fillN   = 600
+		minSize = 64 << 10
+		maxSize = 1 << 20
+		bound   = 3 * time.Minute
+	)
+	c := startCluster(t, 3, 27500, `curator:
+  garbage_grace: 1ns
+  partial_every: 1h
+  full_every: 1h
+  seal_idle: 1ms
+  move_mbps: 1000
+`)
+	createBucket(t, c.Nodes[0].Admin, bucket, "any=2")
+	var all []string
+	for _, n := range c.Nodes {
+		all = append(all, n.Admin)
+	}
+	acks := newAckSet()
+	key := func(i int) string { return fmt.Sprintf("obj-%04d", i) }
+	expect := func(k string) []byte { return content(seed, bucket+"/"+k, minSize, maxSize) }
+	fctx, fcancel := ctxT(3 * time.Minute)
+	res := runWriters(fctx, 16, fillN, 3, all, bucket, seed, key, minSize, maxSize, acks)
+	fcancel()
+	if acks.len() != fillN {
+		t.Fatalf("fill: %d of %d acknowledged: %v", acks.len(), fillN, res.firstErrs)
+	}
+	deleted := map[string]bool{}
+	for i := 0; i < fillN; i++ {
+		if keySeed(seed, key(i))%2 == 0 { // a pseudo-random half
+			deleted[key(i)] = true
+		}
+	}
+	ctx, cancel := ctxT(bound)
+	defer cancel()
+	var freedLogical int64
+	for k := range deleted {
+		if err := deleteObject(ctx, all[len(k)%3], bucket, k); err != nil {
+			t.Fatalf("delete %s: %v", k, err)
+		}
+		freedLogical += int64(len(expect(k)))
+	}
+	t.Logf("filled %d objects, deleted %d (%s)", fillN, len(deleted), mib(freedLogical))
+
+	// Full scans, on every node in turn (each seals its own idle open
+	// egroups first), until one plans nothing.
+	var first, last curator.JobRecord
+	var freed, moved int64
+	start := time.Now()
+	for i := 0; ; i++ {
+		if time.Since(start) > bound {
+			t.Fatalf("full scans not quiet within %s; last: %s", bound, summarize(map[string]curator.JobRecord{last.ID: last}, 1))
+		}
+		rec, err := curatorRun(ctx, all[i%3], "full")
+		if err != nil {
+			t.Fatalf("run full scan: %v", err)
+		}
+		if i == 0 {
+			first = rec
+		}
+		last = rec
+		freed += rec.Freed
+		moved += rec.Moved
+		planned := 0
+		for _, n := range rec.Planned {
+			planned += n
+		}
+		used := rec.Stats.LiveBytes + rec.Stats.GarbageBytes
+		t.Logf("  full scan %d on %s: %d egroups, live %s, garbage %s (%.1f%% of used); planned %v done %v stale %d failed %d; moved %s freed %s; took %s",
+			i+1, c.Nodes[i%3].ID, rec.Stats.Egroups, mib(rec.Stats.LiveBytes), mib(rec.Stats.GarbageBytes),
+			100*float64(rec.Stats.GarbageBytes)/float64(max(used, 1)), rec.Planned, rec.Done, rec.Stale, rec.Failed,
+			mib(rec.Moved), mib(rec.Freed), rec.End.Sub(rec.Start).Round(time.Millisecond))
+		if len(rec.Dangling) > 0 {
+			t.Fatalf("dangling references: %v", rec.Dangling)
+		}
+		if planned == 0 && i >= 2 {
+			break
+		}
+	}
+	used := last.Stats.LiveBytes + last.Stats.GarbageBytes
+	ratio := float64(last.Stats.GarbageBytes) / float64(max(used, 1))
+	t.Logf("RESULT GC: garbage %s → %s (%.2f%% of %s used) after %s of full scans; %s freed (replica bytes), %s moved by compaction",
+		mib(first.Stats.GarbageBytes), mib(last.Stats.GarbageBytes), 100*ratio, mib(used), time.Since(start).Round(time.Millisecond), mib(freed), mib(moved))
+	if ratio >= 0.05 {
+		t.Errorf("garbage is %.1f%% of used space, want < 5%%", 100*ratio)
+	}
+
+	var keep, gone []string
+	for i := 0; i < fillN; i++ {
+		if deleted[key(i)] {
+			gone = append(gone, key(i))
+		} else {
+			keep = append(keep, key(i))
+		}
+	}
+	lost, corrupt, n := verifyAll(t, keep, all, bucket, expect)
+	for _, l := range append(lost, corrupt...) {
+		t.Errorf("  %s", l)
+	}
+	t.Logf("%d remaining objects read back (%s): %d lost, %d corrupt", len(keep), mib(n), len(lost), len(corrupt))
+	for _, k := range gone[:10] {
+		ctx, cancel := ctxT(10 * time.Second)
+		_, err := getObject(ctx, all[0], bucket, k)
+		cancel()
+		if e, ok := err.(*apiErr); !ok || e.Status != 404 {
+			t.Errorf("deleted %s: got %v, want 404", k, err)
+		}
+	}
+}
+

@@ -84,6 +84,12 @@ type testCluster struct {
 // config file (a `curator:` section).
 func startCluster(t *testing.T, n, base int, curatorYAML string) *testCluster {
 	t.Helper()
+	// The binary is rebuilt from source on every run; touching it here
+	// (a path that is gone by the next run) keeps `go test` from replaying
+	// a cached result after a change in code this package does not import.
+	if _, err := os.Stat(terraceBin); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	if *keepDir {
 		var err error

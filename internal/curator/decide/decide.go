@@ -49,6 +49,15 @@ type Options struct {
 	// PackBelowBytes packs sealed egroups smaller than this (many small
 	// egroups cost metadata and file handles).
 	PackBelowBytes int64
+	// GarbageTarget bounds garbage after a full scan's space tasks, as a
+	// fraction of used space (live + garbage). Cost-benefit migration
+	// alone leaves every egroup up to GCDeadRatio dead, so after a mass
+	// delete garbage can stay near a third of used space; above the
+	// target, the most-dead remaining egroups are packed too (Curator
+	// §3.2.3 "pack extents") until garbage is at half the target, so the
+	// next scans do not pack one egroup each while hovering at it.
+	// Default 0.05 (issue 6); negative disables.
+	GarbageTarget float64
 	// NodeDownAfter is how long a node must be down before its replicas
 	// are treated as lost and re-replicated (Mirador's stabilisation
 	// interval; a rebooting node should not trigger a full re-copy).
@@ -68,6 +77,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.PackBelowBytes == 0 {
 		o.PackBelowBytes = 1 << 20
+	}
+	if o.GarbageTarget == 0 {
+		o.GarbageTarget = 0.05
 	}
 	if o.NodeDownAfter == 0 {
 		o.NodeDownAfter = 15 * time.Minute
@@ -291,9 +303,66 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 			tasks = append(tasks, Space(s.Now, eg, o)...)
 		}
 	}
+	if space {
+		tasks = append(tasks, PackForTarget(s.Now, egs, tasks, st, o)...)
+	}
 	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Kind.Priority() < tasks[j].Kind.Priority() })
 	if len(tasks) > o.MaxTasks {
 		tasks = tasks[:o.MaxTasks]
 	}
 	return tasks, st, errs
+}
+
+// PackForTarget is garbage collection under space pressure. planned are
+// the tasks already decided and st the scan's totals. If the garbage those
+// tasks leave behind is over GarbageTarget of used space, it packs the
+// live extents of the most-dead remaining egroups (sealed, past the grace
+// period) into fresh egroups, most dead first — the most space freed per
+// byte copied — until the projected garbage is at half the target.
+func PackForTarget(now time.Time, egs []Egroup, planned []Task, st Stats, o Options) []Task {
+	if o.GarbageTarget <= 0 {
+		return nil
+	}
+	tasked := map[uint64]bool{}
+	for _, t := range planned {
+		if t.Kind == KindRemoveEgroup || t.Kind == KindCompact {
+			tasked[t.Egroup] = true
+		}
+	}
+	garbage := st.GarbageBytes
+	var cands []Egroup
+	for _, eg := range egs {
+		dead := eg.Size - eg.LiveBytes
+		if dead <= 0 {
+			continue
+		}
+		if tasked[eg.ID] {
+			garbage -= dead
+			continue
+		}
+		if !eg.Open && eg.LiveExtents > 0 && now.Sub(eg.Mtime) >= o.GarbageGrace {
+			cands = append(cands, eg)
+		}
+	}
+	over := func(target float64) bool { return float64(garbage) > target*float64(st.LiveBytes+garbage) }
+	if !over(o.GarbageTarget) {
+		return nil
+	}
+	deadRatio := func(eg Egroup) float64 { return float64(eg.Size-eg.LiveBytes) / float64(eg.Size) }
+	sort.Slice(cands, func(i, j int) bool {
+		if ri, rj := deadRatio(cands[i]), deadRatio(cands[j]); ri != rj {
+			return ri > rj
+		}
+		return cands[i].ID < cands[j].ID
+	})
+	var out []Task
+	for _, eg := range cands {
+		if !over(o.GarbageTarget / 2) {
+			break
+		}
+		out = append(out, Task{Kind: KindCompact, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes,
+			Reason: fmt.Sprintf("pack: %.0f%% dead while garbage is over %.0f%% of used space", 100*deadRatio(eg), 100*o.GarbageTarget)})
+		garbage -= eg.Size - eg.LiveBytes
+	}
+	return out
 }
