@@ -69,7 +69,7 @@ func runWriters(ctx context.Context, w, count, tries int, targets []string, buck
 
 // verifyAll reads every key through the endpoints (round robin, 8 at a
 // time) and returns the lost (unreadable) and corrupt (wrong bytes) keys.
-func verifyAll(t *testing.T, keys []string, targets []string, bucket string, seed uint64, minSize, maxSize int) (lost, corrupt []string, bytesRead int64) {
+func verifyAll(t *testing.T, keys []string, targets []string, bucket string, expect func(key string) []byte) (lost, corrupt []string, bytesRead int64) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -80,7 +80,7 @@ func verifyAll(t *testing.T, keys []string, targets []string, bucket string, see
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			want := content(seed, bucket+"/"+k, minSize, maxSize)
+			want := expect(k)
 			var got []byte
 			var err error
 			for try := 0; try < 3; try++ { // a transport hiccup is not a loss
@@ -154,6 +154,7 @@ func TestKillNodeUnderLoad(t *testing.T) {
 
 	acks := newAckSet()
 	key := func(i int) string { return fmt.Sprintf("obj-%05d", i) }
+	expect := func(k string) []byte { return content(seed, bucket+"/"+k, minSize, maxSize) }
 	lctx, lcancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer lcancel()
 	start := time.Now()
@@ -222,7 +223,7 @@ func TestKillNodeUnderLoad(t *testing.T) {
 	}
 	lcancel2()
 	vstart := time.Now()
-	lost, corrupt, n := verifyAll(t, keys, survivors, bucket, seed, minSize, maxSize)
+	lost, corrupt, n := verifyAll(t, keys, survivors, bucket, expect)
 	t.Logf("victim down: %d acknowledged objects (%d with a replica on %s) read back from survivors in %s (%s): %d lost, %d corrupt",
 		len(keys), onVictim, victim.ID, time.Since(vstart).Round(time.Millisecond), mib(n), len(lost), len(corrupt))
 	if onVictim == 0 {
@@ -245,7 +246,7 @@ func TestKillNodeUnderLoad(t *testing.T) {
 		waitNodeState(t, n.Admin, victim.ID, true, 30*time.Second)
 	}
 	t.Logf("%s restarted and seen up by every node in %s", victim.ID, time.Since(rstart).Round(time.Millisecond))
-	lost, corrupt, n = verifyAll(t, keys, []string{victim.Admin}, bucket, seed, minSize, maxSize)
+	lost, corrupt, n = verifyAll(t, keys, []string{victim.Admin}, bucket, expect)
 	t.Logf("after rejoin: %d objects read through %s (%s): %d lost, %d corrupt", len(keys), victim.ID, mib(n), len(lost), len(corrupt))
 	for _, l := range append(lost, corrupt...) {
 		t.Errorf("  %s", l)
