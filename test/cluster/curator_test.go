@@ -397,4 +397,3 @@ func TestCuratorGCAfterDeletingHalf(t *testing.T) {
 		}
 	}
 }
-
