@@ -9,8 +9,9 @@
 //	go test ./test/cluster/ -v -timeout 15m
 //	go test ./test/cluster/ -v -timeout 15m -run KillNode -long   # 6,000 objects under kill -9 (default 2,000)
 //
-// TestMain builds the terrace binary once; a cached result is replayed only
-// while none of the binary's source directories changed. Each test uses its own block of
-// ports (probed free before use) and its own data directory, and stops its
-// cluster when it ends; on failure the tail of every node's log is printed.
+// TestMain builds the terrace binary once; a cached result is replayed
+// only while none of the binary's source directories changed. Each test
+// uses its own block of ports (probed free before use) and its own data
+// directory, and stops its cluster when it ends; on failure the tail of
+// every node's log is printed.
 package cluster
