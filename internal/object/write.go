@@ -189,9 +189,10 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 		w.cur.full = true
 	}
 	e := w.l.pool.take(w.vector)
-	for e != nil && e.size+n > w.l.opts.EgroupMaxBytes {
-		// A pooled egroup without room for this extent: seal it with this
-		// write's commit rather than grow it past EgroupMaxBytes.
+	for e != nil && (e.size+n > w.l.opts.EgroupMaxBytes || w.unwritable(e)) {
+		// A pooled egroup without room for this extent, or on a device that
+		// failed this write or is past the placement limit: seal it with
+		// this write's commit and take another.
 		e.full = true
 		w.touched = append(w.touched, e)
 		e = w.l.pool.take(w.vector)
@@ -213,6 +214,25 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 	w.cur = e
 	w.touched = append(w.touched, e)
 	return e, nil
+}
+
+// unwritable reports whether a pooled egroup has a replica on a device this
+// write already excluded, or on a device over placement's fullness limit:
+// appending there would fail or fill the device, so the egroup is sealed
+// and a new one is placed instead.
+func (w *writer) unwritable(e *openEgroup) bool {
+	snap := w.l.snaps.get()
+	for _, r := range e.replicas {
+		for _, x := range w.exclude {
+			if x == r.Device {
+				return true
+			}
+		}
+		if d, ok := snap.Device(r.Device); ok && d.Usage() > placement.MaxUsage {
+			return true
+		}
+	}
+	return false
 }
 
 // appendExtent writes one extent's payload to every replica of an egroup,
