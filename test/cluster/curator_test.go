@@ -225,6 +225,7 @@ func TestCuratorReprotectsRemovedNode(t *testing.T) {
 	keys := acks.list()
 	sort.Strings(keys)
 	badLoc := 0
+	stillListed := map[uint64]bool{} // egroups still naming a replica on the victim
 	ctx, cancel := ctxT(2 * time.Minute)
 	defer cancel()
 	for i, k := range keys {
@@ -236,6 +237,9 @@ func TestCuratorReprotectsRemovedNode(t *testing.T) {
 		for _, x := range loc.Extents {
 			nodes := map[string]bool{}
 			for _, r := range x.Replicas {
+				if string(r.Node) == victim.ID {
+					stillListed[x.Egroup] = true
+				}
 				if r.Bad || string(r.Node) == victim.ID {
 					continue
 				}
@@ -259,7 +263,8 @@ func TestCuratorReprotectsRemovedNode(t *testing.T) {
 	for _, l := range append(lost, corrupt...) {
 		t.Errorf("  %s", l)
 	}
-	t.Logf("verified %d objects: %d extents under-replicated, %d lost, %d corrupt", len(keys), badLoc, len(lost), len(corrupt))
+	t.Logf("verified %d objects: %d extents under-replicated, %d lost, %d corrupt; %d egroups still list a (lost) replica on %s",
+		len(keys), badLoc, len(lost), len(corrupt), len(stillListed), victim.ID)
 	t.Logf("RESULT re-protection: %s moved, fully replicated %s after the kill (lease TTL 5s, node_down_after 3s, partial scans every 2s, move budget 1000 MB/s), %.1f MB/s while copying",
 		mib(moved), reprotect.Round(100*time.Millisecond), rate)
 }
