@@ -17,13 +17,18 @@ type Profile struct {
 	// OpLatency is added to every read, write and sync (seek, rotation or
 	// flash translation).
 	OpLatency time.Duration
+	// Serial makes operations queue for the device one at a time, as on a
+	// disk with one head: OpLatency is device time, not overlappable
+	// latency, so an hdd does at most 1/OpLatency operations per second.
+	// Flash devices serve many operations at once (Serial false).
+	Serial bool
 }
 
 // Profiles are the built-in emulation profiles. The numbers follow the
 // issue's guidance: a 7.2K HDD does ~150 MB/s and ~4 ms per random op; a
 // SATA SSD ~500 MB/s and ~0.1 ms.
 var Profiles = map[string]Profile{
-	"hdd":    {Name: "hdd", BytesPerSec: 150e6, OpLatency: 4 * time.Millisecond},
+	"hdd":    {Name: "hdd", BytesPerSec: 150e6, OpLatency: 4 * time.Millisecond, Serial: true},
 	"ssd":    {Name: "ssd", BytesPerSec: 500e6, OpLatency: 100 * time.Microsecond},
 	"nvme":   {Name: "nvme", BytesPerSec: 2e9, OpLatency: 20 * time.Microsecond},
 	"mem":    {Name: "mem", BytesPerSec: 8e9, OpLatency: 0},
@@ -42,8 +47,10 @@ func profileNames() string {
 // Throttle makes operations take as long as the profile says. Bandwidth is
 // a virtual clock: each op reserves len/BytesPerSec of device time after
 // the previous reservation, so concurrent streams share the bandwidth.
-// Latency overlaps across concurrent ops (a queue of depth > 1), which is
-// how both SSDs and HDDs with NCQ behave closely enough for our purposes.
+// On flash profiles latency overlaps across concurrent ops (a queue of
+// depth > 1); on serial profiles (hdd) each op also reserves its latency
+// as device time, so concurrent random ops queue as they do behind one
+// disk head.
 type Throttle struct {
 	p    Profile
 	mu   sync.Mutex
@@ -62,6 +69,9 @@ func (t *Throttle) Wait(n int, _ bool) {
 	if t.p.BytesPerSec > 0 && n > 0 {
 		d = time.Duration(float64(n) / t.p.BytesPerSec * float64(time.Second))
 	}
+	if t.p.Serial {
+		d += t.p.OpLatency
+	}
 	now := time.Now()
 	t.mu.Lock()
 	if t.next.Before(now) {
@@ -70,7 +80,9 @@ func (t *Throttle) Wait(n int, _ bool) {
 	t.next = t.next.Add(d)
 	until := t.next
 	t.mu.Unlock()
-	until = until.Add(t.p.OpLatency)
+	if !t.p.Serial {
+		until = until.Add(t.p.OpLatency)
+	}
 	if w := time.Until(until); w > 0 {
 		time.Sleep(w)
 	}
