@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -128,27 +129,41 @@ func (n *Node) clusterStatus(ctx context.Context) *ClusterStatus {
 		return nil
 	}
 	cs := &ClusterStatus{Nodes: n.cluster.members.Nodes()}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ml, err := n.cluster.client.MemberList(ctx)
+	ml, err := n.cluster.client.MemberList(lctx)
 	if err != nil {
 		cs.Members = append(cs.Members, MemberStatus{Error: err.Error()})
 		return cs
 	}
-	for _, m := range ml.Members {
-		ms := MemberStatus{Name: m.Name}
-		if len(m.ClientURLs) > 0 {
-			ms.Endpoint = m.ClientURLs[0]
-			st, err := n.cluster.client.Status(ctx, ms.Endpoint)
+	// Ask every member at once, each under its own deadline: a dead
+	// member's Status call waits out its timeout, and with one shared
+	// deadline every member asked after it was reported unhealthy too
+	// (the whole metadata cluster "down", no leader, after losing one).
+	cs.Members = make([]MemberStatus, len(ml.Members))
+	var wg sync.WaitGroup
+	for i, m := range ml.Members {
+		ms := &cs.Members[i]
+		ms.Name = m.Name
+		if len(m.ClientURLs) == 0 {
+			continue
+		}
+		ms.Endpoint = m.ClientURLs[0]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			st, err := n.cluster.client.Status(sctx, ms.Endpoint)
 			if err != nil {
 				ms.Error = err.Error()
-			} else {
-				ms.Healthy = true
-				ms.Leader = st.Leader == m.ID
+				return
 			}
-		}
-		cs.Members = append(cs.Members, ms)
+			ms.Healthy = true
+			ms.Leader = st.Leader == m.ID
+		}()
 	}
+	wg.Wait()
 	return cs
 }
 

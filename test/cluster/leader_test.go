@@ -115,6 +115,32 @@ func TestEtcdLeaderKill(t *testing.T) {
 	if firstOKAfterKill.IsZero() {
 		t.Fatalf("no write succeeded within %s of killing the etcd leader", resumeMax)
 	}
+	// Every survivor's status reports the metadata cluster as it is: the
+	// dead member unhealthy, the other two healthy, one leader. (A dead
+	// member once made every member listed after it look unhealthy.)
+	for _, a := range survivors {
+		ctx, cancel := ctxT(10 * time.Second)
+		st, err := nodeStatus(ctx, a)
+		cancel()
+		if err != nil || st.Cluster == nil {
+			t.Fatalf("status of %s: %v", a, err)
+		}
+		healthy, leaders := 0, 0
+		for _, m := range st.Cluster.Members {
+			if m.Healthy {
+				healthy++
+			}
+			if m.Leader {
+				leaders++
+			}
+			if m.Name == victim.ID && m.Healthy {
+				t.Errorf("%s: killed member %s reported healthy", a, m.Name)
+			}
+		}
+		if healthy != 2 || leaders != 1 {
+			t.Errorf("%s: metadata members %+v: want 2 healthy and 1 leader", a, st.Cluster.Members)
+		}
+	}
 	gap := firstOKAfterKill.Sub(killedAt)
 	t.Logf("new etcd leader %s seen after %s; first write begun after the kill acknowledged %s after it (last before it %s earlier); %d failed puts during the failover",
 		newLeader, electedIn.Round(time.Millisecond), gap.Round(time.Millisecond), killedAt.Sub(lastOKBeforeKill).Round(time.Millisecond), failed)
