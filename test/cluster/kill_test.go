@@ -233,6 +233,12 @@ func TestKillNodeUnderLoad(t *testing.T) {
 		t.Errorf("  %s", l)
 	}
 
+	// The survivors have noticed (lease expiry) before the node comes back.
+	for _, a := range survivors {
+		waitNodeState(t, a, victim.ID, false, 30*time.Second)
+		t.Logf("%s sees %s down (%s after the kill)", a, victim.ID, time.Since(killedAt).Round(time.Millisecond))
+	}
+
 	// Restart: the node rejoins (every node sees it up) and serves every
 	// object, including those written while it was down.
 	rctx, rcancel := ctxT(2 * time.Minute)
