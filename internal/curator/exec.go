@@ -292,7 +292,17 @@ func (c *Curator) compact(ctx context.Context, t decide.Task, res *scanResult) (
 	if err := c.throttle(ctx, t.Bytes, devs...); err != nil {
 		return 0, err
 	}
-	r, err := c.layer.Relocate(ctx, eg.Vector, moves)
+	// Keep the data on the tiers its replicas occupy now.
+	place := model.Vector{Counts: map[model.Tier]int{}}
+	for _, rp := range eg.Replicas {
+		if !rp.Bad {
+			place.Counts[rp.Tier]++
+		}
+	}
+	if place.Total() != eg.Vector.Total() {
+		place = model.Vector{}
+	}
+	r, err := c.layer.Relocate(ctx, eg.Vector, place, moves)
 	if r.Stale > 0 {
 		c.m.stale.Add(float64(r.Stale))
 	}

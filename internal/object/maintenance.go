@@ -74,7 +74,11 @@ type RelocateResult struct {
 // verified, with replica fallback) and switches each extent record with
 // compare-and-swap. An extent whose record changed meanwhile is stale: its
 // copy becomes garbage and the record is left alone.
-func (l *Layer) Relocate(ctx context.Context, v model.Vector, moves []ExtentMove) (RelocateResult, error) {
+//
+// place, when non-zero, is the vector used to place the new egroups (the
+// tiers the data occupies now: compaction must not promote cold data onto
+// the fast tier); the new egroups still record v.
+func (l *Layer) Relocate(ctx context.Context, v, place model.Vector, moves []ExtentMove) (RelocateResult, error) {
 	var res RelocateResult
 	if len(moves) == 0 {
 		return res, nil
@@ -84,6 +88,7 @@ func (l *Layer) Relocate(ctx context.Context, v model.Vector, moves []ExtentMove
 	}
 	defer l.pool.leave()
 	w := l.newWriter(v)
+	w.place = place
 	for _, mv := range moves {
 		data, err := l.ReadExtent(ctx, mv.ID, 0, mv.Len)
 		if err != nil {
@@ -100,6 +105,11 @@ func (l *Layer) Relocate(ctx context.Context, v model.Vector, moves []ExtentMove
 	// until their extent records switch), then switch each extent.
 	pending := w.extents
 	w.extents = nil
+	// Relocated data is cold: seal its egroups rather than hand them to
+	// foreground writers (whose placement would differ).
+	for _, e := range w.touched {
+		e.full = true
+	}
 	if err := w.commit(ctx, func(*meta.Txn) {}); err != nil {
 		w.abort(ctx)
 		return res, err

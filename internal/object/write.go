@@ -119,8 +119,12 @@ func (p *egroupPool) drop() {
 
 // writer streams one object's (or part's) bytes into egroups.
 type writer struct {
-	l       *Layer
-	vector  model.Vector
+	l      *Layer
+	vector model.Vector
+	// place, when set, is the vector placement uses instead of vector:
+	// background relocation keeps data on the tiers it already occupies
+	// while the egroups keep recording the object's own vector.
+	place   model.Vector
 	cur     *openEgroup
 	touched []*openEgroup
 	extents []pendingExtent
@@ -142,13 +146,20 @@ func (l *Layer) newWriter(v model.Vector) *writer {
 	return &writer{l: l, vector: v, md5: md5.New()}
 }
 
+func (w *writer) placeVector() model.Vector {
+	if !w.place.IsZero() {
+		return w.place
+	}
+	return w.vector
+}
+
 // newEgroup places and creates a fresh egroup.
 func (w *writer) newEgroup(ctx context.Context, bytes int64) (*openEgroup, error) {
 	l := w.l
 	snap := l.snaps.get()
 	l.snaps.mu.Lock()
 	reps, err := l.opts.Policy.Place(snap, placement.Request{
-		Vector: w.vector, Client: l.opts.Node, Exclude: w.exclude, Bytes: bytes,
+		Vector: w.placeVector(), Client: l.opts.Node, Exclude: w.exclude, Bytes: bytes,
 	}, l.snaps.rng)
 	l.snaps.mu.Unlock()
 	if err != nil {
@@ -188,7 +199,10 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 	if w.cur != nil {
 		w.cur.full = true
 	}
-	e := w.l.pool.take(w.vector)
+	var e *openEgroup
+	if w.place.IsZero() {
+		e = w.l.pool.take(w.vector)
+	}
 	for e != nil && (e.size+n > w.l.opts.EgroupMaxBytes || w.unwritable(e)) {
 		// A pooled egroup without room for this extent, or on a device that
 		// failed this write or is past the placement limit: seal it with
