@@ -54,6 +54,11 @@ type Options struct {
 	// movable data. Default 10 s. The object layer also seals idle egroups
 	// on its own after a minute.
 	SealIdleBeforeScan time.Duration
+	// JobTimeLimit bounds how long one job executes tasks; tasks not
+	// started by then are left for the next scan, which re-plans them from
+	// fresh metadata. It keeps a long compaction from holding up tiering
+	// and recovery decisions. Default 1 min.
+	JobTimeLimit time.Duration
 	// HistoryLen bounds kept job records.
 	HistoryLen int
 	Logger     *slog.Logger
@@ -87,6 +92,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.HistoryLen == 0 {
 		o.HistoryLen = 100
+	}
+	if o.JobTimeLimit == 0 {
+		o.JobTimeLimit = time.Minute
 	}
 	if o.SealIdleBeforeScan == 0 {
 		o.SealIdleBeforeScan = 10 * time.Second
@@ -257,6 +265,7 @@ type JobRecord struct {
 	Planned  map[string]int `json:"tasks_planned"`
 	Done     map[string]int `json:"tasks_done"`
 	Stale    int            `json:"tasks_stale"`
+	Deferred int            `json:"tasks_deferred"`
 	Failed   int            `json:"tasks_failed"`
 	Moved    int64          `json:"bytes_moved"`
 	Scrubbed int64          `json:"bytes_scrubbed"`

@@ -41,8 +41,14 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanRes
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			for _, t := range q {
+			for i, t := range q {
 				if ctx.Err() != nil {
+					return
+				}
+				if c.now().Sub(rec.Start) > c.opts.JobTimeLimit {
+					mu.Lock()
+					rec.Deferred += len(q) - i
+					mu.Unlock()
 					return
 				}
 				moved, err := c.runTask(ctx, t, res)

@@ -250,6 +250,8 @@ type CuratorConfig struct {
 	PromoteReads      int64         `yaml:"promote_reads"`
 	HotWindow         time.Duration `yaml:"hot_window"`
 	TierCheckInterval time.Duration `yaml:"tier_check_interval"`
+	// JobTimeLimit bounds the task execution of one job.
+	JobTimeLimit time.Duration `yaml:"job_time_limit"`
 	// SealIdle seals open egroups idle this long before each scan.
 	SealIdle time.Duration `yaml:"seal_idle"`
 }

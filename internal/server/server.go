@@ -178,6 +178,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 			HotWindow: cc.HotWindow, MinInterval: cc.TierCheckInterval},
 		PartialEvery:       cc.PartialEvery,
 		SealIdleBeforeScan: cc.SealIdle,
+		JobTimeLimit:       cc.JobTimeLimit,
 		FullEvery:          cc.FullEvery,
 		MoveBytesPerSec:    cc.MoveMBps * 1e6,
 		Scrub:              scrub,

@@ -266,6 +266,7 @@ func curatorConfig(mode string) string {
   promote_reads: 2
   move_mbps: 100
   scrub: false
+  job_time_limit: 5s
 `
 }
 
@@ -454,6 +455,10 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 	mr.UsedAfterDest = used(hc, cl.Nodes[0].Admin)
 	mr.Reclaimed = mr.UsedBeforeDest - mr.UsedAfterDest
 	stopSampler()
+	// Keep the Curator's job history next to the results.
+	if h, err := c.do("GET", "http://"+cl.Nodes[0].Admin+"/v1/curator/history?n=100", nil); err == nil {
+		_ = os.WriteFile(filepath.Join(o.Out, "curator_history_"+mode+".json"), h, 0o644)
+	}
 	for _, s := range samples {
 		if s.SSDCap > 0 {
 			u := float64(s.SSDUsed) / float64(s.SSDCap)
