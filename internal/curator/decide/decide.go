@@ -214,6 +214,13 @@ func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand
 			bad = append(bad, r.Replica)
 			continue
 		}
+		// A replica on a node that is down, but not yet for NodeDownAfter
+		// (Health has not marked its devices failed), is waited for: a
+		// rebooting node must not trigger a full re-copy (Mirador's
+		// stabilisation interval).
+		if d, ok := s.Device(r.Device); ok && d.State != model.DeviceFailed && !s.NodeUp(d.Node) {
+			return nil, nil
+		}
 		current = append(current, r.Replica)
 	}
 	add, remove, err := placement.ReconcileRequest(s, current, placement.Request{Vector: eg.Vector, Bytes: eg.Size}, pol, rng)
