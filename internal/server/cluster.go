@@ -51,7 +51,8 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	if len(endpoints) == 0 {
 		endpoints = cluster.ClientURLsFromInitial(cfg.InitialCluster)
 		if cfg.EtcdClientURL != "" {
-			// Prefer our own member first: reads and writes skip a hop.
+			// List our own member too; the client balances across all endpoints
+			// and fails over when one dies.
 			endpoints = append([]string{cfg.EtcdClientURL}, endpoints...)
 		}
 	}
