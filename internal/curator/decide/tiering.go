@@ -136,6 +136,23 @@ func lastTouch(eg Egroup) time.Time {
 	return eg.Mtime
 }
 
+// windowReads is an egroup's read count if its window is current.
+func windowReads(now time.Time, o TierOptions, eg Egroup) int64 {
+	if now.Sub(eg.Atime) > o.HotWindow {
+		return 0
+	}
+	return eg.Reads
+}
+
+// colder orders egroups for demotion.
+func colder(now time.Time, o TierOptions, a, b Egroup) bool {
+	ra, rb := windowReads(now, o, a), windowReads(now, o, b)
+	if ra != rb {
+		return ra < rb
+	}
+	return lastTouch(a).Before(lastTouch(b))
+}
+
 // placeOn picks a device on tier t for one replica of eg, keeping it
 // distinct from the egroup's other replicas.
 func placeOn(s *model.Snapshot, pol placement.Policy, rng *rand.Rand, eg Egroup, leaving model.Replica, t model.Tier) (model.Replica, error) {
@@ -179,8 +196,10 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 			sealed = append(sealed, eg)
 		}
 	}
-	// Coldest first.
-	sort.SliceStable(sealed, func(i, j int) bool { return lastTouch(sealed[i]).Before(lastTouch(sealed[j])) })
+	// Coldest first: fewest reads in the current window, then the oldest
+	// last touch (Curator §3.3 ranks by atime/mtime; the read count keeps a
+	// recently written but never-read egroup below a busy one).
+	sort.SliceStable(sealed, func(i, j int) bool { return colder(s.Now, o, sealed[i], sealed[j]) })
 
 	// Promotion first: hot data on slow tiers hurts clients now.
 	for i := len(sealed) - 1; i >= 0 && len(tasks) < o.MaxMoves; i-- {
@@ -219,8 +238,8 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 			if u.tierUsed[src] <= target || len(tasks) >= o.MaxMoves {
 				break
 			}
-			if moved[eg.ID] || (eg.Reads >= o.PromoteReads && s.Now.Sub(eg.Atime) <= o.HotWindow) {
-				continue // just promoted, or hot: keep it up
+			if moved[eg.ID] {
+				continue // just promoted
 			}
 			from := movable(eg, src)
 			if len(from) == 0 {

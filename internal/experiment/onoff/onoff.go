@@ -262,8 +262,8 @@ func curatorConfig(mode string) string {
   full_every: 15s
   garbage_grace: 3s
   tier_check_interval: 3s
-  hot_window: 2m
-  promote_reads: 2
+  hot_window: 1m
+  promote_reads: 10
   move_mbps: 100
   scrub: false
   job_time_limit: 5s
