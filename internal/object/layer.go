@@ -24,13 +24,15 @@ type Layer struct {
 	egroupSeq *meta.Sequence
 	extentSeq *meta.Sequence
 
-	pool   *egroupPool
-	access *accessTracker
-	m      *metrics
+	pool    *egroupPool
+	access  *accessTracker
+	buckets *bucketCache
+	m       *metrics
 
-	bg     sync.WaitGroup
-	stop   chan struct{}
-	closed sync.Once
+	bg        sync.WaitGroup
+	stop      chan struct{}
+	stopWatch context.CancelFunc
+	closed    sync.Once
 }
 
 // New opens the object layer. Call Recover before serving if replica files
@@ -52,6 +54,11 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 		m:         newMetrics(),
 	}
 	l.pool = newEgroupPool(l, opts.MaxOpenEgroups)
+	l.buckets = newBucketCache()
+	wctx, cancel := context.WithCancel(context.Background())
+	l.stopWatch = cancel
+	l.bg.Add(1)
+	go l.watchBuckets(wctx)
 	l.access = newAccessTracker(kv, opts.Now, opts.AccessWindow)
 	l.bg.Add(1)
 	go l.flushLoop()
@@ -73,7 +80,7 @@ func (l *Layer) Snapshot() *model.Snapshot { return l.snaps.get() }
 // Close flushes access records and stops background work. It does not
 // close the KV.
 func (l *Layer) Close() error {
-	l.closed.Do(func() { close(l.stop) })
+	l.closed.Do(func() { close(l.stop); l.stopWatch() })
 	l.bg.Wait()
 	return l.access.flush(context.Background())
 }

@@ -37,7 +37,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
-	b, brev, err := l.GetBucket(ctx, bucket)
+	b, brev, err := l.cachedBucket(ctx, bucket)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -75,6 +75,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 		if errors.Is(err, meta.ErrConflict) {
 			// The bucket changed under us (being deleted); report it gone
 			// if it is, otherwise as a conflict to retry.
+			l.buckets.drop(bucket)
 			if _, _, berr := l.GetBucket(ctx, bucket); berr != nil {
 				return ObjectInfo{}, berr
 			}
