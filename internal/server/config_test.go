@@ -1,0 +1,68 @@
+package server
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigDefaultsAndValidation(t *testing.T) {
+	var c Config
+	c.EnsureDefaults()
+	specs, err := c.Validate()
+	if err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	if len(specs) != 4 || c.Placement != DefaultPlacement || c.S3Address != DefaultS3Address || !c.Emulate {
+		t.Fatalf("demo defaults: %d devices, placement %s, s3 %s, emulate %v", len(specs), c.Placement, c.S3Address, c.Emulate)
+	}
+	for _, sp := range specs {
+		if sp.Profile == "" {
+			t.Fatalf("demo device %s has no emulation profile", sp)
+		}
+	}
+	bad := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"bad vector", func(c *Config) { c.DefaultVector = "ssd=x" }, "default vector"},
+		{"short password", func(c *Config) { c.RootPassword = "abc" }, "at least 8"},
+		{"duplicate path", func(c *Config) { c.Devices = []string{"ssd:/d/x:1GiB", "hdd:/d/x:1GiB"} }, "twice"},
+		{"bad device", func(c *Config) { c.Devices = []string{"ssd:/d/x"} }, "want tier:path:capacity"},
+		{"cluster without secret", func(c *Config) { c.InitialCluster = "n1=http://127.0.0.1:2380"; c.RPCAddress = "127.0.0.1:7000" }, "cluster-secret"},
+		{"member without urls", func(c *Config) {
+			c.InitialCluster = "n1=http://127.0.0.1:2380"
+			c.RPCAddress = "127.0.0.1:7000"
+			c.ClusterSecret = strings.Repeat("s", 16)
+		}, "etcd-peer-url"},
+		{"bad class", func(c *Config) { c.StorageClasses = map[string]string{"GOLD": "nope"} }, "storage class"},
+	}
+	for _, b := range bad {
+		c := Config{}
+		c.EnsureDefaults()
+		b.mod(&c)
+		if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%s: got %v, want an error containing %q", b.name, err, b.want)
+		}
+	}
+}
+
+func TestConfigFileEnvPrecedence(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "t.yaml")
+	os.WriteFile(p, []byte("node_id: fromfile\ns3_address: 127.0.0.1:1111\ncurator:\n  partial_every: 5s\n"), 0o644)
+	c, err := LoadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TERRACE_S3_ADDRESS": "127.0.0.1:2222", "TERRACE_DEVICES": "ssd:/a:1GiB,hdd:/b:2GiB"}
+	c.ApplyEnv(func(k string) string { return env[k] })
+	if c.NodeID != "fromfile" || c.S3Address != "127.0.0.1:2222" || len(c.Devices) != 2 || c.Curator.PartialEvery.Seconds() != 5 {
+		t.Fatalf("merged config: %+v", c)
+	}
+	os.WriteFile(p, []byte("no_such_key: 1\n"), 0o644)
+	if _, err := LoadFile(p); err == nil {
+		t.Fatal("unknown YAML key accepted")
+	}
+}
