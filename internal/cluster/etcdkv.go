@@ -39,6 +39,22 @@ func (e *EtcdKV) Get(ctx context.Context, key []byte) (meta.Item, error) {
 	return meta.Item{Key: kv.Key, Value: kv.Value, ModRev: kv.ModRevision}, nil
 }
 
+// GetStale implements meta.StaleReader with a serializable read: answered
+// by the local member without a quorum round.
+func (e *EtcdKV) GetStale(ctx context.Context, key []byte) (meta.Item, error) {
+	resp, err := e.c.Get(ctx, string(key), clientv3.WithSerializable())
+	if err != nil {
+		return meta.Item{}, fmt.Errorf("meta: etcd get: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return meta.Item{}, meta.ErrNotFound
+	}
+	kv := resp.Kvs[0]
+	return meta.Item{Key: kv.Key, Value: kv.Value, ModRev: kv.ModRevision}, nil
+}
+
+var _ meta.StaleReader = (*EtcdKV)(nil)
+
 // Scan implements meta.KV.
 func (e *EtcdKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
 	opts := []clientv3.OpOption{clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}

@@ -91,6 +91,27 @@ type KV interface {
 	Close() error
 }
 
+// StaleReader is implemented by stores that can answer a read from a
+// possibly stale local copy without a consensus round (etcd's serializable
+// reads). Callers use it only where a stale answer is detected and retried
+// linearizably (e.g. an extent location that turns out to be gone).
+type StaleReader interface {
+	GetStale(ctx context.Context, key []byte) (Item, error)
+}
+
+// GetRecordStale is GetRecord through StaleReader when the store offers it.
+func GetRecordStale(ctx context.Context, kv KV, key []byte, v any) (int64, error) {
+	sr, ok := kv.(StaleReader)
+	if !ok {
+		return GetRecord(ctx, kv, key, v)
+	}
+	it, err := sr.GetStale(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	return it.ModRev, Decode(it.Value, v)
+}
+
 // PrefixEnd returns the smallest key greater than every key with prefix p.
 func PrefixEnd(p []byte) []byte {
 	end := append([]byte(nil), p...)

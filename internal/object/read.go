@@ -66,9 +66,11 @@ func (r *objectReader) fill() error {
 	from := ref.Off + r.skip
 	n := min(ref.Len-r.skip, r.left, readChunk)
 	if r.loc == nil || r.loc.id != ref.ID {
-		loc, err := r.l.locateExtent(r.ctx, ref.ID)
+		loc, err := r.l.locateExtent(r.ctx, ref.ID, true)
 		if err != nil {
-			return err
+			if loc, err = r.l.locateExtent(r.ctx, ref.ID, false); err != nil {
+				return err
+			}
 		}
 		r.loc = loc
 	}
@@ -81,6 +83,15 @@ func (r *objectReader) fill() error {
 		}
 	}
 	data, err := r.l.readLocatedInto(r.ctx, (*r.scratch)[:0], r.loc, from, from+n)
+	if err != nil && r.loc.stale && r.ctx.Err() == nil {
+		// The stale view may be behind a move or a removal: ask again.
+		loc, lerr := r.l.locateExtent(r.ctx, ref.ID, false)
+		if lerr != nil {
+			return err
+		}
+		r.loc = loc
+		data, err = r.l.readLocatedInto(r.ctx, (*r.scratch)[:0], r.loc, from, from+n)
+	}
 	if err != nil {
 		return err
 	}
@@ -105,8 +116,18 @@ func (r *objectReader) Close() error {
 // whose slices fail their checksum is marked bad in metadata (the Curator
 // repairs it) and the next is tried; wrong bytes are never returned.
 func (l *Layer) ReadExtent(ctx context.Context, id uint64, from, to int64) ([]byte, error) {
-	loc, err := l.locateExtent(ctx, id)
-	if err != nil {
+	loc, err := l.locateExtent(ctx, id, true)
+	if err == nil {
+		var data []byte
+		if data, err = l.readLocated(ctx, loc, from, to); err == nil {
+			return data, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	// The stale view may be behind a move or a removal: ask again.
+	if loc, err = l.locateExtent(ctx, id, false); err != nil {
 		return nil, err
 	}
 	return l.readLocated(ctx, loc, from, to)
@@ -116,17 +137,27 @@ func (l *Layer) ReadExtent(ctx context.Context, id uint64, from, to int64) ([]by
 // reader streaming one extent in chunks resolves it once.
 type extentLoc struct {
 	id    uint64
+	stale bool
 	x     meta.Extent
 	cands []meta.EgroupReplica
 }
 
-func (l *Layer) locateExtent(ctx context.Context, id uint64) (*extentLoc, error) {
-	loc := &extentLoc{id: id}
-	if _, err := meta.GetRecord(ctx, l.kv, meta.ExtentKey(id), &loc.x); err != nil {
+// locateExtent resolves an extent. With stale set it may use the store's
+// stale reads (no consensus round in a cluster): callers retry with stale
+// false when the answer does not work out. Extent and egroup records only
+// change by background moves, which keep the old location readable until
+// they switch, so a stale answer is almost always still right.
+func (l *Layer) locateExtent(ctx context.Context, id uint64, stale bool) (*extentLoc, error) {
+	get := meta.GetRecord
+	if stale {
+		get = meta.GetRecordStale
+	}
+	loc := &extentLoc{id: id, stale: stale}
+	if _, err := get(ctx, l.kv, meta.ExtentKey(id), &loc.x); err != nil {
 		return nil, fmt.Errorf("object: extent %s: %w", meta.FormatID(id), err)
 	}
 	var eg meta.Egroup
-	if _, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(loc.x.Egroup), &eg); err != nil {
+	if _, err := get(ctx, l.kv, meta.EgroupKey(loc.x.Egroup), &eg); err != nil {
 		return nil, fmt.Errorf("object: egroup %s of extent %s: %w", meta.FormatID(loc.x.Egroup), meta.FormatID(id), err)
 	}
 	var good, bad []meta.EgroupReplica
