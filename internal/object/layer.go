@@ -27,6 +27,7 @@ type Layer struct {
 	pool    *egroupPool
 	access  *accessTracker
 	buckets *bucketCache
+	locs    *locationCache
 	m       *metrics
 
 	bg        sync.WaitGroup
@@ -55,6 +56,7 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 	}
 	l.pool = newEgroupPool(l, opts.MaxOpenEgroups)
 	l.buckets = newBucketCache()
+	l.locs = newLocationCache(opts.LocationCacheEntries)
 	wctx, cancel := context.WithCancel(context.Background())
 	l.stopWatch = cancel
 	l.bg.Add(1)

@@ -63,7 +63,14 @@ func (e *env) open() {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d.SetThroughput(100e6, 100e6)
+		// Tiers differ in speed, so read ordering (OctopusFS §4.2)
+		// deterministically tries the ssd replica first.
+		switch sp.Tier {
+		case model.TierSSD:
+			d.SetThroughput(500e6, 400e6)
+		default:
+			d.SetThroughput(150e6, 150e6)
+		}
 		devs = append(devs, d)
 	}
 	kv, err := meta.OpenPebble(filepath.Join(e.dir, "meta"))

@@ -46,8 +46,12 @@ type Options struct {
 	// handing it to the Curator (GC, tiering). One minute keeps hot
 	// writers appending to the same egroup while idle ones are released.
 	SealIdleAfter time.Duration
-	Policy        placement.Policy
-	Logger        *slog.Logger
+	// LocationCacheEntries bounds the cache of extent and egroup records
+	// the read path keeps (see locationCache); 0 means 65,536, negative
+	// turns the cache off.
+	LocationCacheEntries int
+	Policy               placement.Policy
+	Logger               *slog.Logger
 	// Now is the clock (tests inject one).
 	Now func() time.Time
 }
@@ -99,6 +103,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.AccessWindow == 0 {
 		o.AccessWindow = 10 * time.Minute
+	}
+	if o.LocationCacheEntries == 0 {
+		o.LocationCacheEntries = 1 << 16
 	}
 	if o.SealIdleAfter == 0 {
 		o.SealIdleAfter = time.Minute

@@ -153,12 +153,26 @@ func (l *Layer) locateExtent(ctx context.Context, id uint64, stale bool) (*exten
 		get = meta.GetRecordStale
 	}
 	loc := &extentLoc{id: id, stale: stale}
-	if _, err := get(ctx, l.kv, meta.ExtentKey(id), &loc.x); err != nil {
-		return nil, fmt.Errorf("object: extent %s: %w", meta.FormatID(id), err)
+	var cached bool
+	if stale {
+		loc.x, cached = l.locs.extent(id)
+	}
+	if !cached {
+		if _, err := get(ctx, l.kv, meta.ExtentKey(id), &loc.x); err != nil {
+			return nil, fmt.Errorf("object: extent %s: %w", meta.FormatID(id), err)
+		}
+		l.locs.putExtent(id, loc.x)
 	}
 	var eg meta.Egroup
-	if _, err := get(ctx, l.kv, meta.EgroupKey(loc.x.Egroup), &eg); err != nil {
-		return nil, fmt.Errorf("object: egroup %s of extent %s: %w", meta.FormatID(loc.x.Egroup), meta.FormatID(id), err)
+	cached = false
+	if stale {
+		eg, cached = l.locs.egroup(loc.x.Egroup)
+	}
+	if !cached {
+		if _, err := get(ctx, l.kv, meta.EgroupKey(loc.x.Egroup), &eg); err != nil {
+			return nil, fmt.Errorf("object: egroup %s of extent %s: %w", meta.FormatID(loc.x.Egroup), meta.FormatID(id), err)
+		}
+		l.locs.putEgroup(loc.x.Egroup, eg)
 	}
 	var good, bad []meta.EgroupReplica
 	for _, rep := range eg.Replicas {
@@ -217,6 +231,10 @@ func (l *Layer) readLocatedInto(ctx context.Context, buf []byte, loc *extentLoc,
 			l.m.corruptReads.Inc()
 			l.opts.Logger.Error("corrupt replica detected", "egroup", meta.FormatID(x.Egroup), "device", rep.Device, "err", err)
 			l.MarkReplicaBad(context.WithoutCancel(ctx), x.Egroup, rep.Device)
+		} else if loc.stale {
+			// A cached or stale location: the caller asks the metadata
+			// store again, so this is routine after a move, not a fault.
+			l.opts.Logger.Debug("replica read failed at a stale location", "egroup", meta.FormatID(x.Egroup), "device", rep.Device, "err", err)
 		} else {
 			l.opts.Logger.Warn("replica read failed", "egroup", meta.FormatID(x.Egroup), "device", rep.Device, "err", err)
 		}
@@ -234,6 +252,7 @@ func replicasOf(rs []meta.EgroupReplica) []model.Replica {
 
 // MarkReplicaBad records that a replica failed verification.
 func (l *Layer) MarkReplicaBad(ctx context.Context, egroup uint64, dev model.DeviceID) {
+	defer l.locs.forgetEgroup(egroup)
 	for attempt := 0; attempt < 8; attempt++ {
 		var eg meta.Egroup
 		rev, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(egroup), &eg)

@@ -35,6 +35,15 @@ type Options struct {
 	// Exec is the execution phase's length.
 	Exec        time.Duration
 	Concurrency int
+	// Rate, when > 0, makes the execution phase open-loop as in the
+	// paper's workloads (Appendix C, Table 4: each workload has a fixed
+	// IOPS): operations arrive at Rate per second (Poisson) whatever the
+	// cluster's speed, up to MaxInFlight at once, and latency is measured
+	// from the arrival, so queueing shows. Rate 0 runs Concurrency
+	// closed-loop clients instead, where latency is clients/throughput and
+	// a CPU-bound machine hides device differences.
+	Rate        float64
+	MaxInFlight int
 	// HotFraction of the data section receives HotShare of the accesses.
 	HotFraction, HotShare float64
 	Seed                  uint64
@@ -65,6 +74,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 16
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 256
 	}
 	if o.HotFraction == 0 {
 		o.HotFraction = 0.1
@@ -103,6 +115,8 @@ type ModeResult struct {
 	ExecErrors      int64
 	ExecMeanLatMs   float64
 	ExecP99LatMs    float64
+	ExecReadLatMs   float64
+	ExecWriteLatMs  float64
 	PeakSSDUse      float64
 	EndSSDUse       float64
 	UsedAfterPrefil int64
@@ -150,18 +164,26 @@ type client struct {
 type latencies struct {
 	mu  sync.Mutex
 	all []float64 // ms, execution phase
+	// reads and writes split the execution phase's latencies by kind
+	// (data-section GETs; data and log PUTs).
+	reads, writes []float64
 	win []float64
 	on  bool
 	ops atomic.Int64
 	err atomic.Int64
 }
 
-func (l *latencies) add(d time.Duration) {
+func (l *latencies) add(d time.Duration, read bool) {
 	ms := float64(d) / 1e6
 	l.mu.Lock()
 	l.win = append(l.win, ms)
 	if l.on {
 		l.all = append(l.all, ms)
+		if read {
+			l.reads = append(l.reads, ms)
+		} else {
+			l.writes = append(l.writes, ms)
+		}
 	}
 	l.mu.Unlock()
 	l.ops.Add(1)
@@ -185,12 +207,18 @@ func (l *latencies) drainWindow() (float64, int) {
 func (c *client) node(r *rand.Rand) *devcluster.Node { return c.nodes[r.IntN(len(c.nodes))] }
 
 func (c *client) do(method, url string, body []byte) ([]byte, error) {
+	return c.doAt(time.Now(), method, url, body)
+}
+
+// doAt sends one request and records its latency from start, which is the
+// operation's arrival time in open-loop runs (it may be earlier than now
+// when the operation waited for a free slot).
+func (c *client) doAt(start time.Time, method, url string, body []byte) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, _ := http.NewRequest(method, url, rd)
-	start := time.Now()
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		c.lat.err.Add(1)
@@ -202,17 +230,21 @@ func (c *client) do(method, url string, body []byte) ([]byte, error) {
 		c.lat.err.Add(1)
 		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, bytes.TrimSpace(b))
 	}
-	c.lat.add(time.Since(start))
+	c.lat.add(time.Since(start), method == "GET")
 	return b, nil
 }
 
 func (c *client) put(r *rand.Rand, key string, n int, seed uint64) error {
-	_, err := c.do("PUT", "http://"+c.node(r).Admin+"/v1/data/exp/"+key, content(key, n, seed))
+	return c.putAt(time.Now(), r, key, n, seed)
+}
+
+func (c *client) putAt(start time.Time, r *rand.Rand, key string, n int, seed uint64) error {
+	_, err := c.doAt(start, "PUT", "http://"+c.node(r).Admin+"/v1/data/exp/"+key, content(key, n, seed))
 	return err
 }
 
-func (c *client) get(r *rand.Rand, key string) error {
-	_, err := c.do("GET", "http://"+c.node(r).Admin+"/v1/data/exp/"+key, nil)
+func (c *client) getAt(start time.Time, r *rand.Rand, key string) error {
+	_, err := c.doAt(start, "GET", "http://"+c.node(r).Admin+"/v1/data/exp/"+key, nil)
 	return err
 }
 
@@ -382,39 +414,48 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 	hot := max(1, int(float64(len(keys))*o.HotFraction))
 	var logSeq atomic.Int64
 	var gen atomic.Uint64
+	// op runs one operation of the execution mix, timed from arrival.
+	op := func(r *rand.Rand, arrival time.Time) {
+		var i int
+		if r.Float64() < o.HotShare {
+			i = r.IntN(hot)
+		} else {
+			i = hot + r.IntN(max(1, len(keys)-hot))
+		}
+		i = min(i, len(keys)-1)
+		switch x := r.IntN(10); {
+		case x < 1: // log section
+			n := logSeq.Add(1)
+			_ = c.putAt(arrival, r, fmt.Sprintf("log/%08d", n), 32<<10, o.Seed)
+		case x < 5:
+			_ = c.getAt(arrival, r, keys[i])
+		default:
+			_ = c.putAt(arrival, r, keys[i], sizes[i], o.Seed+gen.Add(1))
+		}
+	}
 	deadline := time.Now().Add(o.Exec)
 	execStart := c.lat.ops.Load()
 	errStart := c.lat.err.Load()
-	var ewg sync.WaitGroup
-	for w := 0; w < o.Concurrency; w++ {
-		ewg.Add(1)
-		go func() {
-			defer ewg.Done()
-			r := rand.New(rand.NewPCG(o.Seed+uint64(w)*7919, 13))
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				var i int
-				if r.Float64() < o.HotShare {
-					i = r.IntN(hot)
-				} else {
-					i = hot + r.IntN(max(1, len(keys)-hot))
+	if o.Rate > 0 {
+		openLoop(ctx, o, deadline, op)
+	} else {
+		var ewg sync.WaitGroup
+		for w := 0; w < o.Concurrency; w++ {
+			ewg.Add(1)
+			go func() {
+				defer ewg.Done()
+				r := rand.New(rand.NewPCG(o.Seed+uint64(w)*7919, 13))
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					op(r, time.Now())
 				}
-				i = min(i, len(keys)-1)
-				switch x := r.IntN(10); {
-				case x < 1: // log section
-					n := logSeq.Add(1)
-					_ = c.put(r, fmt.Sprintf("log/%08d", n), 32<<10, o.Seed)
-				case x < 5:
-					_ = c.get(r, keys[i])
-				default:
-					_ = c.put(r, keys[i], sizes[i], o.Seed+gen.Add(1))
-				}
-			}
-		}()
+			}()
+		}
+		ewg.Wait()
 	}
-	ewg.Wait()
 	c.lat.mu.Lock()
 	c.lat.on = false
 	all := append([]float64(nil), c.lat.all...)
+	mr.ExecReadLatMs, mr.ExecWriteLatMs = mean(c.lat.reads), mean(c.lat.writes)
 	c.lat.mu.Unlock()
 	mr.ExecOps = c.lat.ops.Load() - execStart
 	mr.ExecErrors = c.lat.err.Load() - errStart
@@ -469,6 +510,51 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 		}
 	}
 	return mr, samples, nil
+}
+
+// openLoop issues operations at o.Rate per second with exponential gaps
+// (a Poisson arrival process) until deadline, each on its own goroutine
+// slot, at most o.MaxInFlight at once. An arrival that finds every slot
+// busy waits for one, and that wait counts in its latency: the workload
+// does not slow down because the cluster did (no coordinated omission).
+func openLoop(ctx context.Context, o Options, deadline time.Time, op func(r *rand.Rand, arrival time.Time)) {
+	arrivals := rand.New(rand.NewPCG(o.Seed, 29))
+	slots := make(chan struct{}, o.MaxInFlight)
+	var wg sync.WaitGroup
+	next := time.Now()
+	for seq := uint64(0); ctx.Err() == nil; seq++ {
+		next = next.Add(time.Duration(arrivals.ExpFloat64() / o.Rate * float64(time.Second)))
+		if !next.Before(deadline) {
+			break
+		}
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(arrival time.Time, seq uint64) {
+			defer func() { <-slots; wg.Done() }()
+			op(rand.New(rand.NewPCG(o.Seed+seq*7919, 13)), arrival)
+		}(next, seq)
+	}
+	wg.Wait()
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }
 
 func used(hc *http.Client, admin string) int64 {

@@ -78,8 +78,12 @@ func summary(o Options, res *Result) string {
 	fmt.Fprintf(&b, "# Curator ON/OFF experiment\n\n")
 	fmt.Fprintf(&b, "%d nodes; per node ssd %d MiB and hdd %d MiB (emulated: %v); data section %d MiB of 8 KiB (90 %%) / 32 KiB (10 %%) objects, vector any=2;\n",
 		o.Nodes, o.SSDBytes>>20, o.HDDBytes>>20, o.Emulate, o.DataBytes>>20)
-	fmt.Fprintf(&b, "execution %s with %d clients: 40 %% reads and 50 %% overwrites of the data section (%.0f %% of accesses to the hottest %.0f %%), 10 %% log-section 32 KiB appends; then every object deleted.\n\n",
-		o.Exec, o.Concurrency, 100*o.HotShare, 100*o.HotFraction)
+	load := fmt.Sprintf("%d closed-loop clients", o.Concurrency)
+	if o.Rate > 0 {
+		load = fmt.Sprintf("an open-loop load of %.0f operations/s (Poisson arrivals, at most %d in flight; latency from arrival)", o.Rate, o.MaxInFlight)
+	}
+	fmt.Fprintf(&b, "execution %s with %s: 40 %% reads and 50 %% overwrites of the data section (%.0f %% of accesses to the hottest %.0f %%), 10 %% log-section 32 KiB appends; then every object deleted.\n\n",
+		o.Exec, load, 100*o.HotShare, 100*o.HotFraction)
 	fmt.Fprintf(&b, "| | Curator ON | Curator OFF |\n|---|---|---|\n")
 	get := func(mode string) ModeResult {
 		for _, m := range res.Modes {
@@ -94,6 +98,7 @@ func summary(o Options, res *Result) string {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, f(on), f(off))
 	}
 	row("mean latency, execution (ms)", func(m ModeResult) string { return fmt.Sprintf("%.2f", m.ExecMeanLatMs) })
+	row("mean read / write latency (ms)", func(m ModeResult) string { return fmt.Sprintf("%.2f / %.2f", m.ExecReadLatMs, m.ExecWriteLatMs) })
 	row("p99 latency, execution (ms)", func(m ModeResult) string { return fmt.Sprintf("%.2f", m.ExecP99LatMs) })
 	row("operations, execution", func(m ModeResult) string { return fmt.Sprintf("%d (%d errors)", m.ExecOps, m.ExecErrors) })
 	row("peak ssd usage", func(m ModeResult) string { return fmt.Sprintf("%.0f%%", 100*m.PeakSSDUse) })

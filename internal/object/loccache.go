@@ -1,0 +1,127 @@
+package object
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+)
+
+// locationCache keeps recently used extent and egroup records, decoded, so
+// a read of a hot object costs one metadata round trip (the object record)
+// instead of three. Entries are hints, exactly like the store's stale
+// reads: a reader that fails with a cached location asks the metadata
+// store again (locateExtent with stale false), which refreshes the entry.
+// That is safe because locations only change by background moves and
+// packs, which copy and switch before they delete, and egroup and extent
+// ids are never reused: a stale location either still holds the verified
+// bytes or fails to read.
+//
+// The cache is bounded (least recently used entries go first) and
+// invalidated for an egroup whenever this node changes that egroup's
+// record itself (a replica marked bad), so it does not keep offering a
+// replica it knows is bad.
+type locationCache struct {
+	mu      sync.Mutex
+	max     int
+	order   *list.List // front = most recent; values are locKey
+	entries map[locKey]*list.Element
+}
+
+type locKey struct {
+	egroup bool
+	id     uint64
+}
+
+type locEntry struct {
+	key locKey
+	x   meta.Extent
+	eg  meta.Egroup
+}
+
+func newLocationCache(max int) *locationCache {
+	return &locationCache{max: max, order: list.New(), entries: make(map[locKey]*list.Element)}
+}
+
+func (c *locationCache) get(k locKey) (*locEntry, bool) {
+	if c == nil || c.max <= 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[k]
+	if !ok {
+		return nil, false
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*locEntry), true
+}
+
+// extent returns a cached extent record.
+func (c *locationCache) extent(id uint64) (meta.Extent, bool) {
+	e, ok := c.get(locKey{id: id})
+	if !ok {
+		return meta.Extent{}, false
+	}
+	return e.x, true
+}
+
+// egroup returns a cached egroup record. Callers must not modify its
+// Replicas slice, which the cache shares.
+func (c *locationCache) egroup(id uint64) (meta.Egroup, bool) {
+	e, ok := c.get(locKey{egroup: true, id: id})
+	if !ok {
+		return meta.Egroup{}, false
+	}
+	return e.eg, true
+}
+
+func (c *locationCache) put(e *locEntry) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[e.key]; ok {
+		el.Value = e
+		c.order.MoveToFront(el)
+		return
+	}
+	c.entries[e.key] = c.order.PushFront(e)
+	for c.order.Len() > c.max {
+		old := c.order.Back()
+		c.order.Remove(old)
+		delete(c.entries, old.Value.(*locEntry).key)
+	}
+}
+
+func (c *locationCache) putExtent(id uint64, x meta.Extent) {
+	c.put(&locEntry{key: locKey{id: id}, x: x})
+}
+
+func (c *locationCache) putEgroup(id uint64, eg meta.Egroup) {
+	// Copy the replicas: the caller's record may be changed after this.
+	eg.Replicas = append([]meta.EgroupReplica(nil), eg.Replicas...)
+	c.put(&locEntry{key: locKey{egroup: true, id: id}, eg: eg})
+}
+
+// forgetEgroup drops an egroup's record.
+func (c *locationCache) forgetEgroup(id uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := locKey{egroup: true, id: id}
+	if el, ok := c.entries[k]; ok {
+		c.order.Remove(el)
+		delete(c.entries, k)
+	}
+}
+
+// len reports the number of cached records.
+func (c *locationCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

@@ -1,0 +1,165 @@
+package object
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+func TestLocationCacheIsBounded(t *testing.T) {
+	c := newLocationCache(3)
+	for i := uint64(1); i <= 3; i++ {
+		c.putExtent(i, meta.Extent{Egroup: i * 10})
+	}
+	c.extent(1) // touch: 2 is now the least recently used
+	c.putExtent(4, meta.Extent{Egroup: 40})
+	c.putEgroup(5, meta.Egroup{Size: 5})
+	if n := c.len(); n != 3 {
+		t.Fatalf("len %d, want 3", n)
+	}
+	for _, id := range []uint64{2, 3} {
+		if _, ok := c.extent(id); ok {
+			t.Errorf("extent %d should have been evicted", id)
+		}
+	}
+	if x, ok := c.extent(1); !ok || x.Egroup != 10 {
+		t.Errorf("recently used extent 1 evicted or wrong: %+v %v", x, ok)
+	}
+	if eg, ok := c.egroup(5); !ok || eg.Size != 5 {
+		t.Errorf("egroup 5: %+v %v", eg, ok)
+	}
+	// Extents and egroups with the same id are different entries.
+	if _, ok := c.egroup(1); ok {
+		t.Error("egroup 1 found, only extent 1 was put")
+	}
+	c.forgetEgroup(5)
+	if _, ok := c.egroup(5); ok {
+		t.Error("forgotten egroup still cached")
+	}
+	var off *locationCache = newLocationCache(-1)
+	off.putExtent(1, meta.Extent{})
+	if _, ok := off.extent(1); ok {
+		t.Error("a disabled cache returned an entry")
+	}
+}
+
+func TestLocationCacheCopiesReplicas(t *testing.T) {
+	c := newLocationCache(4)
+	reps := []meta.EgroupReplica{{Device: "n1/hdd0"}}
+	c.putEgroup(7, meta.Egroup{Replicas: reps})
+	reps[0].Device = "changed"
+	if eg, _ := c.egroup(7); eg.Replicas[0].Device != "n1/hdd0" {
+		t.Fatalf("cache shares the caller's slice: %v", eg.Replicas)
+	}
+}
+
+// Reads go through cached locations, and a cached location that a move
+// made wrong (egroup moved to another device, source deleted; extent
+// repacked into a new egroup, old one deleted) is corrected on the next
+// read, which still returns the right bytes.
+func TestLocationCacheFollowsMoves(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := e.l
+	data := payload(21, 100<<10)
+	if err := l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Put(ctx, "bkt", "k", bytes.NewReader(data), PutOptions{Size: int64(len(data)), Vector: model.MustParseVector("hdd=1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.SealIdle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	read := func(what string) {
+		t.Helper()
+		_, rc, err := l.Get(ctx, "bkt", "k", 0, -1)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: err %v, equal %v", what, err, bytes.Equal(got, data))
+		}
+	}
+	read("first read")
+	info, _ := l.Head(ctx, "bkt", "k")
+	id := info.Extents[0].ID
+	x, ok := l.locs.extent(id)
+	if !ok {
+		t.Fatal("a read did not cache its extent record")
+	}
+	cachedEg, ok := l.locs.egroup(x.Egroup)
+	if !ok || len(cachedEg.Replicas) != 1 {
+		t.Fatalf("egroup record not cached: %+v", cachedEg)
+	}
+	src := cachedEg.Replicas[0]
+
+	// Move the egroup's only replica to the other hdd, as tiering and
+	// balancing do: copy, switch the record, delete the source.
+	dst := model.Replica{Node: "n1", Device: "n1/hdd1", Tier: "hdd"}
+	if src.Device == dst.Device {
+		dst.Device = "n1/hdd0"
+	}
+	var eg meta.Egroup
+	rev, err := meta.GetRecord(ctx, e.kv, meta.EgroupKey(x.Egroup), &eg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CopyReplica(ctx, x.Egroup, eg.Size, src.Replica(), dst); err != nil {
+		t.Fatal(err)
+	}
+	eg.Replicas = []meta.EgroupReplica{{Device: dst.Device, Node: dst.Node, Tier: dst.Tier}}
+	var sw meta.Txn
+	sw.If(meta.EgroupKey(x.Egroup), rev)
+	sw.Put(meta.EgroupKey(x.Egroup), meta.Encode(eg))
+	if _, err := e.kv.Commit(ctx, &sw); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.local.Remove(ctx, src.Replica(), x.Egroup); err != nil {
+		t.Fatal(err)
+	}
+	if eg, _ := l.locs.egroup(x.Egroup); eg.Replicas[0].Device != src.Device {
+		t.Fatal("test premise: the cache should still hold the old location")
+	}
+	read("read after the egroup moved")
+	if eg, ok := l.locs.egroup(x.Egroup); !ok || eg.Replicas[0].Device != dst.Device {
+		t.Fatalf("cache not refreshed after the failed read: %+v", eg)
+	}
+
+	// Repack the extent into a new egroup (GC) and delete the old one.
+	xItem, err := e.kv.Get(ctx, meta.ExtentKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Relocate(ctx, model.MustParseVector("hdd=1"), model.Vector{}, []ExtentMove{{ID: id, ModRev: xItem.ModRev, Len: x.Len}}); err != nil {
+		t.Fatal(err)
+	}
+	var del meta.Txn
+	del.Del(meta.EgroupKey(x.Egroup))
+	if _, err := e.kv.Commit(ctx, &del); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.local.Remove(ctx, dst, x.Egroup); err != nil {
+		t.Fatal(err)
+	}
+	read("read after the extent was repacked")
+	if nx, _ := l.locs.extent(id); nx.Egroup == x.Egroup {
+		t.Fatal("extent record in the cache still names the deleted egroup")
+	}
+
+	// Marking a replica bad drops the egroup from the cache, so reads do
+	// not keep trying a replica this node knows is bad.
+	nx, _ := l.locs.extent(id)
+	ceg, _ := l.locs.egroup(nx.Egroup)
+	l.MarkReplicaBad(ctx, nx.Egroup, ceg.Replicas[0].Device)
+	if _, ok := l.locs.egroup(nx.Egroup); ok {
+		t.Fatal("egroup still cached after a replica was marked bad")
+	}
+	read("read after a bad mark (bad replicas are the last resort)")
+}
