@@ -167,10 +167,10 @@ type latencies struct {
 	// reads and writes split the execution phase's latencies by kind
 	// (data-section GETs; data and log PUTs).
 	reads, writes []float64
-	win []float64
-	on  bool
-	ops atomic.Int64
-	err atomic.Int64
+	win           []float64
+	on            bool
+	ops           atomic.Int64
+	err           atomic.Int64
 }
 
 func (l *latencies) add(d time.Duration, read bool) {
