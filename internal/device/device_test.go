@@ -365,3 +365,29 @@ func TestThrottle(t *testing.T) {
 		t.Fatalf("emulated hdd measured %.0f MB/s", bps/1e6)
 	}
 }
+
+// A small operation that arrives while a large one is in progress is served
+// between the large one's requests (as the block layer splits large I/O),
+// not after all of it; on a serial device the large one then pays a seek
+// to resume.
+func TestThrottleInterleavesLargeOperations(t *testing.T) {
+	p := Profile{Name: "disk", BytesPerSec: 100e6, OpLatency: 4 * time.Millisecond, Serial: true}
+	th := NewThrottle(p)
+	bigDone := make(chan time.Time, 1)
+	go func() {
+		th.Wait(8*MaxRequestBytes, false) // ≈ 42 ms of transfer + a seek
+		bigDone <- time.Now()
+	}()
+	time.Sleep(5 * time.Millisecond)
+	th.Wait(4096, false)
+	smallDone := time.Now()
+	big := <-bigDone
+	if !smallDone.Before(big) {
+		t.Fatalf("the small operation waited for the whole large one (small done %s after it)", smallDone.Sub(big))
+	}
+	// 8 requests back to back take 8 × 5.2 ms + one seek; the interleaved
+	// small operation adds its own seek and one more for the large one.
+	if th.seq < 9 {
+		t.Fatalf("%d reservations, want at least 9 (8 requests + the small op)", th.seq)
+	}
+}

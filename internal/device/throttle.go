@@ -44,17 +44,26 @@ func profileNames() string {
 	return strings.Join(n, ", ")
 }
 
+// MaxRequestBytes is the largest single request the emulated device
+// serves at once. Larger operations are split into requests of this size,
+// as the kernel's block layer splits a large read or write
+// (max_sectors_kb), so a small client operation queued behind a 4 MiB
+// background copy waits for one request, not for the whole copy.
+const MaxRequestBytes = 512 << 10
+
 // Throttle makes operations take as long as the profile says. Bandwidth is
-// a virtual clock: each op reserves len/BytesPerSec of device time after
-// the previous reservation, so concurrent streams share the bandwidth.
-// On flash profiles latency overlaps across concurrent ops (a queue of
-// depth > 1); on serial profiles (hdd) each op also reserves its latency
-// as device time, so concurrent random ops queue as they do behind one
-// disk head.
+// a virtual clock: each request reserves len/BytesPerSec of device time
+// after the previous reservation, so concurrent streams share the
+// bandwidth. On flash profiles latency overlaps across concurrent ops (a
+// queue of depth > 1); on serial profiles (hdd) each op also reserves its
+// latency as device time, so concurrent random ops queue as they do
+// behind one disk head. A large operation continues without a new seek
+// only while nothing else used the head in between.
 type Throttle struct {
 	p    Profile
 	mu   sync.Mutex
 	next time.Time
+	seq  uint64 // reservations so far; tells a continuation if the head moved
 }
 
 // NewThrottle returns a throttle for p.
@@ -65,25 +74,39 @@ func (t *Throttle) Profile() Profile { return t.p }
 
 // Wait blocks for the time an n-byte operation takes on the emulated device.
 func (t *Throttle) Wait(n int, _ bool) {
+	last := t.request(n, 0, true)
+	for done := min(n, MaxRequestBytes); done < n; done += MaxRequestBytes {
+		last = t.request(min(n-done, MaxRequestBytes), last, false)
+	}
+}
+
+// request reserves device time for one request of n bytes and sleeps
+// until it is served. first marks an operation's first request; prev is
+// the reservation number of the operation's previous request.
+func (t *Throttle) request(n int, prev uint64, first bool) uint64 {
+	n = min(n, MaxRequestBytes)
 	var d time.Duration
 	if t.p.BytesPerSec > 0 && n > 0 {
 		d = time.Duration(float64(n) / t.p.BytesPerSec * float64(time.Second))
 	}
-	if t.p.Serial {
-		d += t.p.OpLatency
-	}
 	now := time.Now()
 	t.mu.Lock()
+	if t.p.Serial && (first || t.seq != prev) {
+		d += t.p.OpLatency // a seek: a new operation, or another one moved the head
+	}
 	if t.next.Before(now) {
 		t.next = now
 	}
 	t.next = t.next.Add(d)
 	until := t.next
+	t.seq++
+	ticket := t.seq
 	t.mu.Unlock()
-	if !t.p.Serial {
+	if !t.p.Serial && first {
 		until = until.Add(t.p.OpLatency)
 	}
 	if w := time.Until(until); w > 0 {
 		time.Sleep(w)
 	}
+	return ticket
 }
