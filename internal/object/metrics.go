@@ -8,6 +8,7 @@ type metrics struct {
 	corruptReads         prometheus.Counter
 	replicaWriteFailures prometheus.Counter
 	egroupsCreated       prometheus.Counter
+	fallbackEgroups      prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -23,11 +24,12 @@ func newMetrics() *metrics {
 		corruptReads:         c("corrupt_replica_reads_total", "Replica reads that failed checksum verification."),
 		replicaWriteFailures: c("replica_write_failures_total", "Replica appends that failed and were re-placed."),
 		egroupsCreated:       c("egroups_created_total", "Extent groups created."),
+		fallbackEgroups:      c("fallback_egroups_total", "Extent groups placed on a slower tier than their vector prefers because it was full; they retire early."),
 	}
 }
 
 // Collectors returns the layer's Prometheus collectors for registration.
 func (l *Layer) Collectors() []prometheus.Collector {
 	m := l.m
-	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated}
+	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups}
 }

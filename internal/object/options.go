@@ -46,6 +46,11 @@ type Options struct {
 	// handing it to the Curator (GC, tiering). One minute keeps hot
 	// writers appending to the same egroup while idle ones are released.
 	SealIdleAfter time.Duration
+	// FallbackEgroupLifetime is how long an open egroup that placement
+	// had to put on a slower tier (its preferred tier was full) keeps
+	// taking new writes; then it is sealed so the next write is placed
+	// afresh, on the fast tier once tiering has made room. 0 means 10 s.
+	FallbackEgroupLifetime time.Duration
 	// LocationCacheEntries bounds the cache of extent and egroup records
 	// the read path keeps (see locationCache); 0 means 65,536, negative
 	// turns the cache off.
@@ -103,6 +108,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.AccessWindow == 0 {
 		o.AccessWindow = 10 * time.Minute
+	}
+	if o.FallbackEgroupLifetime == 0 {
+		o.FallbackEgroupLifetime = 10 * time.Second
 	}
 	if o.LocationCacheEntries == 0 {
 		o.LocationCacheEntries = 1 << 16

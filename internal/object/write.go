@@ -30,8 +30,14 @@ type openEgroup struct {
 	modRev    int64 // 0 until the record exists
 	mtime     int64
 	idleSince time.Time // when it went back to the pool
-	full      bool      // sealed at the next commit
-	broken    bool      // a replica failed; never append again
+	// retireAt, when set, is when the pool stops handing the egroup out:
+	// it was placed on a slower tier than its vector prefers because the
+	// preferred tier was full (see fallbackTier), and once tiering has
+	// made room, new writes should land on the fast tier again instead of
+	// filling this egroup for as long as it stays busy.
+	retireAt time.Time
+	full     bool // sealed at the next commit
+	broken   bool // a replica failed; never append again
 }
 
 func (e *openEgroup) modelReplicas() []model.Replica {
@@ -72,12 +78,17 @@ func (p *egroupPool) take(v model.Vector) *openEgroup {
 	defer p.mu.Unlock()
 	k := v.String()
 	list := p.idle[k]
-	if len(list) == 0 {
-		return nil
+	now := p.l.opts.Now()
+	// Newest first; retired ones stay for SealIdle to seal.
+	for i := len(list) - 1; i >= 0; i-- {
+		e := list[i]
+		if !e.retireAt.IsZero() && !now.Before(e.retireAt) {
+			continue
+		}
+		p.idle[k] = append(list[:i:i], list[i+1:]...)
+		return e
 	}
-	e := list[len(list)-1]
-	p.idle[k] = list[:len(list)-1]
-	return e
+	return nil
 }
 
 func (p *egroupPool) give(e *openEgroup) {
@@ -91,15 +102,17 @@ func (p *egroupPool) give(e *openEgroup) {
 	p.idle[k] = append(p.idle[k], e)
 }
 
-// takeIdle removes and returns egroups idle since before cutoff.
+// takeIdle removes and returns egroups idle since before cutoff, and
+// those whose retirement time has come.
 func (p *egroupPool) takeIdle(cutoff time.Time) []*openEgroup {
+	now := p.l.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []*openEgroup
 	for k, list := range p.idle {
 		keep := list[:0]
 		for _, e := range list {
-			if !e.idleSince.After(cutoff) {
+			if !e.idleSince.After(cutoff) || (!e.retireAt.IsZero() && !now.Before(e.retireAt)) {
 				out = append(out, e)
 			} else {
 				keep = append(keep, e)
@@ -173,6 +186,10 @@ func (w *writer) newEgroup(ctx context.Context, bytes int64) (*openEgroup, error
 		return nil, err
 	}
 	e := &openEgroup{id: id, vector: w.vector, mtime: l.opts.Now().UnixNano()}
+	if fallbackTier(snap, w.placeVector(), reps) {
+		e.retireAt = l.opts.Now().Add(l.opts.FallbackEgroupLifetime)
+		l.m.fallbackEgroups.Inc()
+	}
 	for _, r := range reps {
 		if err := l.rio.Create(ctx, r, id); err != nil {
 			for _, done := range e.replicas {
@@ -189,6 +206,29 @@ func (w *writer) newEgroup(ctx context.Context, bytes int64) (*openEgroup, error
 	l.snaps.placed(reps, bytes)
 	l.m.egroupsCreated.Inc()
 	return e, nil
+}
+
+// fallbackTier reports whether placement put an unspecified ("any")
+// replica on a slower tier than the fastest one that takes unspecified
+// replicas, which happens when that tier is full: the egroup is a
+// stop-gap until tiering makes room.
+func fallbackTier(snap *model.Snapshot, v model.Vector, reps []model.Replica) bool {
+	if v.Count(model.TierAny) == 0 {
+		return false
+	}
+	var fastest model.Tier
+	for _, t := range snap.OnlineTiers() {
+		if t.ForAny(false) {
+			fastest = t
+			break
+		}
+	}
+	for _, r := range reps {
+		if v.Count(r.Tier) == 0 && fastest != "" && r.Tier != fastest {
+			return true
+		}
+	}
+	return false
 }
 
 // egroupFor returns an egroup with room for n encoded bytes.
