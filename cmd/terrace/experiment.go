@@ -72,6 +72,7 @@ write curator_onoff.csv, two PNG plots and summary.md to --out.`,
 	f.DurationVar(&o.Exec, "exec", 0, "execution phase length (default 60s)")
 	f.IntVarP(&o.Concurrency, "concurrency", "c", 16, "clients for prefill, destroy, and execution when --rate is 0")
 	f.Float64Var(&o.Rate, "rate", 0, "open-loop execution: operations per second arriving whatever the cluster's speed, as the paper's fixed-IOPS workloads (0 = closed loop with -c clients)")
+	f.DurationVar(&o.Warmup, "warmup", 0, "leave the first part of the execution phase out of the measured latency (both modes), to report the steady state")
 	f.IntVar(&o.MaxInFlight, "max-in-flight", 256, "open-loop execution: operations in flight at most; later arrivals wait, and the wait counts as latency")
 	f.BoolVar(&o.Emulate, "emulate", true, "emulate tier speeds (the experiment needs them)")
 	f.StringSliceVar(&o.Modes, "modes", nil, "modes to run (default on,off)")
