@@ -15,7 +15,7 @@ import (
 
 func newCuratorExperimentCmd() *cobra.Command {
 	var o onoff.Options
-	var ssd, hdd, data string
+	var ssd, hdd, data, egroup string
 	cmd := &cobra.Command{
 		Use:   "curator",
 		Short: "The Curator ON/OFF experiment (Curator §3.4.2): same OLTP workload with background tasks on and off",
@@ -34,6 +34,11 @@ write curator_onoff.csv, two PNG plots and summary.md to --out.`,
 			}
 			if o.HDDBytes, err = device.ParseBytes(hdd); err != nil {
 				return err
+			}
+			if egroup != "" {
+				if o.EgroupBytes, err = device.ParseBytes(egroup); err != nil {
+					return err
+				}
 			}
 			if data != "" {
 				if o.DataBytes, err = device.ParseBytes(data); err != nil {
@@ -68,6 +73,7 @@ write curator_onoff.csv, two PNG plots and summary.md to --out.`,
 	f.IntVar(&o.BasePort, "base-port", 19500, "first port of the clusters")
 	f.StringVar(&ssd, "ssd", "48MiB", "ssd capacity per node")
 	f.StringVar(&hdd, "hdd", "1GiB", "hdd capacity per node")
+	f.StringVar(&egroup, "egroup", "", "servers' egroup size (default 1/48 of --ssd, at least 256KiB)")
 	f.StringVar(&data, "data", "", "data section size (default 75% of the cluster's ssd capacity)")
 	f.DurationVar(&o.Exec, "exec", 0, "execution phase length (default 60s)")
 	f.IntVarP(&o.Concurrency, "concurrency", "c", 16, "clients for prefill, destroy, and execution when --rate is 0")

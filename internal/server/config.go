@@ -37,6 +37,10 @@ type Config struct {
 	StorageClasses map[string]string `yaml:"storage_classes"`
 	// Placement selects the write-placement policy.
 	Placement string `yaml:"placement"`
+	// EgroupMaxBytes is the size at which an extent group is sealed (0:
+	// 16 MiB). It is the unit the Curator moves; keep it a small fraction
+	// of the smallest device (a scaled-down test tier wants a smaller one).
+	EgroupMaxBytes int64 `yaml:"egroup_max_bytes"`
 	// ProbeBytes is the size of the start-up throughput probe per device.
 	ProbeBytes    int64         `yaml:"probe_bytes"`
 	StatsInterval time.Duration `yaml:"stats_interval"`
@@ -188,6 +192,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 		if _, err := model.ParseVector(v); err != nil {
 			return nil, fmt.Errorf("server: storage class %s: %w", name, err)
 		}
+	}
+	if c.EgroupMaxBytes != 0 && (c.EgroupMaxBytes < 256<<10 || c.EgroupMaxBytes > 1<<30) {
+		return nil, fmt.Errorf("server: egroup_max_bytes %d outside [256 KiB, 1 GiB]", c.EgroupMaxBytes)
 	}
 	if len(c.RootPassword) < 8 {
 		return nil, fmt.Errorf("server: root password must be at least 8 characters")

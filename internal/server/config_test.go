@@ -38,6 +38,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 			c.ClusterSecret = strings.Repeat("s", 16)
 		}, "etcd-peer-url"},
 		{"bad class", func(c *Config) { c.StorageClasses = map[string]string{"GOLD": "nope"} }, "storage class"},
+		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
+		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
 	}
 	for _, b := range bad {
 		c := Config{}
@@ -64,5 +66,13 @@ func TestConfigFileEnvPrecedence(t *testing.T) {
 	os.WriteFile(p, []byte("no_such_key: 1\n"), 0o644)
 	if _, err := LoadFile(p); err == nil {
 		t.Fatal("unknown YAML key accepted")
+	}
+}
+
+func TestExtentSizeFollowsSmallEgroups(t *testing.T) {
+	for _, c := range []struct{ egroup, want int64 }{{0, 0}, {1 << 20, 1 << 20}, {4 << 20, 0}, {64 << 20, 0}} {
+		if got := extentSizeFor(c.egroup); got != c.want {
+			t.Errorf("egroup %d: extent %d, want %d", c.egroup, got, c.want)
+		}
 	}
 }

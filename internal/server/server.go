@@ -110,13 +110,16 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		classes[strings.ToUpper(name)] = model.MustParseVector(v)
 	}
 	layer, err := object.New(kv, rio, topo, object.Options{
-		Node:          model.NodeID(cfg.NodeID),
-		DefaultVector: model.MustParseVector(cfg.DefaultVector),
-		Classes:       classes,
-		Policy:        pol,
-		StatsInterval: cfg.StatsInterval,
-		AccessWindow:  cfg.Curator.HotWindow,
-		Logger:        log,
+		Node:           model.NodeID(cfg.NodeID),
+		DefaultVector:  model.MustParseVector(cfg.DefaultVector),
+		Classes:        classes,
+		Policy:         pol,
+		StatsInterval:  cfg.StatsInterval,
+		AccessWindow:   cfg.Curator.HotWindow,
+		EgroupMaxBytes: cfg.EgroupMaxBytes,
+		// Extents never straddle egroups: a small egroup takes small extents.
+		ExtentMaxBytes: extentSizeFor(cfg.EgroupMaxBytes),
+		Logger:         log,
 	})
 	if err != nil {
 		kv.Close()
@@ -304,4 +307,13 @@ func newPolicy(name string) (placement.Policy, error) {
 		return nil, err
 	}
 	return placement.New(c)
+}
+
+// extentSizeFor is the extent size for an egroup size: the 4 MiB default,
+// or the egroup size when that is smaller (0 means the default).
+func extentSizeFor(egroupMax int64) int64 {
+	if egroupMax > 0 && egroupMax < 4<<20 {
+		return egroupMax
+	}
+	return 0
 }

@@ -29,6 +29,12 @@ type Options struct {
 	Nodes    int
 	// SSDBytes and HDDBytes size each node's devices.
 	SSDBytes, HDDBytes int64
+	// EgroupBytes is the servers' egroup size (both modes). Default: 1/48
+	// of the ssd rounded down to a power of two, at least 256 KiB (1 MiB
+	// for the default 48 MiB ssd). The Curator moves whole egroups, so on
+	// a scaled-down ssd the production 16 MiB would be a third of the
+	// device and open egroups alone could fill it.
+	EgroupBytes int64
 	// DataBytes is the data section's size (prefill); default 1.5× the
 	// cluster's ssd capacity, so the ssd tier comes under pressure.
 	DataBytes int64
@@ -70,6 +76,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.HDDBytes == 0 {
 		o.HDDBytes = 1 << 30
+	}
+	if o.EgroupBytes == 0 {
+		o.EgroupBytes = 256 << 10
+		for o.EgroupBytes*2 <= o.SSDBytes/48 {
+			o.EgroupBytes *= 2
+		}
 	}
 	if o.DataBytes == 0 {
 		o.DataBytes = int64(float64(o.SSDBytes*int64(o.Nodes)) * 0.75)
@@ -298,11 +310,12 @@ func tierUse(hc *http.Client, admin string) (ssdUsed, ssdCap, hddUsed, hddCap in
 
 // curatorConfig is the YAML for each mode. ON uses short schedules so a
 // few minutes show the steady state the paper reaches in hours.
-func curatorConfig(mode string) string {
+func curatorConfig(mode string, egroupBytes int64) string {
+	eg := fmt.Sprintf("egroup_max_bytes: %d\n", egroupBytes)
 	if mode == "off" {
-		return "curator:\n  disabled: true\n"
+		return eg + "curator:\n  disabled: true\n"
 	}
-	return `curator:
+	return eg + `curator:
   partial_every: 5s
   full_every: 15s
   garbage_grace: 3s
@@ -344,7 +357,7 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 		return mr, nil, err
 	}
 	cfgPath := filepath.Join(dir, "terrace.yaml")
-	if err := os.WriteFile(cfgPath, []byte(curatorConfig(mode)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(curatorConfig(mode, o.EgroupBytes)), 0o644); err != nil {
 		return mr, nil, err
 	}
 	cl, err := devcluster.Start(ctx, devcluster.Options{
