@@ -137,17 +137,7 @@ func TestLocationCacheFollowsMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Relocate(ctx, model.MustParseVector("hdd=1"), model.Vector{}, []ExtentMove{{ID: id, ModRev: xItem.ModRev, Len: x.Len}}); err != nil {
-		t.Fatal(err)
-	}
-	var del meta.Txn
-	del.Del(meta.EgroupKey(x.Egroup))
-	if _, err := e.kv.Commit(ctx, &del); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.local.Remove(ctx, dst, x.Egroup); err != nil {
-		t.Fatal(err)
-	}
+	repackAndDelete(t, e, l, id, xItem.ModRev, x, []model.Replica{dst})
 	read("read after the extent was repacked")
 	if nx, _ := l.locs.extent(id); nx.Egroup == x.Egroup {
 		t.Fatal("extent record in the cache still names the deleted egroup")

@@ -54,19 +54,7 @@ func TestStaleLocationIsRetried(t *testing.T) {
 	var eg meta.Egroup
 	meta.Decode(egItem.Value, &eg)
 	// Move the extent (as GC does), then delete the old egroup entirely.
-	if _, err := l.Relocate(ctx, model.MustParseVector("hdd=1"), model.Vector{}, []ExtentMove{{ID: id, ModRev: xItem.ModRev, Len: x.Len}}); err != nil {
-		t.Fatal(err)
-	}
-	var del meta.Txn
-	del.Del(meta.EgroupKey(x.Egroup))
-	if _, err := e.kv.Commit(ctx, &del); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range eg.Replicas {
-		if err := e.local.Remove(ctx, r.Replica(), x.Egroup); err != nil {
-			t.Fatal(err)
-		}
-	}
+	repackAndDelete(t, e, l, id, xItem.ModRev, x, replicasOf(eg.Replicas))
 	// The stale view still sees the old extent record and egroup record.
 	skv.frozen[string(meta.ExtentKey(id))] = xItem
 	skv.frozen[string(meta.EgroupKey(x.Egroup))] = egItem
@@ -80,5 +68,25 @@ func TestStaleLocationIsRetried(t *testing.T) {
 	}
 	if b, err := l.ReadExtent(ctx, id, 0, x.Len); err != nil || !bytes.Equal(b, data[:x.Len]) {
 		t.Fatalf("ReadExtent through a stale location: %v", err)
+	}
+}
+
+// repackAndDelete moves extent id into a fresh hdd egroup, as GC's
+// compaction does, then deletes its old egroup's record and files.
+func repackAndDelete(t *testing.T, e *env, l *Layer, id uint64, modRev int64, x meta.Extent, old []model.Replica) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := l.Relocate(ctx, model.MustParseVector("hdd=1"), model.Vector{}, []ExtentMove{{ID: id, ModRev: modRev, Len: x.Len}}); err != nil {
+		t.Fatal(err)
+	}
+	var del meta.Txn
+	del.Del(meta.EgroupKey(x.Egroup))
+	if _, err := e.kv.Commit(ctx, &del); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range old {
+		if err := e.local.Remove(ctx, r, x.Egroup); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
