@@ -6,6 +6,8 @@ GO      ?= go
 BIN     ?= bin/terrace
 DATA    ?= terrace-data
 PKGS    ?= ./...
+# staticcheck is pinned and fetched through the Go module proxy on first use.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build run test unit smoke vet fuzz bench clean
 
@@ -19,6 +21,7 @@ run: build
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 
 unit:

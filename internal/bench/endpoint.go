@@ -110,7 +110,7 @@ func ParseEndpoint(spec string, defaults Endpoint) (Endpoint, error) {
 func (e Endpoint) Validate() error {
 	switch {
 	case !validName(e.Name):
-		return fmt.Errorf("bench: endpoint name %q must be 1-32 of A-Z a-z 0-9 . _ - :", e.Name)
+		return fmt.Errorf("bench: endpoint name must be 1-32 characters from A-Z a-z 0-9 and . _ - : (got %q)", e.Name)
 	case e.URL == "":
 		return errors.New("bench: endpoint has no URL")
 	case e.Access == "":

@@ -48,7 +48,7 @@ func TestParseEndpointErrors(t *testing.T) {
 		{"a=http://h:1,access=x,access=y", def, "access given twice"},
 		{"a=http://h:1", Endpoint{}, "has no access key"},
 		{"a=http://h:1,access=k", Endpoint{}, "has no secret key"},
-		{"bad name=http://h:1", def, "endpoint name \"bad name\""},
+		{"bad name=http://h:1", def, "(got \"bad name\")"},
 	} {
 		_, err := ParseEndpoint(tc.spec, tc.def)
 		if err == nil || !strings.HasPrefix(err.Error(), "bench: ") || !strings.Contains(err.Error(), tc.want) {

@@ -254,10 +254,13 @@ func TestReopenPersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, kv, "o/a", "1")
-	last := put(t, kv, "o/b", "2")
+	put(t, kv, "o/b", "2")
 	var del Txn
 	del.Del([]byte("o/a"))
-	last, _ = kv.Commit(ctx, &del)
+	last, err := kv.Commit(ctx, &del)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := kv.Close(); err != nil {
 		t.Fatal(err)
 	}

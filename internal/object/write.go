@@ -123,13 +123,6 @@ func (p *egroupPool) takeIdle(cutoff time.Time) []*openEgroup {
 	return out
 }
 
-// drop removes every idle egroup (used when devices change state).
-func (p *egroupPool) drop() {
-	p.mu.Lock()
-	p.idle = map[string][]*openEgroup{}
-	p.mu.Unlock()
-}
-
 // writer streams one object's (or part's) bytes into egroups.
 type writer struct {
 	l      *Layer

@@ -153,12 +153,11 @@ type event struct {
 
 type eventQ []event
 
-func (q eventQ) Len() int            { return len(q) }
-func (q eventQ) Less(i, j int) bool  { return q[i].t < q[j].t || q[i].t == q[j].t && q[i].w < q[j].w }
-func (q eventQ) Swap(i, j int)       { q[i], q[j] = q[j], q[i] }
-func (q *eventQ) Push(x any)         { *q = append(*q, x.(event)) }
-func (q *eventQ) Pop() any           { old := *q; x := old[len(old)-1]; *q = old[:len(old)-1]; return x }
-func (q eventQ) peek() (event, bool) { return q[0], len(q) > 0 }
+func (q eventQ) Len() int           { return len(q) }
+func (q eventQ) Less(i, j int) bool { return q[i].t < q[j].t || q[i].t == q[j].t && q[i].w < q[j].w }
+func (q eventQ) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *eventQ) Push(x any)        { *q = append(*q, x.(event)) }
+func (q *eventQ) Pop() any          { old := *q; x := old[len(old)-1]; *q = old[:len(old)-1]; return x }
 
 // runClosedLoop runs the workers until every quota is written, every
 // worker stalls, or the simulated time reaches limit. sample is called at
