@@ -21,4 +21,8 @@ var (
 	ErrUnknownClass        = errors.New("object: unknown storage class")
 	ErrNoGoodReplica       = errors.New("object: no readable replica")
 	ErrIncompleteBody      = errors.New("object: body shorter than declared size")
+	// ErrConditionalConflict: the object changed between a conditional
+	// write's check and its commit in a way that still satisfies the
+	// condition (S3 409 ConditionalRequestConflict); retry.
+	ErrConditionalConflict = errors.New("object: conditional write raced with another write; retry")
 )

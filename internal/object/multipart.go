@@ -276,10 +276,16 @@ type CompletePart struct {
 // CompleteUpload assembles the object from its parts without moving data:
 // the object's extent list is the parts' lists concatenated. The ETag is
 // S3's: MD5 of the parts' binary MD5s, "-N".
-func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, parts []CompletePart) (ObjectInfo, error) {
+func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, parts []CompletePart, pre Precondition) (ObjectInfo, error) {
 	up, urev, err := l.GetUpload(ctx, bucket, uploadID)
 	if err != nil {
 		return ObjectInfo{}, err
+	}
+	var orev int64
+	if pre != nil {
+		if orev, err = l.checkPrecondition(ctx, bucket, up.Key, pre); err != nil {
+			return ObjectInfo{}, err
+		}
 	}
 	_, brev, err := l.GetBucket(ctx, bucket)
 	if err != nil {
@@ -346,8 +352,16 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 	t.If(meta.UploadKey(bucket, uploadID), urev)
 	t.If(meta.BucketKey(bucket), brev)
 	t.Del(meta.UploadKey(bucket, uploadID))
+	if pre != nil {
+		t.If(meta.ObjectKey(bucket, up.Key), orev)
+	}
 	t.Put(meta.ObjectKey(bucket, up.Key), meta.Encode(o))
 	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		if errors.Is(err, meta.ErrConflict) && pre != nil {
+			if perr := l.preconditionLost(ctx, bucket, up.Key, pre, orev); perr != nil {
+				return ObjectInfo{}, perr
+			}
+		}
 		if errors.Is(err, meta.ErrConflict) {
 			return ObjectInfo{}, fmt.Errorf("%w: %s (completed or aborted concurrently)", ErrNoSuchUpload, uploadID)
 		}

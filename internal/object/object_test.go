@@ -323,26 +323,26 @@ func TestMultipart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{2, i2.ETag}, {1, i1.ETag}}); !errors.Is(err, ErrInvalidPartOrder) {
+	if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{2, i2.ETag}, {1, i1.ETag}}, nil); !errors.Is(err, ErrInvalidPartOrder) {
 		t.Fatalf("out of order: %v", err)
 	}
-	if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{1, i1.ETag}, {2, "deadbeef"}}); !errors.Is(err, ErrInvalidPart) {
+	if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{1, i1.ETag}, {2, "deadbeef"}}, nil); !errors.Is(err, ErrInvalidPart) {
 		t.Fatalf("bad etag: %v", err)
 	}
-	if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{2, i2.ETag}, {3, i2.ETag}}); !errors.Is(err, ErrInvalidPart) {
+	if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{2, i2.ETag}, {3, i2.ETag}}, nil); !errors.Is(err, ErrInvalidPart) {
 		t.Fatalf("missing part: %v", err)
 	}
 	small, _ := e.l.CreateUpload(ctx, "bkt", "small", PutOptions{})
 	s1, _ := e.l.UploadPart(ctx, "bkt", small, 1, bytes.NewReader(p2), int64(len(p2)), "")
 	s2, _ := e.l.UploadPart(ctx, "bkt", small, 2, bytes.NewReader(p2), int64(len(p2)), "")
-	if _, err := e.l.CompleteUpload(ctx, "bkt", small, []CompletePart{{1, s1.ETag}, {2, s2.ETag}}); !errors.Is(err, ErrEntityTooSmall) {
+	if _, err := e.l.CompleteUpload(ctx, "bkt", small, []CompletePart{{1, s1.ETag}, {2, s2.ETag}}, nil); !errors.Is(err, ErrEntityTooSmall) {
 		t.Fatalf("small part: %v", err)
 	}
 	ups, _, err := e.l.ListUploads(ctx, "bkt", "", 0)
 	if err != nil || len(ups) != 2 {
 		t.Fatalf("list uploads: %v %d", err, len(ups))
 	}
-	info, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{1, `"` + i1.ETag + `"`}, {2, i2.ETag}})
+	info, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{1, `"` + i1.ETag + `"`}, {2, i2.ETag}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +373,7 @@ func TestMultipart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.l.CompleteUpload(ctx, "bkt", cp, []CompletePart{{1, pc.ETag}}); err != nil {
+	if _, err := e.l.CompleteUpload(ctx, "bkt", cp, []CompletePart{{1, pc.ETag}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = e.get("bkt", "copy", 0, -1)

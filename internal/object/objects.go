@@ -22,6 +22,51 @@ type PutOptions struct {
 	Tags     map[string]string
 	// ContentMD5, when set (hex), must match the body's MD5.
 	ContentMD5 string
+	// Precondition, when set, makes the write conditional on the
+	// object's current state (S3 If-Match / If-None-Match); see
+	// Precondition.
+	Precondition Precondition
+}
+
+// Precondition is checked against the object's current state (its ETag,
+// or exists false) before any data is written, and again atomically with
+// the commit: the commit only succeeds if the object record is still the
+// one that was checked. A non-nil error refuses the write and is returned
+// as is. If the object changed in between and the new state still passes,
+// the write fails with ErrConditionalConflict instead of committing over
+// a state nobody checked.
+type Precondition func(etag string, exists bool) error
+
+// checkPrecondition evaluates p against the current object and returns
+// the object record's revision (0: absent) the commit must still see.
+func (l *Layer) checkPrecondition(ctx context.Context, bucket, key string, p Precondition) (int64, error) {
+	info, rev, err := l.head(ctx, bucket, key)
+	exists := err == nil
+	if err != nil && !errors.Is(err, ErrNoSuchKey) {
+		return 0, err
+	}
+	if err := p(info.ETag, exists); err != nil {
+		return 0, err
+	}
+	return rev, nil
+}
+
+// preconditionLost explains a commit conflict on a conditional write: it
+// returns the precondition's refusal or ErrConditionalConflict when the
+// object record moved on from rev, and nil when it did not (the conflict
+// came from elsewhere).
+func (l *Layer) preconditionLost(ctx context.Context, bucket, key string, p Precondition, rev int64) error {
+	info, cur, err := l.head(ctx, bucket, key)
+	if err != nil && !errors.Is(err, ErrNoSuchKey) {
+		return err
+	}
+	if cur == rev {
+		return nil
+	}
+	if perr := p(info.ETag, err == nil); perr != nil {
+		return perr
+	}
+	return fmt.Errorf("%w: %s/%s", ErrConditionalConflict, bucket, key)
 }
 
 // ObjectInfo is an object record with its name.
@@ -48,6 +93,13 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	if opts.Size > l.opts.MaxObjectBytes {
 		return ObjectInfo{}, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, opts.Size, l.opts.MaxObjectBytes)
 	}
+	var orev int64
+	if opts.Precondition != nil {
+		// Check before writing any data, so a refused write costs nothing.
+		if orev, err = l.checkPrecondition(ctx, bucket, key, opts.Precondition); err != nil {
+			return ObjectInfo{}, err
+		}
+	}
 	if err := l.pool.enter(ctx); err != nil {
 		return ObjectInfo{}, err
 	}
@@ -68,10 +120,18 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	okey := meta.ObjectKey(bucket, key)
 	err = w.commit(ctx, func(t *meta.Txn) {
 		t.If(meta.BucketKey(bucket), brev)
+		if opts.Precondition != nil {
+			t.If(okey, orev)
+		}
 		t.Put(okey, meta.Encode(obj))
 	})
 	if err != nil {
 		w.abort(ctx)
+		if errors.Is(err, meta.ErrConflict) && opts.Precondition != nil {
+			if perr := l.preconditionLost(ctx, bucket, key, opts.Precondition, orev); perr != nil {
+				return ObjectInfo{}, perr
+			}
+		}
 		if errors.Is(err, meta.ErrConflict) {
 			// The bucket changed under us (being deleted); report it gone
 			// if it is, otherwise as a conflict to retry.

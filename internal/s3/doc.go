@@ -34,9 +34,12 @@
 //   - Buckets are unversioned. Version IDs other than "null" are rejected
 //     with InvalidArgument; ListObjectVersions reports every object as its
 //     single "null" version.
-//   - Conditional PUT (If-Match / If-None-Match) is evaluated against the
-//     object's record before the write, not atomically with the commit: two
-//     racing conditional writers can both succeed.
+//   - Conditional PUT and CompleteMultipartUpload (If-Match /
+//     If-None-Match) are checked before any data is written and again
+//     atomically with the metadata commit (compare-and-swap on the object
+//     record): of two racing create-only writers exactly one succeeds, the
+//     other gets 412; a write whose object changed in between but still
+//     passes gets 409 ConditionalRequestConflict, as on AWS.
 //   - CopyObject without x-amz-storage-class keeps the source's class and
 //     replication vector (the object layer's rule), where AWS would reset
 //     the copy to STANDARD.

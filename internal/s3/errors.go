@@ -24,6 +24,13 @@ var (
 			"the tiers it names are full or have too few devices.",
 		HTTPStatusCode: http.StatusInsufficientStorage,
 	}
+	// errConditionalConflict is AWS's answer when a conditional write races
+	// with another write to the same key.
+	errConditionalConflict = s3err.APIError{
+		Code:           "ConditionalRequestConflict",
+		Description:    "A conflicting operation occurred. If using PutObject you can retry the request.",
+		HTTPStatusCode: http.StatusConflict,
+	}
 	// errInvalidStorageClass is AWS's answer to an unknown
 	// x-amz-storage-class; Terrace also uses it for a class whose vector
 	// names a tier the cluster does not have.
@@ -100,6 +107,8 @@ func (b *Backend) mapErr(op string, err error, bucket string) error {
 		return s3err.GetAPIError(s3err.ErrBadDigest)
 	case errors.Is(err, object.ErrUnknownClass), errors.Is(err, model.ErrInvalidVector):
 		return errInvalidStorageClass
+	case errors.Is(err, object.ErrConditionalConflict):
+		return errConditionalConflict
 	case errors.Is(err, object.ErrIncompleteBody):
 		return s3err.GetAPIError(s3err.ErrIncompleteBody)
 	case errors.Is(err, meta.ErrConflict):

@@ -199,10 +199,7 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 			return res, "", s3err.GetIncorrectMpObjectSizeErr(*in.MpuObjectSize, total)
 		}
 	}
-	if err := b.checkPutConditions(ctx, "CompleteMultipartUpload", bucket, key, in.IfMatch, in.IfNoneMatch); err != nil {
-		return res, "", err
-	}
-	info, err := b.layer.CompleteUpload(ctx, bucket, uploadID, parts)
+	info, err := b.layer.CompleteUpload(ctx, bucket, uploadID, parts, putPrecondition(in.IfMatch, in.IfNoneMatch))
 	if err != nil {
 		return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -163,6 +164,46 @@ func TestConditionalRequests(t *testing.T) {
 	}
 	_, err = c.PutObject(ctx, &s3.PutObjectInput{Bucket: &b, Key: aws.String("k"), Body: strings.NewReader("y"), IfMatch: aws.String(`"0123"`)})
 	wantErr(t, "if-match put with stale etag", err, "PreconditionFailed", 412)
+
+	// Racing create-only writers: exactly one wins, every other one is
+	// refused, and the object holds the winner's bytes.
+	const racers = 8
+	var wg sync.WaitGroup
+	errs := make([]error, racers)
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.PutObject(ctx, &s3.PutObjectInput{Bucket: &b, Key: aws.String("race"),
+				Body: strings.NewReader(fmt.Sprintf("writer %d", i)), IfNoneMatch: aws.String("*")})
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			if winner >= 0 {
+				t.Fatalf("writers %d and %d both created the object", winner, i)
+			}
+			winner = i
+			continue
+		}
+		if _, status := apiErr(err); status != 412 && status != 409 {
+			t.Fatalf("losing writer %d: %v (status %d), want 412 or 409", i, err, status)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no create-only writer succeeded")
+	}
+	got, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b, Key: aws.String("race")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(got.Body)
+	got.Body.Close()
+	if string(body) != fmt.Sprintf("writer %d", winner) {
+		t.Fatalf("object holds %q, the winner was writer %d", body, winner)
+	}
 }
 
 func TestDeleteAndDeleteObjects(t *testing.T) {

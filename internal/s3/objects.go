@@ -35,19 +35,16 @@ func (b *Backend) head(ctx context.Context, op, bucket, key string, version *str
 	return info, b.mapErr(op, err, bucket)
 }
 
-// checkPutConditions evaluates If-Match / If-None-Match of a write against
-// the current object. It is advisory: the write that follows is not atomic
-// with it (see the package doc).
-func (b *Backend) checkPutConditions(ctx context.Context, op, bucket, key string, ifMatch, ifNoneMatch *string) error {
+// putPrecondition turns If-Match / If-None-Match of a write into an
+// object-layer precondition, which the layer checks before writing and
+// again atomically with the commit (nil when neither header is set).
+func putPrecondition(ifMatch, ifNoneMatch *string) object.Precondition {
 	if ifMatch == nil && ifNoneMatch == nil {
 		return nil
 	}
-	info, err := b.layer.Head(ctx, bucket, key)
-	exists := err == nil
-	if err != nil && !errors.Is(err, object.ErrNoSuchKey) {
-		return b.mapErr(op, err, bucket)
+	return func(etag string, exists bool) error {
+		return backend.EvaluateObjectPutPreconditions(etag, ifMatch, ifNoneMatch, exists)
 	}
-	return backend.EvaluateObjectPutPreconditions(info.ETag, ifMatch, ifNoneMatch, exists)
 }
 
 // PutObject stores an object under the vector its storage class (or the
@@ -71,9 +68,6 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 			return s3response.PutObjectOutput{}, s3err.GetEntityTooLargeErr(declared, limit)
 		}
 	}
-	if err := b.checkPutConditions(ctx, "PutObject", bucket, key, in.IfMatch, in.IfNoneMatch); err != nil {
-		return s3response.PutObjectOutput{}, err
-	}
 	body, err := verifyBody(in.Body, declared, checksumHeaders{
 		CRC32: in.ChecksumCRC32, CRC32C: in.ChecksumCRC32C, CRC64NVME: in.ChecksumCRC64NVME,
 		SHA1: in.ChecksumSHA1, SHA256: in.ChecksumSHA256, SHA512: in.ChecksumSHA512, MD5: in.ChecksumMD5,
@@ -93,6 +87,8 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		Headers:  ch.toMap(),
 		UserMeta: userMeta(in.Metadata),
 		Tags:     tags,
+
+		Precondition: putPrecondition(in.IfMatch, in.IfNoneMatch),
 	})
 	if err != nil {
 		return s3response.PutObjectOutput{}, b.mapErr("PutObject", err, bucket)
