@@ -46,6 +46,11 @@ type Options struct {
 	// handing it to the Curator (GC, tiering). One minute keeps hot
 	// writers appending to the same egroup while idle ones are released.
 	SealIdleAfter time.Duration
+	// OrphanGrace delays start-up removal of replica files that have no
+	// egroup record (see Recover). 0 removes them at once, which is right
+	// for a single node; in a cluster a peer may be between writing such
+	// a file and committing its record, so the server sets minutes.
+	OrphanGrace time.Duration
 	// FallbackEgroupLifetime is how long an open egroup that placement
 	// had to put on a slower tier (its preferred tier was full) keeps
 	// taking new writes; then it is sealed so the next write is placed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -20,11 +21,14 @@ type RecoveryReport struct {
 	Sealed        int
 	OrphanFiles   int
 	OrphanRemoved int
+	// OrphanDeferred files are removed after Options.OrphanGrace, if their
+	// egroup still has no record then.
+	OrphanDeferred int
 }
 
 func (r RecoveryReport) String() string {
-	return fmt.Sprintf("egroups=%d intact=%d truncated=%d damaged=%d missing=%d sealed=%d orphan_files_removed=%d",
-		r.Egroups, r.Intact, r.Truncated, r.Damaged, r.Missing, r.Sealed, r.OrphanRemoved)
+	return fmt.Sprintf("egroups=%d intact=%d truncated=%d damaged=%d missing=%d sealed=%d orphan_files_removed=%d orphan_files_deferred=%d",
+		r.Egroups, r.Intact, r.Truncated, r.Damaged, r.Missing, r.Sealed, r.OrphanRemoved, r.OrphanDeferred)
 }
 
 // Recover brings this node's replica files in line with metadata after a
@@ -36,7 +40,11 @@ func (r RecoveryReport) String() string {
 //   - egroups this node left open are sealed (other nodes' open egroups
 //     belong to their live writers);
 //   - replica files with no egroup record (an unacknowledged write's new
-//     egroup) are removed.
+//     egroup) are removed: at once when Options.OrphanGrace is 0 (a single
+//     node, whose only writers died with it), otherwise after the grace, if
+//     their egroup still has no record then. In a cluster a peer may have
+//     created the file for a write it has not committed yet; removing it
+//     early would leave the committed egroup a replica short.
 func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, error) {
 	var rep RecoveryReport
 	known := map[model.DeviceID]map[uint64]bool{}
@@ -112,16 +120,66 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 			l.opts.Logger.Error("recover: list device", "device", dev.ID(), "err", err)
 			continue
 		}
+		var deferred []uint64
 		for _, id := range ids {
 			if known[dev.ID()][id] {
 				continue
 			}
+			// The scan above is not atomic with the listing: a record
+			// committed in between makes the file live. Ask again.
+			if live, err := l.egroupRecorded(ctx, id); err != nil || live {
+				continue
+			}
 			rep.OrphanFiles++
+			if l.opts.OrphanGrace > 0 {
+				deferred = append(deferred, id)
+				continue
+			}
 			if err := st.Remove(id); err == nil {
 				rep.OrphanRemoved++
 			}
 		}
+		if len(deferred) > 0 {
+			rep.OrphanDeferred += len(deferred)
+			l.bg.Add(1)
+			go l.removeOrphansLater(st, deferred)
+		}
 	}
 	l.snaps.invalidate()
 	return rep, nil
+}
+
+// egroupRecorded reports whether egroup id has a record (linearizably).
+func (l *Layer) egroupRecorded(ctx context.Context, id uint64) (bool, error) {
+	_, err := l.kv.Get(ctx, meta.EgroupKey(id))
+	if errors.Is(err, meta.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// removeOrphansLater removes the given replica files after the orphan
+// grace unless their egroup has been recorded by then.
+func (l *Layer) removeOrphansLater(st *extent.Store, ids []uint64) {
+	defer l.bg.Done()
+	select {
+	case <-l.stop:
+		return // the next start-up looks at them again
+	case <-time.After(l.opts.OrphanGrace):
+	}
+	removed := 0
+	for _, id := range ids {
+		live, err := l.egroupRecorded(context.Background(), id)
+		if err != nil {
+			l.opts.Logger.Warn("orphan check failed; leaving the file for the next start-up", "egroup", meta.FormatID(id), "err", err)
+			continue
+		}
+		if live {
+			continue
+		}
+		if err := st.Remove(id); err == nil {
+			removed++
+		}
+	}
+	l.opts.Logger.Info("removed orphan replica files after the grace", "device", st.Device().ID(), "removed", removed, "candidates", len(ids))
 }

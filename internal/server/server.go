@@ -117,6 +117,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		StatsInterval:  cfg.StatsInterval,
 		AccessWindow:   cfg.Curator.HotWindow,
 		EgroupMaxBytes: cfg.EgroupMaxBytes,
+		OrphanGrace:    orphanGrace(cfg),
 		// Extents never straddle egroups: a small egroup takes small extents.
 		ExtentMaxBytes: extentSizeFor(cfg.EgroupMaxBytes),
 		Logger:         log,
@@ -314,6 +315,17 @@ func newPolicy(name string) (placement.Policy, error) {
 func extentSizeFor(egroupMax int64) int64 {
 	if egroupMax > 0 && egroupMax < 4<<20 {
 		return egroupMax
+	}
+	return 0
+}
+
+// orphanGrace is how long start-up recovery waits before removing replica
+// files that have no egroup record: at once on a single node, two minutes
+// in a cluster, where a peer may be between writing such a file here and
+// committing its record (writes that take longer fail and re-place).
+func orphanGrace(cfg Config) time.Duration {
+	if cfg.Clustered() {
+		return 2 * time.Minute
 	}
 	return 0
 }
