@@ -18,8 +18,17 @@ func TestOrphanFilesWaitForTheGrace(t *testing.T) {
 	ctx := context.Background()
 	dev := e.local.Devices()[0]
 	st, _ := e.local.Store(dev.ID())
-	const orphan, lateCommit = 900001, 900002
-	for _, id := range []uint64{orphan, lateCommit} {
+	const orphan, lateCommit, movedAway = 900001, 900002, 900003
+	// movedAway's record lists another device only: its file here is a
+	// leftover of a move and an orphan too.
+	var moved meta.Txn
+	moved.Put(meta.EgroupKey(movedAway), meta.Encode(meta.Egroup{
+		Replicas: []meta.EgroupReplica{{Device: "n9/hdd0", Node: "n9", Tier: "hdd"}}, State: meta.EgroupSealed,
+	}))
+	if _, err := e.kv.Commit(ctx, &moved); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{orphan, lateCommit, movedAway} {
 		if err := st.Create(id); err != nil {
 			t.Fatal(err)
 		}
@@ -34,8 +43,8 @@ func TestOrphanFilesWaitForTheGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.OrphanFiles != 2 || rep.OrphanDeferred != 2 || rep.OrphanRemoved != 0 {
-		t.Fatalf("recovery report %s, want 2 orphans deferred", rep)
+	if rep.OrphanFiles != 3 || rep.OrphanDeferred != 3 || rep.OrphanRemoved != 0 {
+		t.Fatalf("recovery report %s, want 3 orphans deferred", rep)
 	}
 	if ids, _ := st.List(); !slices.Contains(ids, orphan) || !slices.Contains(ids, lateCommit) {
 		t.Fatalf("orphan files removed before the grace: %v", ids)
@@ -51,7 +60,7 @@ func TestOrphanFilesWaitForTheGrace(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ids, _ := st.List()
-		if !slices.Contains(ids, orphan) {
+		if !slices.Contains(ids, orphan) && !slices.Contains(ids, movedAway) {
 			if !slices.Contains(ids, lateCommit) {
 				t.Fatal("a file whose egroup was recorded during the grace was removed")
 			}

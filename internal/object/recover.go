@@ -127,7 +127,7 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 			}
 			// The scan above is not atomic with the listing: a record
 			// committed in between makes the file live. Ask again.
-			if live, err := l.egroupRecorded(ctx, id); err != nil || live {
+			if live, err := l.replicaRecorded(ctx, id, dev.ID()); err != nil || live {
 				continue
 			}
 			rep.OrphanFiles++
@@ -149,13 +149,24 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 	return rep, nil
 }
 
-// egroupRecorded reports whether egroup id has a record (linearizably).
-func (l *Layer) egroupRecorded(ctx context.Context, id uint64) (bool, error) {
-	_, err := l.kv.Get(ctx, meta.EgroupKey(id))
+// replicaRecorded reports whether egroup id's record (read linearizably)
+// lists a replica on device dev. A record that lists other devices only
+// (the egroup moved away) leaves this file an orphan.
+func (l *Layer) replicaRecorded(ctx context.Context, id uint64, dev model.DeviceID) (bool, error) {
+	var eg meta.Egroup
+	_, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(id), &eg)
 	if errors.Is(err, meta.ErrNotFound) {
 		return false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return false, err
+	}
+	for _, r := range eg.Replicas {
+		if r.Device == dev {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // removeOrphansLater removes the given replica files after the orphan
@@ -169,7 +180,7 @@ func (l *Layer) removeOrphansLater(st *extent.Store, ids []uint64) {
 	}
 	removed := 0
 	for _, id := range ids {
-		live, err := l.egroupRecorded(context.Background(), id)
+		live, err := l.replicaRecorded(context.Background(), id, st.Device().ID())
 		if err != nil {
 			l.opts.Logger.Warn("orphan check failed; leaving the file for the next start-up", "egroup", meta.FormatID(id), "err", err)
 			continue
