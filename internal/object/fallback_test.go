@@ -3,6 +3,7 @@ package object
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -73,12 +74,22 @@ func TestFallbackEgroupRetires(t *testing.T) {
 		x := loc.Extents[len(loc.Extents)-1]
 		return x.Egroup, x.Replicas[0].Tier
 	}
-	// Fill the ssd to just under the point where it stops taking writes.
-	put("fill", 3<<20+512<<10)
-	info := put("spill", 64<<10)
-	eg, tier := tierOf(info)
-	if tier != model.TierHDD {
-		t.Fatalf("test premise: with the ssd full a write should spill to hdd, went to %s", tier)
+	// Fill the ssd until a write spills to hdd. Sealing after each write
+	// empties the pool, so every write places a fresh egroup.
+	put("fill", 3<<20)
+	var eg uint64
+	for i := 0; ; i++ {
+		if _, err := l.SealIdle(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		id, tier := tierOf(put(fmt.Sprintf("spill-%d", i), 64<<10))
+		if tier == model.TierHDD {
+			eg = id
+			break
+		}
+		if i == 64 {
+			t.Fatal("test premise: writes never spilled to hdd although the 4 MiB ssd is full")
+		}
 	}
 	// Within the lifetime the spill egroup keeps taking writes.
 	mu.Lock()
