@@ -2,7 +2,8 @@ package tiering
 
 import (
 	"context"
-	"math/rand/v2"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ func TestCuratorOnOffMiniature(t *testing.T) {
 	defer cancel()
 	res, err := onoff.Run(ctx, onoff.Options{
 		Binary: bin, Dir: filepath.Join(out, "work"), Out: out,
-		BasePort: 30000 + rand.IntN(200)*100,
+		BasePort: freeBlock(t),
 		SSDBytes: 8 << 20, HDDBytes: 256 << 20,
 		Exec: 4 * time.Second, Warmup: time.Second, Rate: 30, Concurrency: 8,
 		Emulate: true,
@@ -65,4 +66,27 @@ func TestCuratorOnOffMiniature(t *testing.T) {
 	if !strings.Contains(string(sum), "Mean latency OFF/ON") {
 		t.Errorf("summary has no latency ratio:\n%s", sum)
 	}
+}
+
+// freeBlock finds a block of 200 ports (two clusters, one per mode, of
+// base+100·mode+10·node+0..4) that nothing listens on, below the kernel's
+// ephemeral range (32768+) so outgoing connections cannot take them.
+func freeBlock(t *testing.T) int {
+	t.Helper()
+	for base := 24000; base < 32000; base += 500 {
+		free := true
+		for p := base; p < base+200 && free; p++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free {
+			return base
+		}
+	}
+	t.Fatal("no free block of 200 ports in 24000-32000")
+	return 0
 }
