@@ -112,6 +112,32 @@ func (o *Options) EnsureDefaults() {
 	}
 }
 
+// Validate rejects options that cannot describe a run (after defaults).
+func (o *Options) Validate() error {
+	switch {
+	case o.Nodes < 2:
+		return fmt.Errorf("onoff: %d nodes; the experiment needs at least 2 (vector any=2)", o.Nodes)
+	case o.SSDBytes <= 0 || o.HDDBytes <= 0:
+		return fmt.Errorf("onoff: device sizes must be positive (ssd %d, hdd %d)", o.SSDBytes, o.HDDBytes)
+	case o.Rate < 0:
+		return fmt.Errorf("onoff: rate %.1f/s is negative", o.Rate)
+	case o.MaxInFlight < 1:
+		return fmt.Errorf("onoff: max in flight %d must be at least 1", o.MaxInFlight)
+	case o.Exec <= 0:
+		return fmt.Errorf("onoff: execution phase %s must be positive", o.Exec)
+	case o.Warmup < 0 || o.Warmup >= o.Exec:
+		return fmt.Errorf("onoff: warm-up %s must be at least 0 and shorter than the execution phase %s", o.Warmup, o.Exec)
+	case o.EgroupBytes < 256<<10:
+		return fmt.Errorf("onoff: egroup size %d below 256 KiB", o.EgroupBytes)
+	}
+	for _, m := range o.Modes {
+		if m != "on" && m != "off" {
+			return fmt.Errorf("onoff: unknown mode %q (want on, off)", m)
+		}
+	}
+	return nil
+}
+
 // Sample is one point of the time series.
 type Sample struct {
 	Mode      string
@@ -331,6 +357,9 @@ func curatorConfig(mode string, egroupBytes int64) string {
 // Run runs every mode and writes results under o.Out.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package onoff
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,5 +47,32 @@ func TestOpenLoopStopsOnCancel(t *testing.T) {
 	openLoop(ctx, Options{Rate: 1000, MaxInFlight: 4, Seed: 1}, time.Now().Add(time.Hour), func(*rand.Rand, time.Time) { n++ })
 	if n > 4 {
 		t.Fatalf("%d operations after cancel", n)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*Options)
+		want string
+	}{
+		{"negative rate", func(o *Options) { o.Rate = -1 }, "negative"},
+		{"warm-up as long as execution", func(o *Options) { o.Exec, o.Warmup = time.Minute, time.Minute }, "warm-up"},
+		{"one node", func(o *Options) { o.Nodes = 1 }, "at least 2"},
+		{"bad mode", func(o *Options) { o.Modes = []string{"on", "maybe"} }, "unknown mode"},
+		{"tiny egroups", func(o *Options) { o.EgroupBytes = 4096 }, "egroup"},
+	} {
+		o := Options{}
+		c.set(&o)
+		o.EnsureDefaults()
+		err := o.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+	o := Options{Rate: 180, Warmup: 90 * time.Second, Exec: 150 * time.Second}
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("the documented run: %v", err)
 	}
 }
