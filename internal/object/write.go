@@ -40,6 +40,11 @@ type openEgroup struct {
 	broken   bool // a replica failed; never append again
 }
 
+// retired reports whether a fallback egroup's lifetime has run out.
+func (e *openEgroup) retired(now time.Time) bool {
+	return !e.retireAt.IsZero() && !now.Before(e.retireAt)
+}
+
 func (e *openEgroup) modelReplicas() []model.Replica {
 	out := make([]model.Replica, len(e.replicas))
 	for i, r := range e.replicas {
@@ -82,7 +87,7 @@ func (p *egroupPool) take(v model.Vector) *openEgroup {
 	// Newest first; retired ones stay for SealIdle to seal.
 	for i := len(list) - 1; i >= 0; i-- {
 		e := list[i]
-		if !e.retireAt.IsZero() && !now.Before(e.retireAt) {
+		if e.retired(now) {
 			continue
 		}
 		p.idle[k] = append(list[:i:i], list[i+1:]...)
@@ -112,7 +117,7 @@ func (p *egroupPool) takeIdle(cutoff time.Time) []*openEgroup {
 	for k, list := range p.idle {
 		keep := list[:0]
 		for _, e := range list {
-			if !e.idleSince.After(cutoff) || (!e.retireAt.IsZero() && !now.Before(e.retireAt)) {
+			if !e.idleSince.After(cutoff) || e.retired(now) {
 				out = append(out, e)
 			} else {
 				keep = append(keep, e)
