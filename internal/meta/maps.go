@@ -14,16 +14,18 @@ import (
 // Key prefixes of the typed maps. One byte plus '/' keeps keys compact (etcd
 // stores every key in every revision) while staying readable in a dump.
 const (
-	PrefixBucket  = "b/"
-	PrefixObject  = "o/"
-	PrefixExtent  = "x/"
-	PrefixEgroup  = "g/"
-	PrefixAccess  = "a/"
-	PrefixUpload  = "u/"
-	PrefixCluster = "c/"
-	PrefixPolicy  = "p/"
-	PrefixJob     = "j/"
-	PrefixSeq     = "s/"
+	PrefixBucket = "b/"
+	// PrefixBucketGuard holds each bucket's guard record; see BucketGuard.
+	PrefixBucketGuard = "bg/"
+	PrefixObject      = "o/"
+	PrefixExtent      = "x/"
+	PrefixEgroup      = "g/"
+	PrefixAccess      = "a/"
+	PrefixUpload      = "u/"
+	PrefixCluster     = "c/"
+	PrefixPolicy      = "p/"
+	PrefixJob         = "j/"
+	PrefixSeq         = "s/"
 )
 
 // Bucket is a bucket record.
@@ -34,6 +36,24 @@ type Bucket struct {
 	Vector  model.Vector `json:"v,omitempty"` // default vector; zero = cluster default
 	// Opaque S3 sub-resources stored for the gateway (ACL, policy, tags, ...).
 	Attrs map[string][]byte `json:"a,omitempty"`
+}
+
+// BucketGuard is the part of a bucket's state that object writes depend
+// on: which incarnation of the bucket they write into and whether it is
+// being deleted. Object commits compare the guard's revision instead of
+// the bucket record's, so changing a bucket's tags, ACL, policy or default
+// vector never fails an upload in flight; creating, deleting or marking a
+// bucket for deletion does. A bucket created before guards existed has no
+// guard record (revision 0), which commits compare just as well.
+//
+// Changes that must fail concurrent writes (versioning or object-lock
+// state, once they exist) rewrite the guard in the same transaction as the
+// bucket record.
+type BucketGuard struct {
+	Created int64 `json:"c"` // the bucket record's Created: its incarnation
+	// DeletingSince is when a DeleteBucket marked the bucket (unix ns),
+	// 0 when it is not being deleted.
+	DeletingSince int64 `json:"d,omitempty"`
 }
 
 // ExtentRef is an object's reference to a run of bytes of an extent.
@@ -138,6 +158,8 @@ type Part struct {
 // Key builders. IDs are fixed-width hex so that key order is numeric order.
 
 func BucketKey(bucket string) []byte { return []byte(PrefixBucket + bucket) }
+
+func BucketGuardKey(bucket string) []byte { return []byte(PrefixBucketGuard + bucket) }
 
 func ObjectKey(bucket, key string) []byte { return []byte(PrefixObject + bucket + "\x00" + key) }
 

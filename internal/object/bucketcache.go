@@ -10,9 +10,9 @@ import (
 )
 
 // bucketCacheTTL bounds how long a cached bucket record is trusted without
-// a watch event. Writes compare the bucket's revision at commit, so a stale
-// entry can only turn into a conflict, never into a wrong write; the TTL
-// and the watch keep such conflicts rare.
+// a watch event. Writes compare the bucket's guard at commit, so a stale
+// entry can only turn into a retried commit, never into a wrong write; the
+// TTL and the watch keep such retries rare.
 const bucketCacheTTL = 2 * time.Second
 
 // bucketCache saves the metadata read of the bucket record on every write
@@ -23,9 +23,8 @@ type bucketCache struct {
 }
 
 type bucketEntry struct {
-	b   meta.Bucket
-	rev int64
-	at  time.Time
+	v  bucketView
+	at time.Time
 }
 
 func newBucketCache() *bucketCache { return &bucketCache{entries: map[string]bucketEntry{}} }
@@ -55,12 +54,18 @@ func (c *bucketCache) drop(name string) {
 	c.mu.Unlock()
 }
 
-// watchBuckets drops cache entries as bucket records change.
+// watchBuckets drops cache entries as bucket records and guards change.
+// Both prefixes ("b/" and "bg/") start with "b", and no other map does.
 func (l *Layer) watchBuckets(ctx context.Context) {
 	defer l.bg.Done()
 	for ctx.Err() == nil {
-		for ev := range l.kv.Watch(ctx, []byte(meta.PrefixBucket)) {
-			l.buckets.drop(strings.TrimPrefix(string(ev.Item.Key), meta.PrefixBucket))
+		for ev := range l.kv.Watch(ctx, []byte("b")) {
+			k := string(ev.Item.Key)
+			if name, ok := strings.CutPrefix(k, meta.PrefixBucketGuard); ok {
+				l.buckets.drop(name)
+			} else {
+				l.buckets.drop(strings.TrimPrefix(k, meta.PrefixBucket))
+			}
 		}
 		// The watch closed (lagging, or the store restarted): forget
 		// everything, then watch again.
@@ -74,15 +79,15 @@ func (l *Layer) watchBuckets(ctx context.Context) {
 	}
 }
 
-// cachedBucket is GetBucket through the cache, for writers whose commit
-// compares the bucket revision.
-func (l *Layer) cachedBucket(ctx context.Context, name string) (meta.Bucket, int64, error) {
+// cachedBucket is liveBucket through the cache, for writers whose commit
+// compares the bucket's guard (guardedCommit).
+func (l *Layer) cachedBucket(ctx context.Context, name string) (bucketView, error) {
 	if e, ok := l.buckets.get(name, l.opts.Now()); ok {
-		return e.b, e.rev, nil
+		return e.v, nil
 	}
-	b, rev, err := l.GetBucket(ctx, name)
+	v, err := l.liveBucket(ctx, name)
 	if err == nil {
-		l.buckets.put(name, bucketEntry{b: b, rev: rev, at: l.opts.Now()})
+		l.buckets.put(name, bucketEntry{v: v, at: l.opts.Now()})
 	}
-	return b, rev, err
+	return v, err
 }

@@ -4,9 +4,12 @@ import "errors"
 
 // Errors the gateway maps to S3 error codes.
 var (
-	ErrNoSuchBucket        = errors.New("object: no such bucket")
-	ErrBucketExists        = errors.New("object: bucket already exists")
-	ErrBucketNotEmpty      = errors.New("object: bucket not empty")
+	ErrNoSuchBucket   = errors.New("object: no such bucket")
+	ErrBucketExists   = errors.New("object: bucket already exists")
+	ErrBucketNotEmpty = errors.New("object: bucket not empty")
+	// ErrBucketBusy: a bucket-level operation (a deletion) raced another
+	// one on the same bucket; retry.
+	ErrBucketBusy          = errors.New("object: bucket changed concurrently; retry")
 	ErrInvalidBucketName   = errors.New("object: invalid bucket name")
 	ErrNoSuchKey           = errors.New("object: no such key")
 	ErrInvalidKey          = errors.New("object: invalid object key")

@@ -9,6 +9,7 @@ type metrics struct {
 	replicaWriteFailures prometheus.Counter
 	egroupsCreated       prometheus.Counter
 	fallbackEgroups      prometheus.Counter
+	guardRetries         prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -25,11 +26,12 @@ func newMetrics() *metrics {
 		replicaWriteFailures: c("replica_write_failures_total", "Replica appends that failed and were re-placed."),
 		egroupsCreated:       c("egroups_created_total", "Extent groups created."),
 		fallbackEgroups:      c("fallback_egroups_total", "Extent groups placed on a slower tier than their vector prefers because it was full; they retire early."),
+		guardRetries:         c("bucket_guard_retries_total", "Object commits repeated because a bucket deletion was attempted (and refused) during the write."),
 	}
 }
 
 // Collectors returns the layer's Prometheus collectors for registration.
 func (l *Layer) Collectors() []prometheus.Collector {
 	m := l.m
-	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups}
+	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries}
 }

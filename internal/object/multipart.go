@@ -37,11 +37,11 @@ func (l *Layer) CreateUpload(ctx context.Context, bucket, key string, opts PutOp
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	b, brev, err := l.GetBucket(ctx, bucket)
+	bv, err := l.cachedBucket(ctx, bucket)
 	if err != nil {
 		return "", err
 	}
-	v, err := l.resolveVector(b, opts.Vector, opts.Class)
+	v, err := l.resolveVector(bv.Bucket, opts.Vector, opts.Class)
 	if err != nil {
 		return "", err
 	}
@@ -52,10 +52,14 @@ func (l *Layer) CreateUpload(ctx context.Context, bucket, key string, opts PutOp
 	id := hex.EncodeToString(raw[:])
 	up := meta.Upload{Key: key, Created: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
 		Headers: opts.Headers, UserMeta: opts.UserMeta, Tags: opts.Tags}
-	var t meta.Txn
-	t.If(meta.BucketKey(bucket), brev)
-	t.Put(meta.UploadKey(bucket, id), meta.Encode(up))
-	if _, err := l.kv.Commit(ctx, &t); err != nil {
+	err = l.guardedCommit(ctx, bucket, bv, nil, func(guardRev int64) error {
+		var t meta.Txn
+		t.If(meta.BucketGuardKey(bucket), guardRev)
+		t.Put(meta.UploadKey(bucket, id), meta.Encode(up))
+		_, err := l.kv.Commit(ctx, &t)
+		return err
+	})
+	if err != nil {
 		return "", err
 	}
 	return id, nil
@@ -287,7 +291,7 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 			return ObjectInfo{}, err
 		}
 	}
-	_, brev, err := l.GetBucket(ctx, bucket)
+	bv, err := l.cachedBucket(ctx, bucket)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -348,23 +352,30 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 	o.Mtime = l.opts.Now().UnixNano()
 	o.Vector, o.Class = up.Vector, up.Class
 	o.Headers, o.UserMeta, o.Tags = up.Headers, up.UserMeta, up.Tags
-	var t meta.Txn
-	t.If(meta.UploadKey(bucket, uploadID), urev)
-	t.If(meta.BucketKey(bucket), brev)
-	t.Del(meta.UploadKey(bucket, uploadID))
-	if pre != nil {
-		t.If(meta.ObjectKey(bucket, up.Key), orev)
-	}
-	t.Put(meta.ObjectKey(bucket, up.Key), meta.Encode(o))
-	if _, err := l.kv.Commit(ctx, &t); err != nil {
-		if errors.Is(err, meta.ErrConflict) && pre != nil {
+	lost := func() error {
+		if pre != nil {
 			if perr := l.preconditionLost(ctx, bucket, up.Key, pre, orev); perr != nil {
-				return ObjectInfo{}, perr
+				return perr
 			}
 		}
-		if errors.Is(err, meta.ErrConflict) {
-			return ObjectInfo{}, fmt.Errorf("%w: %s (completed or aborted concurrently)", ErrNoSuchUpload, uploadID)
+		if _, cur, err := l.GetUpload(ctx, bucket, uploadID); err != nil || cur != urev {
+			return fmt.Errorf("%w: %s (completed or aborted concurrently)", ErrNoSuchUpload, uploadID)
 		}
+		return nil
+	}
+	err = l.guardedCommit(ctx, bucket, bv, lost, func(guardRev int64) error {
+		var t meta.Txn
+		t.If(meta.UploadKey(bucket, uploadID), urev)
+		t.If(meta.BucketGuardKey(bucket), guardRev)
+		t.Del(meta.UploadKey(bucket, uploadID))
+		if pre != nil {
+			t.If(meta.ObjectKey(bucket, up.Key), orev)
+		}
+		t.Put(meta.ObjectKey(bucket, up.Key), meta.Encode(o))
+		_, err := l.kv.Commit(ctx, &t)
+		return err
+	})
+	if err != nil {
 		return ObjectInfo{}, err
 	}
 	l.deletePartRecords(ctx, bucket, uploadID)

@@ -82,11 +82,11 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
-	b, brev, err := l.cachedBucket(ctx, bucket)
+	bv, err := l.cachedBucket(ctx, bucket)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	v, err := l.resolveVector(b, opts.Vector, opts.Class)
+	v, err := l.resolveVector(bv.Bucket, opts.Vector, opts.Class)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -118,28 +118,21 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 		Headers: opts.Headers, UserMeta: opts.UserMeta, Tags: opts.Tags, Extents: w.refs(),
 	}
 	okey := meta.ObjectKey(bucket, key)
-	err = w.commit(ctx, func(t *meta.Txn) {
-		t.If(meta.BucketKey(bucket), brev)
-		if opts.Precondition != nil {
-			t.If(okey, orev)
-		}
-		t.Put(okey, meta.Encode(obj))
+	var explain func() error
+	if opts.Precondition != nil {
+		explain = func() error { return l.preconditionLost(ctx, bucket, key, opts.Precondition, orev) }
+	}
+	err = l.guardedCommit(ctx, bucket, bv, explain, func(guardRev int64) error {
+		return w.commit(ctx, func(t *meta.Txn) {
+			t.If(meta.BucketGuardKey(bucket), guardRev)
+			if opts.Precondition != nil {
+				t.If(okey, orev)
+			}
+			t.Put(okey, meta.Encode(obj))
+		})
 	})
 	if err != nil {
 		w.abort(ctx)
-		if errors.Is(err, meta.ErrConflict) && opts.Precondition != nil {
-			if perr := l.preconditionLost(ctx, bucket, key, opts.Precondition, orev); perr != nil {
-				return ObjectInfo{}, perr
-			}
-		}
-		if errors.Is(err, meta.ErrConflict) {
-			// The bucket changed under us (being deleted); report it gone
-			// if it is, otherwise as a conflict to retry.
-			l.buckets.drop(bucket)
-			if _, _, berr := l.GetBucket(ctx, bucket); berr != nil {
-				return ObjectInfo{}, berr
-			}
-		}
 		return ObjectInfo{}, err
 	}
 	w.release()
@@ -257,7 +250,7 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 	if err := checkKey(dstKey); err != nil {
 		return ObjectInfo{}, err
 	}
-	db, brev, err := l.GetBucket(ctx, dstBucket)
+	db, err := l.liveBucket(ctx, dstBucket)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -269,7 +262,7 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 	if explicit.IsZero() && opts.Class == "" {
 		explicit = src.Vector
 	}
-	v, err := l.resolveVector(db, explicit, class)
+	v, err := l.resolveVector(db.Bucket, explicit, class)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -283,19 +276,30 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 		o.Tags = opts.Tags
 	}
 	if v.Equal(src.Vector) {
-		var t meta.Txn
-		t.If(meta.BucketKey(dstBucket), brev)
+		sameKey := srcBucket == dstBucket && srcKey == dstKey
 		// The source must still be the object we read: if it was deleted
 		// or overwritten, its extents may already be garbage to the
 		// Curator, and sharing them would leave a dangling reference.
-		if srcBucket != dstBucket || srcKey != dstKey {
-			t.If(meta.ObjectKey(srcBucket, srcKey), srcRev)
-		}
-		t.Put(meta.ObjectKey(dstBucket, dstKey), meta.Encode(o))
-		if _, err := l.kv.Commit(ctx, &t); err != nil {
-			if errors.Is(err, meta.ErrConflict) {
-				return ObjectInfo{}, fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
+		srcGone := func() error {
+			if sameKey {
+				return nil
 			}
+			if _, cur, err := l.head(ctx, srcBucket, srcKey); err != nil || cur != srcRev {
+				return fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
+			}
+			return nil
+		}
+		err := l.guardedCommit(ctx, dstBucket, db, srcGone, func(guardRev int64) error {
+			var t meta.Txn
+			t.If(meta.BucketGuardKey(dstBucket), guardRev)
+			if !sameKey {
+				t.If(meta.ObjectKey(srcBucket, srcKey), srcRev)
+			}
+			t.Put(meta.ObjectKey(dstBucket, dstKey), meta.Encode(o))
+			_, err := l.kv.Commit(ctx, &t)
+			return err
+		})
+		if err != nil {
 			return ObjectInfo{}, err
 		}
 		return ObjectInfo{Bucket: dstBucket, Key: dstKey, Object: o}, nil

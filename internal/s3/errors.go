@@ -109,6 +109,8 @@ func (b *Backend) mapErr(op string, err error, bucket string) error {
 		return errInvalidStorageClass
 	case errors.Is(err, object.ErrConditionalConflict):
 		return errConditionalConflict
+	case errors.Is(err, object.ErrBucketBusy):
+		return errConflict
 	case errors.Is(err, object.ErrIncompleteBody):
 		return s3err.GetAPIError(s3err.ErrIncompleteBody)
 	case errors.Is(err, meta.ErrConflict):
