@@ -241,3 +241,73 @@ func TestLegacyBucketWithoutGuard(t *testing.T) {
 		t.Fatalf("guard left behind: %v", err)
 	}
 }
+
+// TestBucketCache: gateway lookups are served from the cache; this node's
+// own changes show at once, another node's (a write straight to the
+// metadata store) as soon as the watch delivers it, and a deleted bucket
+// is gone for readers and writers alike.
+func TestBucketCache(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	attr := func() string {
+		b, _, err := e.l.GetBucket(ctx, "bkt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b.Attrs["x"])
+	}
+	attr() // fill
+	if err := e.l.UpdateBucket(ctx, "bkt", func(b *meta.Bucket) error {
+		b.Attrs = map[string][]byte{"x": []byte("local")}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := attr(); got != "local" {
+		t.Fatalf("own change not visible at once: %q", got)
+	}
+	// Another node's change: written to the store behind the layer's back.
+	b, rev, err := e.l.getBucketFresh(ctx, "bkt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Attrs["x"] = []byte("remote")
+	var tx meta.Txn
+	tx.If(meta.BucketKey("bkt"), rev)
+	tx.Put(meta.BucketKey("bkt"), meta.Encode(b))
+	if _, err := e.kv.Commit(ctx, &tx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(bucketCacheTTL)
+	for attr() != "remote" {
+		if time.Now().After(deadline) {
+			t.Fatal("another node's change not visible within the cache TTL")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := e.l.DeleteBucket(ctx, "bkt"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.l.GetBucket(ctx, "bkt"); !errors.Is(err, ErrNoSuchBucket) {
+		t.Fatalf("deleted bucket still cached: %v", err)
+	}
+}
+
+// TestBucketCacheFillRacingDrop: a fill whose read started before an
+// invalidation is not stored.
+func TestBucketCacheFillRacingDrop(t *testing.T) {
+	c := newBucketCache()
+	gen := c.generation()
+	c.drop("b") // a watch event arrives while the fill is reading
+	c.put("b", bucketEntry{at: time.Now()}, gen)
+	if _, ok := c.get("b", time.Now()); ok {
+		t.Fatal("a fill that raced a drop was cached")
+	}
+	c.put("b", bucketEntry{at: time.Now()}, c.generation())
+	if _, ok := c.get("b", time.Now()); !ok {
+		t.Fatal("a clean fill was not cached")
+	}
+}

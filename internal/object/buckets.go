@@ -66,10 +66,30 @@ func (l *Layer) CreateBucket(ctx context.Context, name, owner string, vector mod
 	return err
 }
 
-// GetBucket returns the bucket record and its revision. A bucket that a
-// DeleteBucket is examining still exists: the deletion's commit is the
-// moment it stops existing, and a refused deletion leaves it as it was.
+// GetBucket returns the bucket record and its revision, from this node's
+// bucket cache when it holds the bucket (invalidated by watch events, so
+// another node's change shows within the watch's delay; this node's own
+// changes show at once). The gateway asks for a bucket's ACL, policy and
+// settings on every request; this keeps those lookups off the metadata
+// store. A bucket that a DeleteBucket is examining still exists: the
+// deletion's commit is the moment it stops existing, and a refused
+// deletion leaves it as it was. Callers that compare-and-swap the record
+// use getBucketFresh.
 func (l *Layer) GetBucket(ctx context.Context, name string) (meta.Bucket, int64, error) {
+	if e, ok := l.buckets.get(name, l.opts.Now()); ok {
+		return e.v.Bucket, e.v.rev, nil
+	}
+	gen := l.buckets.generation()
+	v, err := l.readBucket(ctx, name)
+	if err != nil {
+		return meta.Bucket{}, 0, err
+	}
+	l.buckets.put(name, bucketEntry{v: v, at: l.opts.Now()}, gen)
+	return v.Bucket, v.rev, nil
+}
+
+// getBucketFresh reads the bucket record from the metadata store.
+func (l *Layer) getBucketFresh(ctx context.Context, name string) (meta.Bucket, int64, error) {
 	var b meta.Bucket
 	rev, err := meta.GetRecord(ctx, l.kv, meta.BucketKey(name), &b)
 	if errors.Is(err, meta.ErrNotFound) {
@@ -80,7 +100,7 @@ func (l *Layer) GetBucket(ctx context.Context, name string) (meta.Bucket, int64,
 
 // readBucket reads the bucket record and its guard.
 func (l *Layer) readBucket(ctx context.Context, name string) (bucketView, error) {
-	b, rev, err := l.GetBucket(ctx, name)
+	b, rev, err := l.getBucketFresh(ctx, name)
 	if err != nil {
 		return bucketView{}, err
 	}
@@ -168,7 +188,7 @@ func (l *Layer) guardedCommit(ctx context.Context, bucket string, bv bucketView,
 // leaves the guard alone, so uploads in flight are not disturbed.
 func (l *Layer) UpdateBucket(ctx context.Context, name string, fn func(*meta.Bucket) error) error {
 	for attempt := 0; attempt < 16; attempt++ {
-		b, rev, err := l.GetBucket(ctx, name)
+		b, rev, err := l.getBucketFresh(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -178,11 +198,12 @@ func (l *Layer) UpdateBucket(ctx context.Context, name string, fn func(*meta.Buc
 		var t meta.Txn
 		t.If(meta.BucketKey(name), rev)
 		t.Put(meta.BucketKey(name), meta.Encode(b))
-		if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
+		_, err = l.kv.Commit(ctx, &t)
+		l.buckets.drop(name) // this node reads its own change at once
+		if errors.Is(err, meta.ErrConflict) {
 			continue
-		} else {
-			return err
 		}
+		return err
 	}
 	return fmt.Errorf("object: update bucket %s: too much contention", name)
 }
@@ -228,6 +249,7 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 	mark.If(meta.BucketGuardKey(name), bv.guardRev)
 	mark.Put(meta.BucketGuardKey(name), meta.Encode(meta.BucketGuard{Created: bv.Created, DeletingSince: l.opts.Now().UnixNano()}))
 	markRev, err := l.kv.Commit(ctx, &mark)
+	l.buckets.drop(name)
 	if err != nil {
 		if errors.Is(err, meta.ErrConflict) {
 			return fmt.Errorf("%w: delete bucket %s", ErrBucketBusy, name)
@@ -238,7 +260,9 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 		var t meta.Txn
 		t.If(meta.BucketGuardKey(name), markRev)
 		t.Put(meta.BucketGuardKey(name), meta.Encode(meta.BucketGuard{Created: bv.Created}))
-		if _, err := l.kv.Commit(context.WithoutCancel(ctx), &t); err != nil {
+		_, err := l.kv.Commit(context.WithoutCancel(ctx), &t)
+		l.buckets.drop(name)
+		if err != nil {
 			// Writers clear the mark themselves once it is stale.
 			l.opts.Logger.Error("un-mark bucket deletion failed", "bucket", name, "err", err)
 		}
@@ -272,7 +296,9 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 	del.If(meta.BucketGuardKey(name), markRev)
 	del.Del(meta.BucketKey(name))
 	del.Del(meta.BucketGuardKey(name))
-	if _, err = l.kv.Commit(ctx, &del); errors.Is(err, meta.ErrConflict) {
+	_, err = l.kv.Commit(ctx, &del)
+	l.buckets.drop(name)
+	if errors.Is(err, meta.ErrConflict) {
 		// A writer found our mark stale and cleared it: it may have
 		// written into the bucket, so it is not ours to delete any more.
 		return fmt.Errorf("%w: delete bucket %s", ErrBucketBusy, name)
