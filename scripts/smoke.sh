@@ -13,10 +13,16 @@ S3=127.0.0.1:$(port); ADMIN=127.0.0.1:$(port)
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
+# The admin API answers unsigned requests with 401: any HTTP answer means up.
 for _ in $(seq 1 100); do
-  curl -fsS "http://$ADMIN/v1/status" >/dev/null 2>&1 && break
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$ADMIN/v1/status")" != 000 ] && break
   sleep 0.1
 done
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://$ADMIN/v1/status")
+if [ "$code" != 401 ]; then
+  echo "smoke: an unsigned admin request got HTTP $code, want 401"; exit 1
+fi
+echo "smoke: unsigned admin request refused (401)"
 export TERRACE_S3_ENDPOINT="http://$S3" TERRACE_ENDPOINT="http://$ADMIN" TERRACE_BIN="$BIN"
 export AWS_ACCESS_KEY_ID=terrace AWS_SECRET_ACCESS_KEY=terrace-secret AWS_DEFAULT_REGION=us-east-1
 if [ ! -x "$here/s3-smoke.sh" ]; then

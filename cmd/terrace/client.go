@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/terrace-storage/terrace/internal/adminauth"
 )
 
 // apiClient talks to a node's admin API.
@@ -21,7 +23,11 @@ func (g *globalFlags) client() *apiClient {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return &apiClient{base: base, hc: &http.Client{Timeout: 0}}
+	hc := &http.Client{Timeout: 0}
+	if g.accessKey != "" || g.secretKey != "" {
+		hc.Transport = &adminauth.Transport{AccessKey: g.accessKey, SecretKey: g.secretKey}
+	}
+	return &apiClient{base: base, hc: hc}
 }
 
 type apiError struct {

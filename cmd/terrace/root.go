@@ -9,8 +9,20 @@ import (
 const defaultEndpoint = "http://127.0.0.1:9001"
 
 type globalFlags struct {
-	endpoint string
-	json     bool
+	endpoint  string
+	accessKey string
+	secretKey string
+	json      bool
+}
+
+// firstEnv returns the first non-empty environment variable of names.
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 func newRootCmd() *cobra.Command {
@@ -26,7 +38,12 @@ ssd=1,hdd=2) saying how many replicas live on which tier.
 Start a node with 'terrace server' (with no flags it runs a demo node with
 emulated mem/ssd/hdd tiers under ./terrace-data), then talk to it with any S3
 client on 127.0.0.1:9000 or with the commands below, which reach the node's
-admin API (--endpoint, $TERRACE_ENDPOINT, default ` + defaultEndpoint + `).`,
+admin API (--endpoint, $TERRACE_ENDPOINT, default ` + defaultEndpoint + `).
+
+The admin API accepts only requests signed with an admin's keys (AWS SigV4):
+set TERRACE_ACCESS_KEY and TERRACE_SECRET_KEY (or AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY, or --access-key/--secret-key) to the root account's
+keys (the demo node prints them) or an admin user's.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -36,6 +53,10 @@ admin API (--endpoint, $TERRACE_ENDPOINT, default ` + defaultEndpoint + `).`,
 	}
 	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", ep, "admin API of the node to talk to ($TERRACE_ENDPOINT)")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON instead of tables")
+	root.PersistentFlags().StringVar(&g.accessKey, "access-key", firstEnv("TERRACE_ACCESS_KEY", "AWS_ACCESS_KEY_ID"),
+		"admin access key signing admin API requests ($TERRACE_ACCESS_KEY, else $AWS_ACCESS_KEY_ID)")
+	root.PersistentFlags().StringVar(&g.secretKey, "secret-key", firstEnv("TERRACE_SECRET_KEY", "AWS_SECRET_ACCESS_KEY"),
+		"admin secret key ($TERRACE_SECRET_KEY, else $AWS_SECRET_ACCESS_KEY)")
 	root.AddCommand(
 		newServerCmd(),
 		newTierCmd(g),

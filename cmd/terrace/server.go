@@ -107,6 +107,9 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 			if f.Changed("cluster-secret") {
 				cfg.ClusterSecret = flagCfg.ClusterSecret
 			}
+			if f.Changed("admin-public") {
+				cfg.AdminPublic = flagCfg.AdminPublic
+			}
 			if f.Changed("log-level") {
 				cfg.LogLevel = flagCfg.LogLevel
 			}
@@ -121,9 +124,10 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 			defer node.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), `Terrace node %s is up.
   S3 endpoint:  http://%s   (access key %q, secret key %q)
-  Admin API:    http://%s
+  Admin API:    http://%s   (signed with the same keys)
   Data dir:     %s
-  Try:  AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s aws --endpoint-url http://%s s3 ls
+  Try:  export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s
+        aws --endpoint-url http://%s s3 ls
         terrace tier report
 `, cfg.NodeID, cfg.S3Address, cfg.RootUser, cfg.RootPassword, cfg.AdminAddress, cfg.DataDir,
 				cfg.RootUser, cfg.RootPassword, cfg.S3Address)
@@ -144,6 +148,7 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 	f.StringVar(&flagCfg.DefaultVector, "default-vector", "any=2", "replication vector for buckets without one, e.g. ssd=1,hdd=1")
 	f.StringVar(&flagCfg.Placement, "placement", server.DefaultPlacement, "write placement policy ("+strings.Join(placement.Names, ", ")+") with optional parameters, e.g. \"fitness selection=sus\"")
 	f.StringVar(&flagCfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringSliceVar(&flagCfg.AdminPublic, "admin-public", nil, "admin endpoints served without a signature: metrics, health ($TERRACE_ADMIN_PUBLIC)")
 	f.StringVar(&flagCfg.InitialCluster, "initial-cluster", "", "cluster mode: founding etcd members name=peerURL,... (a node named here runs one)")
 	f.StringVar(&flagCfg.EtcdPeerURL, "etcd-peer-url", "", "this node's etcd peer URL, e.g. http://10.0.0.1:2380")
 	f.StringVar(&flagCfg.EtcdClientURL, "etcd-client-url", "", "this node's etcd client URL, e.g. http://10.0.0.1:2379")

@@ -168,7 +168,7 @@ func (c *Curator) runTask(ctx context.Context, t decide.Task, res *scanResult) (
 
 // recover copies the egroup to each added device (verified), switches the
 // replica list with compare-and-swap, and only then deletes the removed
-// replicas' files (DESIGN invariant 4: durability never dips).
+// replicas' files (docs/design/0000 invariant 4: durability never dips).
 func (c *Curator) recover(ctx context.Context, t decide.Task) (int64, error) {
 	eg, err := c.loadEgroup(ctx, t)
 	if err != nil {

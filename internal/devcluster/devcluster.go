@@ -18,7 +18,23 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/terrace-storage/terrace/internal/adminauth"
 )
+
+// The nodes run with the server's default root account; these keys sign
+// admin API requests to them (AdminClient).
+const (
+	AccessKey = "terrace"
+	SecretKey = "terrace-secret"
+)
+
+// AdminClient returns an HTTP client that signs admin API requests with
+// the cluster's root keys.
+func AdminClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &adminauth.Transport{
+		Base: &http.Transport{MaxIdleConnsPerHost: 64}, AccessKey: AccessKey, SecretKey: SecretKey}}
+}
 
 // Options configure a dev cluster.
 type Options struct {
@@ -205,9 +221,10 @@ func (c *Cluster) launch(n *Node) error {
 // WaitReady waits until the nodes' admin APIs answer.
 func (c *Cluster) WaitReady(ctx context.Context, nodes ...*Node) error {
 	deadline := time.Now().Add(90 * time.Second)
+	hc := AdminClient(5 * time.Second)
 	for _, n := range nodes {
 		for {
-			resp, err := http.Get("http://" + n.Admin + "/v1/status")
+			resp, err := hc.Get("http://" + n.Admin + "/v1/status")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {

@@ -1,7 +1,7 @@
 package device
 
 // The remote backend keeps replica files as objects in an S3-compatible
-// bucket (aws-sdk-go-v2, the SDK DESIGN.md names for the remote tier).
+// bucket (aws-sdk-go-v2, already the S3 client of the benchmarks).
 // Objects are immutable, so a file being written is staged in memory and
 // uploaded whole on Sync; the Curator only demotes sealed egroups, which
 // arrive through one create-append-sync-verify copy.

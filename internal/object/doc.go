@@ -1,7 +1,7 @@
 // Package object is Terrace's object layer: buckets and objects over extent
 // groups. It chunks object bytes into extents, packs extents into egroups
 // whose replicas placement chooses, makes every replica durable, and only
-// then commits the metadata that makes the object visible (DESIGN.md
+// then commits the metadata that makes the object visible (docs/design/0000
 // invariants 1 and 2). Reads verify every slice and fall back across
 // replicas in the order placement gives, reporting bad replicas.
 //

@@ -21,7 +21,7 @@ const copyChunk = 4 << 20
 
 // CopyReplica copies the first size bytes of egroup id from src to dst and
 // verifies every slice of the copy. The caller switches metadata after a
-// nil return and only then deletes anything (DESIGN invariant 4). On error
+// nil return and only then deletes anything (docs/design/0000 invariant 4). On error
 // the partial copy is removed.
 func (l *Layer) CopyReplica(ctx context.Context, id uint64, size int64, src, dst model.Replica) error {
 	if err := l.rio.Create(ctx, dst, id); err != nil {

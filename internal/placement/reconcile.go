@@ -15,8 +15,8 @@ import (
 //     are returned in remove (the caller drops them from metadata).
 //   - Replicas on draining devices do not count either; they are returned
 //     in remove, and the caller must make the additions durable before
-//     deleting them (copy, verify, switch metadata, then delete; DESIGN
-//     invariant 4).
+//     deleting them (copy, verify, switch metadata, then delete;
+//     docs/design/0000 invariant 4).
 //   - Replicas on down nodes do not count but are kept: the node may come
 //     back, and then the group is over-replicated and the removal rule
 //     below picks which copy to drop.

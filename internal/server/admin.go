@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/terrace-storage/terrace/internal/adminauth"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -22,9 +23,13 @@ import (
 	"github.com/terrace-storage/terrace/internal/placement"
 )
 
-// AdminHandler serves the admin API (JSON over HTTP) and /metrics. It is
-// meant for loopback or a management network: it is not authenticated.
+// AdminHandler serves the admin API (JSON over HTTP) and /metrics. Every
+// request must carry an admin's AWS SigV4 signature (service
+// "terrace-admin"; internal/adminauth), except the endpoints named in the
+// admin_public setting; unsigned requests get 401, wrong ones 403, and
+// both are logged.
 //
+//	GET    /v1/health                          {"status":"ok"} (no other detail)
 //	GET    /v1/status                          node, devices, build
 //	GET    /debug/pprof/...                    Go profiles (CPU, heap, trace)
 //	GET    /v1/tier/report                     per tier and device usage
@@ -53,6 +58,9 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/heap", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	mux.HandleFunc("GET /v1/status", n.handleStatus)
 	mux.HandleFunc("GET /v1/tier/report", n.handleTierReport)
 	mux.HandleFunc("GET /v1/tier/policy", n.handleTierPolicy)
@@ -72,7 +80,9 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
-	return mux
+	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
+	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
+	return v.Wrap(mux)
 }
 
 // APIError is the admin API's error body.

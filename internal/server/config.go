@@ -24,7 +24,12 @@ type Config struct {
 	AdminAddress string `yaml:"admin_address"`
 	RootUser     string `yaml:"root_user"`
 	RootPassword string `yaml:"root_password"`
-	Region       string `yaml:"region"`
+	// AdminPublic lists admin API endpoints served without a signature:
+	// "metrics" (/metrics, for a Prometheus that cannot sign) and
+	// "health" (/v1/health, for load balancers). Everything else on the
+	// admin API always needs an admin's SigV4 signature.
+	AdminPublic []string `yaml:"admin_public"`
+	Region      string   `yaml:"region"`
 	// Devices are "tier:path:capacity[:profile]" specs. Empty means the
 	// demo layout: mem, ssd and hdd emulated under DataDir.
 	Devices []string `yaml:"devices"`
@@ -104,6 +109,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	set(&c.DefaultVector, "TERRACE_DEFAULT_VECTOR")
 	set(&c.Placement, "TERRACE_PLACEMENT")
 	set(&c.ClusterSecret, "TERRACE_CLUSTER_SECRET")
+	if v := getenv("TERRACE_ADMIN_PUBLIC"); v != "" {
+		c.AdminPublic = strings.Split(v, ",")
+	}
 	set(&c.InitialCluster, "TERRACE_INITIAL_CLUSTER")
 	set(&c.RPCAddress, "TERRACE_RPC_ADDRESS")
 	if v := getenv("TERRACE_META_ENDPOINTS"); v != "" {
@@ -161,6 +169,22 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
+// adminPublicPaths are the admin endpoints an operator may open.
+var adminPublicPaths = map[string]string{"metrics": "/metrics", "health": "/v1/health"}
+
+// AdminPublicPaths maps admin_public names to the paths they open.
+func AdminPublicPaths(names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		p, ok := adminPublicPaths[strings.TrimSpace(n)]
+		if !ok {
+			return nil, fmt.Errorf("server: admin_public %q: only \"metrics\" and \"health\" can be served without a signature", n)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // DefaultPlacement is fitness (f_mult, two-choice): Stargate's policy,
 // which writes new egroups to the fastest tier and lets the Curator demote
 // cold data (Curator §3.3). It stays free of herding under stale
@@ -198,6 +222,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if len(c.RootPassword) < 8 {
 		return nil, fmt.Errorf("server: root password must be at least 8 characters")
+	}
+	if _, err := AdminPublicPaths(c.AdminPublic); err != nil {
+		return nil, err
 	}
 	if c.Clustered() {
 		if len(c.ClusterSecret) < 16 {

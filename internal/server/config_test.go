@@ -38,6 +38,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 			c.ClusterSecret = strings.Repeat("s", 16)
 		}, "etcd-peer-url"},
 		{"bad class", func(c *Config) { c.StorageClasses = map[string]string{"GOLD": "nope"} }, "storage class"},
+		{"unknown public admin endpoint", func(c *Config) { c.AdminPublic = []string{"metrics", "status"} }, "admin_public"},
 		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
 	}

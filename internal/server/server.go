@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/terrace-storage/terrace/internal/adminauth"
 	"github.com/terrace-storage/terrace/internal/cluster"
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
@@ -35,12 +36,19 @@ type Node struct {
 	Devices []*device.Device
 	Reg     *prometheus.Registry
 
-	admin   *http.Server
-	cluster *clusterParts
-	Curator *curator.Curator
-	elector *cluster.Elector
-	bgStop  context.CancelFunc
+	admin *http.Server
+	// adminKeys authenticate admin API requests: the root account, then
+	// whatever AddAdminKeyring adds (admin users of the IAM store).
+	adminKeys adminauth.Keyrings
+	cluster   *clusterParts
+	Curator   *curator.Curator
+	elector   *cluster.Elector
+	bgStop    context.CancelFunc
 }
+
+// AddAdminKeyring lets more keys sign admin API requests (call before
+// Serve).
+func (n *Node) AddAdminKeyring(k adminauth.Keyring) { n.adminKeys = append(n.adminKeys, k) }
 
 // S3Starter starts the S3 gateway; it is injected so that this package
 // does not depend on the gateway's (large) import graph in tests.
@@ -58,6 +66,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
 	n := &Node{Config: cfg, Log: log, Reg: prometheus.NewRegistry()}
+	n.adminKeys = adminauth.Keyrings{adminauth.StaticKeyring{cfg.RootUser: {Secret: cfg.RootPassword, Admin: true}}}
 	counts := map[model.Tier]int{}
 	for _, sp := range specs {
 		id := model.DeviceID(fmt.Sprintf("%s/%s%d", cfg.NodeID, sp.Tier, counts[sp.Tier]))

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/adminauth"
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/object"
@@ -193,8 +194,9 @@ func (c *testCluster) node(id string) *devcluster.Node {
 }
 
 var httpc = &http.Client{
-	Timeout:   60 * time.Second,
-	Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+	Timeout: 60 * time.Second,
+	Transport: &adminauth.Transport{AccessKey: devcluster.AccessKey, SecretKey: devcluster.SecretKey,
+		Base: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}},
 }
 
 // apiErr is a non-2xx admin API answer.

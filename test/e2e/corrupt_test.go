@@ -83,7 +83,7 @@ func counter(t *testing.T, c *client) float64 {
 }
 
 // TestCorruptReplica flips bytes inside egroup replica files of a running
-// server (bit rot). DESIGN invariant 5: a read verifies every slice, falls
+// server (bit rot). docs/design/0000 invariant 5: a read verifies every slice, falls
 // back to the other replica and reports the bad one; when no replica holds
 // good bytes it fails with a clear error — never returns wrong bytes.
 func TestCorruptReplica(t *testing.T) {

@@ -85,7 +85,7 @@ func (b *crashBook) lost(key string, gen int) {
 }
 
 // TestCrashKill9UnderLoad kills the server with SIGKILL while 16 writers
-// upload, restarts it on the same data dir and checks DESIGN invariants 1
+// upload, restarts it on the same data dir and checks docs/design/0000 invariants 1
 // and 2: every acknowledged object is byte-identical, and an object whose
 // PUT was not acknowledged is either absent or complete — never partial.
 // It repeats kill/restart crashRounds times; every round re-verifies all

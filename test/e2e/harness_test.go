@@ -29,7 +29,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/terrace-storage/terrace/internal/adminauth"
 )
+
+// e2eRootPassword is the servers' root secret: it signs admin API calls.
+const e2eRootPassword = "e2e-secret-password"
 
 // terraceBin is the binary built once by TestMain.
 var terraceBin string
@@ -179,7 +184,7 @@ func tryStart(t testing.TB, spec serverSpec) (*server, error) {
 	}
 	cmd := exec.Command(terraceBin, args...)
 	cmd.Stdout, cmd.Stderr = logF, logF
-	cmd.Env = append(os.Environ(), "TERRACE_ROOT_PASSWORD=e2e-secret-password")
+	cmd.Env = append(os.Environ(), "TERRACE_ROOT_PASSWORD="+e2eRootPassword)
 	if err := cmd.Start(); err != nil {
 		logF.Close()
 		return nil, err
@@ -198,7 +203,7 @@ func tryStart(t testing.TB, spec serverSpec) (*server, error) {
 			return nil, fmt.Errorf("server exited during start-up (%v); log:\n%s", s.waitErr, s.log())
 		default:
 		}
-		resp, err := http.Get(s.admin + "/v1/status")
+		resp, err := s.client().hc.Get(s.admin + "/v1/status")
 		if err == nil {
 			resp.Body.Close()
 			// The S3 gateway starts after the admin API; a node whose S3
@@ -297,7 +302,8 @@ type client struct {
 }
 
 func (s *server) client() *client {
-	return &client{base: s.admin, hc: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}}
+	return &client{base: s.admin, hc: &http.Client{Timeout: 60 * time.Second, Transport: &adminauth.Transport{
+		AccessKey: "terrace", SecretKey: e2eRootPassword, Base: &http.Transport{MaxIdleConnsPerHost: 32}}}}
 }
 
 type apiErr struct {
@@ -468,7 +474,7 @@ func (c *client) metric(name string) (float64, error) {
 
 // cli runs a client subcommand of the binary against the server.
 func (s *server) cli(args ...string) (string, error) {
-	cmd := exec.Command(terraceBin, append(args, "--endpoint", s.admin)...)
+	cmd := exec.Command(terraceBin, append(args, "--endpoint", s.admin, "--access-key", "terrace", "--secret-key", e2eRootPassword)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
@@ -68,7 +69,7 @@ func start(t *testing.T, dir string, args ...string) *proc {
 	}
 	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait(); lf.Close() })
 	for i := 0; i < 200; i++ {
-		if resp, err := http.Get("http://" + p.admin + "/v1/status"); err == nil {
+		if resp, err := adminc.Get("http://" + p.admin + "/v1/status"); err == nil {
 			resp.Body.Close()
 			return p
 		}
@@ -79,10 +80,13 @@ func start(t *testing.T, dir string, args ...string) *proc {
 	return nil
 }
 
+// adminc signs admin API requests with the nodes' (default) root keys.
+var adminc = devcluster.AdminClient(60 * time.Second)
+
 func (p *proc) call(t *testing.T, method, path string, body []byte, out any) int {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+p.admin+path, bytes.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := adminc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,7 @@ func (p *proc) tiers(t *testing.T, key string) map[string]int {
 }
 
 func (p *proc) read(t *testing.T, key string, want []byte) error {
-	resp, err := http.Get("http://" + p.admin + "/v1/data/tier/" + key)
+	resp, err := adminc.Get("http://" + p.admin + "/v1/data/tier/" + key)
 	if err != nil {
 		return err
 	}

@@ -128,7 +128,7 @@ func (k Kind) Priority() int {
 
 // Task is one unit of background work. It carries the metadata version it
 // was computed from; the executor applies it with compare-and-swap and
-// drops it if the version moved (DESIGN invariant 3).
+// drops it if the version moved (docs/design/0000 invariant 3).
 type Task struct {
 	Kind   Kind
 	Egroup uint64

@@ -399,7 +399,7 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 		return mr, nil, err
 	}
 	defer func() { cl.Stop(); os.RemoveAll(dir) }()
-	hc := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	hc := devcluster.AdminClient(60 * time.Second)
 	c := &client{hc: hc, nodes: cl.Nodes}
 	if _, err := c.do("PUT", "http://"+cl.Nodes[0].Admin+"/v1/buckets/exp", nil); err != nil {
 		return mr, nil, err
