@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/adminauth"
+	"github.com/terrace-storage/terrace/internal/tlsconf"
 )
 
 // apiClient talks to a node's admin API.
 type apiClient struct {
 	base string
 	hc   *http.Client
+	err  error // a client that could not be built (bad --ca-cert) fails every call with it
 }
 
 func (g *globalFlags) client() *apiClient {
@@ -24,8 +26,17 @@ func (g *globalFlags) client() *apiClient {
 		base = "http://" + base
 	}
 	hc := &http.Client{Timeout: 0}
+	var rt http.RoundTripper = http.DefaultTransport
+	if g.caCert != "" {
+		tc, err := tlsconf.ClientTrusting(g.caCert)
+		if err != nil {
+			return &apiClient{base: base, hc: hc, err: err}
+		}
+		rt = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+	}
+	hc.Transport = rt
 	if g.accessKey != "" || g.secretKey != "" {
-		hc.Transport = &adminauth.Transport{AccessKey: g.accessKey, SecretKey: g.secretKey}
+		hc.Transport = &adminauth.Transport{Base: rt, AccessKey: g.accessKey, SecretKey: g.secretKey}
 	}
 	return &apiClient{base: base, hc: hc}
 }
@@ -36,6 +47,9 @@ type apiError struct {
 }
 
 func (c *apiClient) do(method, path string, q url.Values, body io.Reader, size int64) (*http.Response, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

@@ -37,6 +37,7 @@ Ports: node i (from 0) uses base+10i: +0 S3, +1 admin, +2 replica RPC,
 +3 etcd client, +4 etcd peer. cluster.json in --dir records it all.`,
 		Example: `  terrace dev cluster --nodes 3
   terrace dev cluster --nodes 5 --racks 2 --dir /tmp/t5 --base-port 9200
+  terrace dev cluster --tls          # https:// endpoints, mutual TLS between nodes
   TERRACE_ENDPOINT=http://127.0.0.1:9101 terrace status`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -57,11 +58,18 @@ Ports: node i (from 0) uses base+10i: +0 S3, +1 admin, +2 replica RPC,
 			defer cl.Stop()
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 			fmt.Fprintln(w, "NODE\tRACK\tS3\tADMIN\tRPC\tETCD MEMBER\tLOG")
+			sch := cl.Scheme()
 			for _, n := range cl.Nodes {
-				fmt.Fprintf(w, "%s\t%s\thttp://%s\thttp://%s\t%s\t%v\t%s\n", n.ID, n.Rack, n.S3, n.Admin, n.RPC, n.Member, n.LogPath)
+				fmt.Fprintf(w, "%s\t%s\t%s://%s\t%s://%s\t%s\t%v\t%s\n", n.ID, n.Rack, sch, n.S3, sch, n.Admin, n.RPC, n.Member, n.LogPath)
 			}
 			w.Flush()
-			fmt.Fprintf(cmd.OutOrStdout(), "\nS3 credentials: terrace / terrace-secret.  Try: TERRACE_ENDPOINT=http://%s terrace status\nCtrl-C stops the cluster.\n", cl.Nodes[0].Admin)
+			caEnv := ""
+			if cl.CAFile != "" {
+				caEnv = "TERRACE_CA_CERT=" + cl.CAFile + " "
+				fmt.Fprintf(cmd.OutOrStdout(), "\nTLS everywhere; node-to-node and etcd traffic is mutual TLS. Cluster CA: %s (aws --ca-bundle %s)\n", cl.CAFile, cl.CAFile)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\nKeys (S3 and admin API): %s / %s.\nTry: export TERRACE_ACCESS_KEY=%s TERRACE_SECRET_KEY=%s; %sTERRACE_ENDPOINT=%s://%s terrace status\nCtrl-C stops the cluster.\n",
+				devcluster.AccessKey, devcluster.SecretKey, devcluster.AccessKey, devcluster.SecretKey, caEnv, sch, cl.Nodes[0].Admin)
 			<-ctx.Done()
 			fmt.Fprintln(cmd.ErrOrStderr(), "stopping ...")
 			return nil
@@ -76,6 +84,7 @@ Ports: node i (from 0) uses base+10i: +0 S3, +1 admin, +2 replica RPC,
 	f.StringVar(&o.DefaultVector, "default-vector", "any=2", "default replication vector")
 	f.StringArrayVar(&o.Devices, "device", nil, "per-node device tier:name:capacity (repeatable; default ssd 2GiB + 2 × hdd 8GiB)")
 	f.StringVar(&o.Binary, "binary", "", "terrace binary to run (default: this one)")
+	f.BoolVar(&o.TLS, "tls", false, "generate a throw-away CA under --dir/tls and run every listener with TLS (mutual TLS between nodes)")
 	cmd.AddCommand(c)
 	return cmd
 }

@@ -12,6 +12,7 @@ type globalFlags struct {
 	endpoint  string
 	accessKey string
 	secretKey string
+	caCert    string
 	json      bool
 }
 
@@ -57,6 +58,8 @@ keys (the demo node prints them) or an admin user's.`,
 		"admin access key signing admin API requests ($TERRACE_ACCESS_KEY, else $AWS_ACCESS_KEY_ID)")
 	root.PersistentFlags().StringVar(&g.secretKey, "secret-key", firstEnv("TERRACE_SECRET_KEY", "AWS_SECRET_ACCESS_KEY"),
 		"admin secret key ($TERRACE_SECRET_KEY, else $AWS_SECRET_ACCESS_KEY)")
+	root.PersistentFlags().StringVar(&g.caCert, "ca-cert", os.Getenv("TERRACE_CA_CERT"),
+		"PEM CA that signed an https:// endpoint's certificate ($TERRACE_CA_CERT)")
 	root.AddCommand(
 		newServerCmd(),
 		newTierCmd(g),

@@ -107,6 +107,15 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 			if f.Changed("cluster-secret") {
 				cfg.ClusterSecret = flagCfg.ClusterSecret
 			}
+			if f.Changed("tls-cert") {
+				cfg.TLSCert = flagCfg.TLSCert
+			}
+			if f.Changed("tls-key") {
+				cfg.TLSKey = flagCfg.TLSKey
+			}
+			if f.Changed("tls-ca") {
+				cfg.TLSCA = flagCfg.TLSCA
+			}
 			if f.Changed("admin-public") {
 				cfg.AdminPublic = flagCfg.AdminPublic
 			}
@@ -122,15 +131,22 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 				return err
 			}
 			defer node.Close()
+			scheme, caHint := "http", ""
+			if cfg.TLSCert != "" {
+				scheme = "https"
+				if cfg.TLSCA != "" {
+					caHint = fmt.Sprintf(" --ca-bundle %s", cfg.TLSCA)
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), `Terrace node %s is up.
-  S3 endpoint:  http://%s   (access key %q, secret key %q)
-  Admin API:    http://%s   (signed with the same keys)
+  S3 endpoint:  %s://%s   (access key %q, secret key %q)
+  Admin API:    %s://%s   (signed with the same keys)
   Data dir:     %s
   Try:  export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s
-        aws --endpoint-url http://%s s3 ls
+        aws --endpoint-url %s://%s%s s3 ls
         terrace tier report
-`, cfg.NodeID, cfg.S3Address, cfg.RootUser, cfg.RootPassword, cfg.AdminAddress, cfg.DataDir,
-				cfg.RootUser, cfg.RootPassword, cfg.S3Address)
+`, cfg.NodeID, scheme, cfg.S3Address, cfg.RootUser, cfg.RootPassword, scheme, cfg.AdminAddress, cfg.DataDir,
+				cfg.RootUser, cfg.RootPassword, scheme, cfg.S3Address, caHint)
 			err = node.Serve(ctx, s3Starter)
 			log.Info("shutting down")
 			return err
@@ -148,6 +164,9 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 	f.StringVar(&flagCfg.DefaultVector, "default-vector", "any=2", "replication vector for buckets without one, e.g. ssd=1,hdd=1")
 	f.StringVar(&flagCfg.Placement, "placement", server.DefaultPlacement, "write placement policy ("+strings.Join(placement.Names, ", ")+") with optional parameters, e.g. \"fitness selection=sus\"")
 	f.StringVar(&flagCfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&flagCfg.TLSCert, "tls-cert", "", "PEM certificate: S3, admin API, replica RPC and etcd speak TLS ($TERRACE_TLS_CERT)")
+	f.StringVar(&flagCfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert ($TERRACE_TLS_KEY)")
+	f.StringVar(&flagCfg.TLSCA, "tls-ca", "", "cluster CA (PEM): peers must present certificates from it (mutual TLS) ($TERRACE_TLS_CA)")
 	f.StringSliceVar(&flagCfg.AdminPublic, "admin-public", nil, "admin endpoints served without a signature: metrics, health ($TERRACE_ADMIN_PUBLIC)")
 	f.StringVar(&flagCfg.InitialCluster, "initial-cluster", "", "cluster mode: founding etcd members name=peerURL,... (a node named here runs one)")
 	f.StringVar(&flagCfg.EtcdPeerURL, "etcd-peer-url", "", "this node's etcd peer URL, e.g. http://10.0.0.1:2380")

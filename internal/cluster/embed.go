@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -20,6 +21,9 @@ type MemberConfig struct {
 	InitialCluster string
 	// Existing joins a running cluster instead of founding one.
 	Existing bool
+	// CertFile, KeyFile and CAFile, when set, make peer and client traffic
+	// mutual TLS with certificates from the cluster CA (URLs https://).
+	CertFile, KeyFile, CAFile string
 }
 
 // StartMember starts an embedded etcd member and waits until it is ready.
@@ -52,6 +56,10 @@ func StartMember(c MemberConfig) (*embed.Etcd, error) {
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "1h"
 	cfg.QuotaBackendBytes = 8 << 30
+	if c.CertFile != "" {
+		tls := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile, ClientCertAuth: true}
+		cfg.PeerTLSInfo, cfg.ClientTLSInfo = tls, tls
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: start etcd member %s: %w", c.Name, err)

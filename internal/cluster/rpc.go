@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -189,12 +191,27 @@ func (s *ReplicaServer) Remove(ctx context.Context, r *rpcpb.RemoveRequest) (*rp
 const maxMessageBytes = 80 << 20
 
 // NewGRPCServer returns a gRPC server with authentication and size limits.
-func NewGRPCServer(secret []byte) *grpc.Server {
-	return grpc.NewServer(
+// With tc (from tlsconf.Files.PeerServer) it speaks mutual TLS only.
+func NewGRPCServer(secret []byte, tc *tls.Config) *grpc.Server {
+	opts := []grpc.ServerOption{
 		grpc.UnaryInterceptor(AuthInterceptor(secret)),
 		grpc.MaxRecvMsgSize(maxMessageBytes),
 		grpc.MaxSendMsgSize(maxMessageBytes),
-	)
+	}
+	if tc != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
+	}
+	return grpc.NewServer(opts...)
+}
+
+// transportCredentials is mutual TLS with tc (tlsconf.Files.PeerClient),
+// or plain text when tc is nil (a cluster without TLS; every call is still
+// HMAC-authenticated).
+func transportCredentials(tc *tls.Config) grpc.DialOption {
+	if tc == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(tc))
 }
 
 // Router is the cluster's ReplicaIO: operations on this node's devices go
@@ -204,6 +221,7 @@ type Router struct {
 	local   *object.Local
 	members *Membership
 	secret  []byte
+	tls     *tls.Config
 	// CallTimeout bounds one replica RPC so that a hung peer fails the
 	// write over to a fresh egroup instead of stalling it.
 	CallTimeout time.Duration
@@ -214,9 +232,10 @@ type Router struct {
 
 var _ object.ReplicaIO = (*Router)(nil)
 
-// NewRouter returns the router.
-func NewRouter(self model.NodeID, local *object.Local, members *Membership, secret []byte) *Router {
-	return &Router{self: self, local: local, members: members, secret: secret, CallTimeout: 30 * time.Second, conns: map[string]*grpc.ClientConn{}}
+// NewRouter returns the router. tc, when set, is the mutual-TLS client
+// configuration for peers (tlsconf.Files.PeerClient).
+func NewRouter(self model.NodeID, local *object.Local, members *Membership, secret []byte, tc *tls.Config) *Router {
+	return &Router{self: self, local: local, members: members, secret: secret, tls: tc, CallTimeout: 30 * time.Second, conns: map[string]*grpc.ClientConn{}}
 }
 
 // nodeOf resolves a device's node: the replica's Node when set, else the
@@ -244,7 +263,7 @@ func (rt *Router) client(node model.NodeID) (rpcpb.ReplicaClient, error) {
 	if !ok {
 		var err error
 		cc, err = grpc.NewClient(ni.RPCAddress,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			transportCredentials(rt.tls),
 			grpc.WithUnaryInterceptor(clientAuth(rt.secret, string(rt.self))),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
 		)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/adminauth"
+	"github.com/terrace-storage/terrace/internal/tlsconf"
 )
 
 // The nodes run with the server's default root account; these keys sign
@@ -51,6 +52,10 @@ type Options struct {
 	Secret  string
 	// ExtraArgs are appended to every server command line.
 	ExtraArgs []string
+	// TLS generates a throw-away cluster CA and node certificates under
+	// Dir/tls and makes every listener speak TLS (node-to-node and etcd
+	// traffic mutual TLS).
+	TLS bool
 }
 
 // EnsureDefaults fills zero fields.
@@ -104,6 +109,30 @@ type Cluster struct {
 	Opts   Options `json:"-"`
 	Secret string  `json:"secret"`
 	Nodes  []*Node `json:"nodes"`
+	// CAFile is the cluster CA of a TLS cluster: clients trust it.
+	CAFile string `json:"ca_file,omitempty"`
+}
+
+// Scheme is "https" for a TLS cluster, else "http".
+func (c *Cluster) Scheme() string {
+	if c.CAFile != "" {
+		return "https"
+	}
+	return "http"
+}
+
+// AdminClient returns an HTTP client that signs admin API requests with
+// the root keys and, in a TLS cluster, trusts the cluster CA.
+func (c *Cluster) AdminClient(timeout time.Duration) (*http.Client, error) {
+	base := &http.Transport{MaxIdleConnsPerHost: 64}
+	if c.CAFile != "" {
+		tc, err := tlsconf.ClientTrusting(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		base.TLSClientConfig = tc
+	}
+	return &http.Client{Timeout: timeout, Transport: &adminauth.Transport{Base: base, AccessKey: AccessKey, SecretKey: SecretKey}}, nil
 }
 
 // Start launches every node and waits until all admin APIs answer.
@@ -141,10 +170,26 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		members = 1 // two etcd members tolerate no failure; one is simpler
 	}
 	port := func(i, k int) int { return o.BasePort + i*10 + k }
+	var tlsArgs func(id string) []string
+	if o.TLS {
+		dir := filepath.Join(o.Dir, "tls")
+		var names []string
+		for i := 0; i < o.Nodes; i++ {
+			names = append(names, fmt.Sprintf("n%d", i+1))
+		}
+		if err := tlsconf.DevCA(dir, names...); err != nil {
+			return nil, fmt.Errorf("devcluster: generate TLS certificates: %w", err)
+		}
+		c.CAFile = filepath.Join(dir, "ca.pem")
+		tlsArgs = func(id string) []string {
+			return []string{"--tls-cert", filepath.Join(dir, id+".pem"), "--tls-key", filepath.Join(dir, id+"-key.pem"), "--tls-ca", c.CAFile}
+		}
+	}
+	scheme := c.Scheme()
 	var initial, endpoints []string
 	for i := 0; i < members; i++ {
-		initial = append(initial, fmt.Sprintf("n%d=http://127.0.0.1:%d", i+1, port(i, 4)))
-		endpoints = append(endpoints, fmt.Sprintf("http://127.0.0.1:%d", port(i, 3)))
+		initial = append(initial, fmt.Sprintf("n%d=%s://127.0.0.1:%d", i+1, scheme, port(i, 4)))
+		endpoints = append(endpoints, fmt.Sprintf("%s://127.0.0.1:%d", scheme, port(i, 3)))
 	}
 	for i := 0; i < o.Nodes; i++ {
 		n := &Node{
@@ -158,8 +203,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			"--s3-address", n.S3, "--admin-address", n.Admin, "--rpc-address", n.RPC,
 			"--initial-cluster", strings.Join(initial, ","), "--default-vector", o.DefaultVector}
 		if n.Member {
-			n.Args = append(n.Args, "--etcd-peer-url", fmt.Sprintf("http://127.0.0.1:%d", port(i, 4)),
-				"--etcd-client-url", fmt.Sprintf("http://127.0.0.1:%d", port(i, 3)))
+			n.Args = append(n.Args, "--etcd-peer-url", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port(i, 4)),
+				"--etcd-client-url", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port(i, 3)))
 		} else {
 			n.Args = append(n.Args, "--meta-endpoints", strings.Join(endpoints, ","))
 		}
@@ -172,6 +217,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		if o.Emulate {
 			n.Args = append(n.Args, "--emulate")
+		}
+		if tlsArgs != nil {
+			n.Args = append(n.Args, tlsArgs(n.ID)...)
 		}
 		n.Args = append(n.Args, o.ExtraArgs...)
 		c.Nodes = append(c.Nodes, n)
@@ -221,10 +269,13 @@ func (c *Cluster) launch(n *Node) error {
 // WaitReady waits until the nodes' admin APIs answer.
 func (c *Cluster) WaitReady(ctx context.Context, nodes ...*Node) error {
 	deadline := time.Now().Add(90 * time.Second)
-	hc := AdminClient(5 * time.Second)
+	hc, err := c.AdminClient(5 * time.Second)
+	if err != nil {
+		return err
+	}
 	for _, n := range nodes {
 		for {
-			resp, err := hc.Get("http://" + n.Admin + "/v1/status")
+			resp, err := hc.Get(c.Scheme() + "://" + n.Admin + "/v1/status")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {

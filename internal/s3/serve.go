@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -42,6 +43,9 @@ type ServeConfig struct {
 	// Debug turns on versitygw's request/response debug log (secrets
 	// masked) on stderr. Off by default: Serve is quiet.
 	Debug bool
+	// CertFile and KeyFile, when set, make the gateway speak HTTPS only.
+	CertFile string
+	KeyFile  string
 	// Ready, if not nil, is closed once the gateway answers on Address.
 	Ready chan<- struct{}
 }
@@ -112,7 +116,11 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.Ready != nil {
-		go waitReady(gctx, "http://"+cfg.Address+cfg.HealthPath, cfg.Ready)
+		scheme := "http://"
+		if cfg.CertFile != "" {
+			scheme = "https://"
+		}
+		go waitReady(gctx, scheme+cfg.Address+cfg.HealthPath, cfg.Ready)
 	}
 	err = embedgw.RunVersityGW(gctx, be, &embedgw.Config{
 		RootUserAccess:    cfg.RootUser,
@@ -128,6 +136,8 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 		LogLevel:          level,
 		Quiet:             true,
 		KeepAlive:         true,
+		CertFile:          cfg.CertFile,
+		KeyFile:           cfg.KeyFile,
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -165,7 +175,9 @@ func (r rootOnlyIAM) GetUserAccount(access string) (auth.Account, error) {
 
 // waitReady closes ready once url answers 200.
 func waitReady(ctx context.Context, url string, ready chan<- struct{}) {
-	c := &http.Client{Timeout: time.Second}
+	// Readiness of our own listener: the certificate is checked by clients.
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // probing our own port
 	for ctx.Err() == nil {
 		if resp, err := c.Get(url); err == nil {
 			resp.Body.Close()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strings"
@@ -41,6 +42,7 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 		e, err := cluster.StartMember(cluster.MemberConfig{
 			Name: cfg.NodeID, DataDir: cfg.DataDir, PeerURL: cfg.EtcdPeerURL, ClientURL: cfg.EtcdClientURL,
 			InitialCluster: cfg.InitialCluster,
+			CertFile:       cfg.TLSCert, KeyFile: cfg.TLSKey, CAFile: cfg.TLSCA,
 		})
 		if err != nil {
 			return nil, nil, nil, err
@@ -56,8 +58,18 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 			endpoints = append([]string{cfg.EtcdClientURL}, endpoints...)
 		}
 	}
+	var peerTLS, peerServerTLS *tls.Config
+	if cfg.TLSCert != "" {
+		var err error
+		if peerTLS, err = cfg.TLS().PeerClient(); err != nil {
+			return nil, nil, nil, err
+		}
+		if peerServerTLS, err = cfg.TLS().PeerServer(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		Logger: nil, AutoSyncInterval: 30 * time.Second})
+		Logger: nil, AutoSyncInterval: 30 * time.Second, TLS: peerTLS})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("server: etcd client %v: %w", endpoints, err)
 	}
@@ -65,12 +77,12 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	self := cluster.NodeInfo{ID: model.NodeID(cfg.NodeID), Rack: cfg.Rack, RPCAddress: cfg.RPCAddress,
 		S3Address: cfg.S3Address, AdminAddress: cfg.AdminAddress}
 	cp.members = cluster.NewMembership(c, self, n.Devices, n.Log)
-	cp.router = cluster.NewRouter(model.NodeID(cfg.NodeID), n.Local, cp.members, []byte(cfg.ClusterSecret))
+	cp.router = cluster.NewRouter(model.NodeID(cfg.NodeID), n.Local, cp.members, []byte(cfg.ClusterSecret), peerTLS)
 	ln, err := net.Listen("tcp", cfg.RPCAddress)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("server: rpc listen %s: %w", cfg.RPCAddress, err)
 	}
-	cp.grpc = cluster.NewGRPCServer([]byte(cfg.ClusterSecret))
+	cp.grpc = cluster.NewGRPCServer([]byte(cfg.ClusterSecret), peerServerTLS)
 	rpcpb.RegisterReplicaServer(cp.grpc, cluster.NewReplicaServer(n.Local))
 	go cp.grpc.Serve(ln)
 	n.Log.Info("replica RPC listening", "address", ln.Addr().String())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/tlsconf"
 )
 
 // Config is a node's configuration. Zero values mean defaults.
@@ -24,6 +25,13 @@ type Config struct {
 	AdminAddress string `yaml:"admin_address"`
 	RootUser     string `yaml:"root_user"`
 	RootPassword string `yaml:"root_password"`
+	// TLSCert and TLSKey (PEM) make every listener speak TLS: S3, the
+	// admin API and, in a cluster, the replica RPC and etcd. TLSCA is the
+	// cluster CA: in cluster mode node-to-node traffic (replica RPC, etcd
+	// peer and client) is mutual TLS with certificates from it.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	TLSCA   string `yaml:"tls_ca"`
 	// AdminPublic lists admin API endpoints served without a signature:
 	// "metrics" (/metrics, for a Prometheus that cannot sign) and
 	// "health" (/v1/health, for load balancers). Everything else on the
@@ -109,6 +117,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	set(&c.DefaultVector, "TERRACE_DEFAULT_VECTOR")
 	set(&c.Placement, "TERRACE_PLACEMENT")
 	set(&c.ClusterSecret, "TERRACE_CLUSTER_SECRET")
+	set(&c.TLSCert, "TERRACE_TLS_CERT")
+	set(&c.TLSKey, "TERRACE_TLS_KEY")
+	set(&c.TLSCA, "TERRACE_TLS_CA")
 	if v := getenv("TERRACE_ADMIN_PUBLIC"); v != "" {
 		c.AdminPublic = strings.Split(v, ",")
 	}
@@ -169,6 +180,11 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
+// TLS returns the node's TLS files.
+func (c *Config) TLS() tlsconf.Files {
+	return tlsconf.Files{CertFile: c.TLSCert, KeyFile: c.TLSKey, CAFile: c.TLSCA}
+}
+
 // adminPublicPaths are the admin endpoints an operator may open.
 var adminPublicPaths = map[string]string{"metrics": "/metrics", "health": "/v1/health"}
 
@@ -225,6 +241,19 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if _, err := AdminPublicPaths(c.AdminPublic); err != nil {
 		return nil, err
+	}
+	if err := c.TLS().Validate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if c.Clustered() && c.TLSCert != "" && c.TLSCA == "" {
+		return nil, fmt.Errorf("server: a TLS cluster needs --tls-ca: node-to-node traffic is mutual TLS with certificates from the cluster CA")
+	}
+	if c.TLSCert != "" {
+		for name, u := range map[string]string{"etcd-peer-url": c.EtcdPeerURL, "etcd-client-url": c.EtcdClientURL} {
+			if u != "" && !strings.HasPrefix(u, "https://") {
+				return nil, fmt.Errorf("server: with TLS, --%s must be https:// (got %s)", name, u)
+			}
+		}
 	}
 	if c.Clustered() {
 		if len(c.ClusterSecret) < 16 {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -227,6 +228,14 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 	ln, err := net.Listen("tcp", n.Config.AdminAddress)
 	if err != nil {
 		return fmt.Errorf("server: admin listen %s: %w", n.Config.AdminAddress, err)
+	}
+	if n.Config.TLSCert != "" {
+		tc, err := n.Config.TLS().Server()
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, tc)
 	}
 	n.admin = &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)

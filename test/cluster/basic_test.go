@@ -124,7 +124,7 @@ func TestThreeNodeCluster(t *testing.T) {
 		want := content(seed, objs[0].bucket+"/"+objs[0].key, 1, 9<<20)[:x.Length]
 
 		// Control: the cluster secret reads the replica.
-		good, err := cluster.DialPeer(target.RPC, "n-test", []byte(c.Secret))
+		good, err := cluster.DialPeer(target.RPC, "n-test", []byte(c.Secret), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func TestThreeNodeCluster(t *testing.T) {
 			}
 		}
 		// A wrong secret, for reads and for a destructive call.
-		bad, err := cluster.DialPeer(target.RPC, "n1", []byte("not-the-cluster-secret-0123456789"))
+		bad, err := cluster.DialPeer(target.RPC, "n1", []byte("not-the-cluster-secret-0123456789"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

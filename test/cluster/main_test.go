@@ -117,6 +117,12 @@ type testCluster struct {
 // config file (a `curator:` section).
 func startCluster(t *testing.T, n, base int, curatorYAML string) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, base, curatorYAML, nil)
+}
+
+// startClusterWith is startCluster with a last word on the options.
+func startClusterWith(t *testing.T, n, base int, curatorYAML string, mod func(*devcluster.Options)) *testCluster {
+	t.Helper()
 	noTestCache()
 	dir := t.TempDir()
 	if *keepDir {
@@ -148,6 +154,9 @@ func startCluster(t *testing.T, n, base int, curatorYAML string) *testCluster {
 		}
 		o.ExtraArgs = []string{"--config", p}
 	}
+	if mod != nil {
+		mod(&o)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -163,7 +172,9 @@ func startCluster(t *testing.T, n, base int, curatorYAML string) *testCluster {
 		}
 	})
 	t.Logf("%d-node cluster up in %s (ports %d..)", n, time.Since(start).Round(time.Millisecond), chosen)
-	tc.waitAllUp(60 * time.Second)
+	if !o.TLS { // the helpers below speak plain HTTP; TLS tests check for themselves
+		tc.waitAllUp(60 * time.Second)
+	}
 	return tc
 }
 
