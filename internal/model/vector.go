@@ -124,6 +124,11 @@ func (v Vector) Validate() error {
 		if n < 0 {
 			return fmt.Errorf("%w: negative count %d for tier %s", ErrInvalidVector, n, t)
 		}
+		// Checked per tier too: a sum of huge counts could wrap around
+		// into the valid range.
+		if n > MaxReplicas {
+			return fmt.Errorf("%w: %d replicas on tier %s exceeds the maximum of %d", ErrInvalidVector, n, t, MaxReplicas)
+		}
 		total += n
 	}
 	if total < 1 {

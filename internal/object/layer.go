@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -128,6 +129,9 @@ func checkKey(k string) error {
 		if k[i] == 0 {
 			return fmt.Errorf("%w: contains NUL", ErrInvalidKey)
 		}
+	}
+	if !utf8.ValidString(k) {
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
 	}
 	return nil
 }

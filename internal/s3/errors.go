@@ -49,6 +49,13 @@ var (
 		Description:    "Object key must not contain a NUL byte.",
 		HTTPStatusCode: http.StatusBadRequest,
 	}
+	// errKeyNotUTF8: S3 keys are Unicode; a key that is not valid UTF-8
+	// could not be returned in a listing's XML.
+	errKeyNotUTF8 = s3err.APIError{
+		Code:           "InvalidArgument",
+		Description:    "Object key must be valid UTF-8.",
+		HTTPStatusCode: http.StatusBadRequest,
+	}
 	// errConflict answers a compare-and-swap that kept losing to
 	// concurrent writers (AWS's OperationAborted).
 	errConflict = s3err.APIError{

@@ -45,6 +45,7 @@ const tooWideClass = "TERRACE_TOO_WIDE"
 var srv struct {
 	url   string
 	layer *object.Layer
+	dir   string // every file the gateway's node writes lives under it
 }
 
 func TestMain(m *testing.M) {
@@ -65,6 +66,7 @@ func runMain(m *testing.M) int {
 	}
 	defer closeLayer()
 	srv.layer = layer
+	srv.dir = dir
 
 	addr, err := freeAddr()
 	if err != nil {

@@ -43,6 +43,8 @@ func checkKey(key string) error {
 		return s3err.GetKeyTooLongErr(int64(len(key)), maxKeyBytes)
 	case strings.IndexByte(key, 0) >= 0:
 		return errKeyHasNUL
+	case !utf8.ValidString(key):
+		return errKeyNotUTF8
 	}
 	return nil
 }

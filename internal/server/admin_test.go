@@ -16,19 +16,23 @@ import (
 // serving it.
 func openNode(t *testing.T, mod func(*Config)) *Node {
 	t.Helper()
-	dir := t.TempDir()
+	n, err := openNodeAt(t.TempDir(), mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// openNodeAt opens a node whose data lives under dir.
+func openNodeAt(dir string, mod func(*Config)) (*Node, error) {
 	cfg := Config{DataDir: dir, ProbeBytes: 64 << 10, Devices: []string{
 		"ssd:" + filepath.Join(dir, "ssd0") + ":256MiB", "hdd:" + filepath.Join(dir, "hdd0") + ":256MiB"},
 		DefaultVector: "any=1", Curator: CuratorConfig{Disabled: true}}
 	if mod != nil {
 		mod(&cfg)
 	}
-	n, err := Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func status(t *testing.T, c *http.Client, url string) int {
