@@ -12,7 +12,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 )
@@ -87,7 +86,8 @@ type Event struct {
 type Membership struct {
 	c        *clientv3.Client
 	self     NodeInfo
-	devices  []*device.Device
+	// local returns this node's devices with live counters.
+	local    func() []model.Device
 	log      *slog.Logger
 	interval time.Duration
 	ttl      time.Duration
@@ -101,9 +101,10 @@ type Membership struct {
 	wg sync.WaitGroup
 }
 
-// NewMembership prepares membership for this node.
-func NewMembership(c *clientv3.Client, self NodeInfo, devs []*device.Device, log *slog.Logger) *Membership {
-	return &Membership{c: c, self: self, devices: devs, log: log,
+// NewMembership prepares membership for this node; local returns this
+// node's devices with live counters (replica.Local's snapshot).
+func NewMembership(c *clientv3.Client, self NodeInfo, local func() []model.Device, log *slog.Logger) *Membership {
+	return &Membership{c: c, self: self, local: local, log: log,
 		interval: DefaultHeartbeatInterval, ttl: DefaultHeartbeatTTL,
 		nodes: map[model.NodeID]NodeInfo{}, beats: map[model.NodeID]Heartbeat{}, states: map[model.NodeID]NodeState{}}
 }
@@ -113,9 +114,8 @@ func NewMembership(c *clientv3.Client, self NodeInfo, devs []*device.Device, log
 func (m *Membership) Start(ctx context.Context) error {
 	m.self.Started = time.Now().UnixNano()
 	m.self.Devices = nil
-	for _, d := range m.devices {
-		st := d.Stats()
-		m.self.Devices = append(m.self.Devices, DeviceInfo{ID: d.ID(), Tier: d.Tier(), CapacityBytes: d.Capacity(), ReadBps: st.ReadBps, WriteBps: st.WriteBps})
+	for _, d := range m.local() {
+		m.self.Devices = append(m.self.Devices, DeviceInfo{ID: d.ID, Tier: d.Tier, CapacityBytes: d.CapacityBytes, ReadBps: d.ReadBps, WriteBps: d.WriteBps})
 	}
 	b, _ := json.Marshal(m.self)
 	if _, err := m.c.Put(ctx, prefixNode+string(m.self.ID), string(b)); err != nil {
@@ -143,9 +143,8 @@ func (m *Membership) Wait() { m.wg.Wait() }
 
 func (m *Membership) beat(ctx context.Context, lease clientv3.LeaseID) error {
 	hb := Heartbeat{Time: time.Now().UnixNano()}
-	for _, d := range m.devices {
-		st := d.Stats()
-		hb.Devices = append(hb.Devices, DeviceStats{ID: d.ID(), Used: st.UsedBytes, Queue: st.QueueLen, Streams: st.ActiveStreams, Failed: st.Failed})
+	for _, d := range m.local() {
+		hb.Devices = append(hb.Devices, DeviceStats{ID: d.ID, Used: d.UsedBytes, Queue: d.QueueLen, Streams: d.ActiveStreams, Failed: d.State == model.DeviceFailed})
 	}
 	b, _ := json.Marshal(hb)
 	var opts []clientv3.OpOption
@@ -344,9 +343,9 @@ func (m *Membership) SetDraining(ctx context.Context, id model.NodeID, on bool) 
 func (m *Membership) Snapshot() *model.Snapshot {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	local := map[model.DeviceID]*device.Device{}
-	for _, d := range m.devices {
-		local[d.ID()] = d
+	local := map[model.DeviceID]model.Device{}
+	for _, d := range m.local() {
+		local[d.ID] = d
 	}
 	var nodes []model.Node
 	var devs []model.Device
@@ -361,8 +360,8 @@ func (m *Membership) Snapshot() *model.Snapshot {
 			stats[s.ID] = s
 		}
 		for _, di := range n.Devices {
-			if d, ok := local[di.ID]; ok {
-				md := d.Model(id, n.Rack)
+			if md, ok := local[di.ID]; ok {
+				md.Node, md.Rack = id, n.Rack
 				if m.states[id].Draining && md.State == model.DeviceUp {
 					md.State = model.DeviceDraining
 				}

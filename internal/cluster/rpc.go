@@ -20,10 +20,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/terrace-storage/terrace/internal/cluster/rpcpb"
-	"github.com/terrace-storage/terrace/internal/device"
-	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/model"
-	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/replica"
 )
 
 // Authentication: every call carries the caller's node ID, a timestamp and
@@ -85,15 +83,15 @@ func toStatus(err error) error {
 	}
 	code := codes.Internal
 	switch {
-	case errors.Is(err, extent.ErrCorrupt):
+	case errors.Is(err, replica.ErrCorrupt):
 		code = codes.DataLoss
-	case errors.Is(err, device.ErrFull):
+	case errors.Is(err, replica.ErrFull):
 		code = codes.ResourceExhausted
-	case errors.Is(err, device.ErrNotExist):
+	case errors.Is(err, replica.ErrNotExist):
 		code = codes.NotFound
-	case errors.Is(err, device.ErrFailed):
+	case errors.Is(err, replica.ErrFailed):
 		code = codes.Unavailable
-	case errors.Is(err, extent.ErrAppendOnly):
+	case errors.Is(err, replica.ErrAppendOnly):
 		code = codes.FailedPrecondition
 	}
 	return status.Error(code, err.Error())
@@ -108,13 +106,13 @@ func fromStatus(node model.NodeID, err error) error {
 	var base error
 	switch st.Code() {
 	case codes.DataLoss:
-		base = extent.ErrCorrupt
+		base = replica.ErrCorrupt
 	case codes.ResourceExhausted:
-		base = device.ErrFull
+		base = replica.ErrFull
 	case codes.NotFound:
-		base = device.ErrNotExist
+		base = replica.ErrNotExist
 	case codes.FailedPrecondition:
-		base = extent.ErrAppendOnly
+		base = replica.ErrAppendOnly
 	case codes.Unauthenticated:
 		base = ErrUnauthenticated
 	default:
@@ -129,11 +127,29 @@ var ErrPeerUnavailable = errors.New("cluster: peer unavailable")
 // ReplicaServer serves this node's devices to peers.
 type ReplicaServer struct {
 	rpcpb.UnimplementedReplicaServer
-	local *object.Local
+	local *replica.Local
+	// router reads a Pull's source when it lives on another node.
+	router *Router
 }
 
-// NewReplicaServer wraps the local devices.
-func NewReplicaServer(local *object.Local) *ReplicaServer { return &ReplicaServer{local: local} }
+// NewReplicaServer wraps the local devices; router serves Pull's reads
+// from other nodes.
+func NewReplicaServer(local *replica.Local, router *Router) *ReplicaServer {
+	return &ReplicaServer{local: local, router: router}
+}
+
+// Pull copies a replica onto one of this node's devices from wherever the
+// source lives: the bytes flow source node → this node, once.
+func (s *ReplicaServer) Pull(ctx context.Context, r *rpcpb.PullRequest) (*rpcpb.Empty, error) {
+	dst, id := rep(r.Dst)
+	if !s.local.Has(dst.Device) {
+		return nil, status.Errorf(codes.InvalidArgument, "cluster: pull to %s: not a device of this node", dst.Device)
+	}
+	src, _ := rep(r.Src)
+	src.Node = model.NodeID(r.SrcNode)
+	dst.Node = s.local.Node
+	return empty, toStatus(replica.Copy(ctx, s.router, id, r.Size, src, dst))
+}
 
 func rep(ref *rpcpb.ReplicaRef) (model.Replica, uint64) {
 	return model.Replica{Device: model.DeviceID(ref.GetDevice())}, ref.GetEgroup()
@@ -218,7 +234,7 @@ func transportCredentials(tc *tls.Config) grpc.DialOption {
 // straight to disk; others go over gRPC to the owning node.
 type Router struct {
 	self    model.NodeID
-	local   *object.Local
+	local   *replica.Local
 	members *Membership
 	secret  []byte
 	tls     *tls.Config
@@ -230,11 +246,11 @@ type Router struct {
 	conns map[string]*grpc.ClientConn
 }
 
-var _ object.ReplicaIO = (*Router)(nil)
+var _ replica.IO = (*Router)(nil)
 
 // NewRouter returns the router. tc, when set, is the mutual-TLS client
 // configuration for peers (tlsconf.Files.PeerClient).
-func NewRouter(self model.NodeID, local *object.Local, members *Membership, secret []byte, tc *tls.Config) *Router {
+func NewRouter(self model.NodeID, local *replica.Local, members *Membership, secret []byte, tc *tls.Config) *Router {
 	return &Router{self: self, local: local, members: members, secret: secret, tls: tc, CallTimeout: 30 * time.Second, conns: map[string]*grpc.ClientConn{}}
 }
 
@@ -390,4 +406,24 @@ func (rt *Router) Remove(ctx context.Context, r model.Replica, id uint64) error 
 		_, err := c.Remove(ctx, &rpcpb.RemoveRequest{Ref: ref(r, id)})
 		return err
 	})
+}
+
+// Pull makes dst a verified copy of src, on dst's node: a local copy when
+// dst is here (reading src locally or from its node), else a Pull RPC to
+// dst's node, which reads the source itself.
+func (rt *Router) Pull(ctx context.Context, dst, src model.Replica, id uint64, size int64) error {
+	if rt.isLocal(dst) {
+		return replica.Copy(ctx, rt, id, size, src, dst)
+	}
+	node := nodeOf(dst)
+	c, err := rt.client(node)
+	if err != nil {
+		return err
+	}
+	// A pull streams a whole egroup: allow for a slow (throttled) copy.
+	timeout := rt.CallTimeout + time.Duration(size/(512<<10))*time.Second
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err = c.Pull(ctx, &rpcpb.PullRequest{Dst: ref(dst, id), Src: ref(src, id), SrcNode: string(nodeOf(src)), Size: size})
+	return fromStatus(node, err)
 }

@@ -6,51 +6,28 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/replica"
 )
 
 // Maintenance operations for the Curator. They move bytes; deciding what
 // to move is the Curator's. Every switch of metadata is compare-and-swap
 // against the version the caller computed its task from.
 
-// copyChunk bounds one raw read during a replica copy: large enough to
-// stream at device speed, small enough for one RPC.
-const copyChunk = 4 << 20
-
-// CopyReplica copies the first size bytes of egroup id from src to dst and
-// verifies every slice of the copy. The caller switches metadata after a
-// nil return and only then deletes anything (docs/design/0000 invariant 4). On error
-// the partial copy is removed.
+// CopyReplica makes dst a verified copy of the first size bytes of egroup
+// id from src. The copy runs on dst's node (replica.IO's Pull: the bytes
+// go from the source node to the destination once, never through the
+// caller). The caller switches metadata after a nil return and only then
+// deletes anything (docs/design/0000 invariant 4). On error no partial
+// copy is left behind; a copy that fails verification blames the source,
+// which is marked bad so recovery repairs it from another replica.
 func (l *Layer) CopyReplica(ctx context.Context, id uint64, size int64, src, dst model.Replica) error {
-	if err := l.rio.Create(ctx, dst, id); err != nil {
-		return fmt.Errorf("object: copy egroup %s to %s: create: %w", meta.FormatID(id), dst.Device, err)
-	}
-	fail := func(err error) error {
-		_ = l.rio.Remove(context.WithoutCancel(ctx), dst, id)
-		return fmt.Errorf("object: copy egroup %s %s→%s: %w", meta.FormatID(id), src.Device, dst.Device, err)
-	}
-	for off := int64(0); off < size; off += copyChunk {
-		n := min(copyChunk, size-off)
-		b, err := l.rio.ReadRaw(ctx, src, id, off, n)
-		if err != nil {
-			return fail(err)
-		}
-		if err := l.rio.Append(ctx, dst, id, off, b); err != nil {
-			return fail(err)
-		}
-	}
-	if err := l.rio.Sync(ctx, dst, id); err != nil {
-		return fail(err)
-	}
-	if err := l.rio.Verify(ctx, dst, id, size); err != nil {
-		// A bad slice at the destination came from a bad source: report
-		// the source so it is repaired from another replica.
-		if errors.Is(err, extent.ErrCorrupt) {
+	if err := l.rio.Pull(ctx, dst, src, id, size); err != nil {
+		if errors.Is(err, replica.ErrCorrupt) {
 			l.MarkReplicaBad(context.WithoutCancel(ctx), id, src.Device)
 		}
-		return fail(err)
+		return fmt.Errorf("object: copy egroup %s %s→%s: %w", meta.FormatID(id), src.Device, dst.Device, err)
 	}
 	l.snaps.placed([]model.Replica{dst}, size)
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/replica"
 )
 
 // readChunk bounds one read from an extent so a large range streams
@@ -205,7 +206,7 @@ func (l *Layer) readLocated(ctx context.Context, loc *extentLoc, from, to int64)
 func (l *Layer) readLocatedInto(ctx context.Context, buf []byte, loc *extentLoc, from, to int64) ([]byte, error) {
 	x := loc.x
 	var errs []error
-	br, canBuffer := l.rio.(bufferedReader)
+	br, canBuffer := l.rio.(replica.BufferedReader)
 	for i, rep := range loc.cands {
 		var data []byte
 		var err error

@@ -224,6 +224,77 @@ func (x *SyncRequest) GetRef() *ReplicaRef {
 	return nil
 }
 
+// PullRequest asks the node owning dst to make dst a verified copy of the
+// first size bytes of src, reading src itself (from its own device or from
+// src_node over this same service).
+type PullRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dst           *ReplicaRef            `protobuf:"bytes,1,opt,name=dst,proto3" json:"dst,omitempty"`
+	Src           *ReplicaRef            `protobuf:"bytes,2,opt,name=src,proto3" json:"src,omitempty"`
+	SrcNode       string                 `protobuf:"bytes,3,opt,name=src_node,json=srcNode,proto3" json:"src_node,omitempty"`
+	Size          int64                  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullRequest) Reset() {
+	*x = PullRequest{}
+	mi := &file_replica_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullRequest) ProtoMessage() {}
+
+func (x *PullRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_replica_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
+func (*PullRequest) Descriptor() ([]byte, []int) {
+	return file_replica_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PullRequest) GetDst() *ReplicaRef {
+	if x != nil {
+		return x.Dst
+	}
+	return nil
+}
+
+func (x *PullRequest) GetSrc() *ReplicaRef {
+	if x != nil {
+		return x.Src
+	}
+	return nil
+}
+
+func (x *PullRequest) GetSrcNode() string {
+	if x != nil {
+		return x.SrcNode
+	}
+	return ""
+}
+
+func (x *PullRequest) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
 type TruncateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ref           *ReplicaRef            `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
@@ -234,7 +305,7 @@ type TruncateRequest struct {
 
 func (x *TruncateRequest) Reset() {
 	*x = TruncateRequest{}
-	mi := &file_replica_proto_msgTypes[4]
+	mi := &file_replica_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +317,7 @@ func (x *TruncateRequest) String() string {
 func (*TruncateRequest) ProtoMessage() {}
 
 func (x *TruncateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[4]
+	mi := &file_replica_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +330,7 @@ func (x *TruncateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TruncateRequest.ProtoReflect.Descriptor instead.
 func (*TruncateRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{4}
+	return file_replica_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TruncateRequest) GetRef() *ReplicaRef {
@@ -289,7 +360,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_replica_proto_msgTypes[5]
+	mi := &file_replica_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +372,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[5]
+	mi := &file_replica_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +385,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{5}
+	return file_replica_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReadRequest) GetRef() *ReplicaRef {
@@ -363,7 +434,7 @@ type ReadRawRequest struct {
 
 func (x *ReadRawRequest) Reset() {
 	*x = ReadRawRequest{}
-	mi := &file_replica_proto_msgTypes[6]
+	mi := &file_replica_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +446,7 @@ func (x *ReadRawRequest) String() string {
 func (*ReadRawRequest) ProtoMessage() {}
 
 func (x *ReadRawRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[6]
+	mi := &file_replica_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +459,7 @@ func (x *ReadRawRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRawRequest.ProtoReflect.Descriptor instead.
 func (*ReadRawRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{6}
+	return file_replica_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReadRawRequest) GetRef() *ReplicaRef {
@@ -422,7 +493,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_replica_proto_msgTypes[7]
+	mi := &file_replica_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +505,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[7]
+	mi := &file_replica_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +518,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{7}
+	return file_replica_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VerifyRequest) GetRef() *ReplicaRef {
@@ -473,7 +544,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_replica_proto_msgTypes[8]
+	mi := &file_replica_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +556,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[8]
+	mi := &file_replica_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +569,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{8}
+	return file_replica_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoveRequest) GetRef() *ReplicaRef {
@@ -516,7 +587,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_replica_proto_msgTypes[9]
+	mi := &file_replica_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +599,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[9]
+	mi := &file_replica_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +612,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{9}
+	return file_replica_proto_rawDescGZIP(), []int{10}
 }
 
 type DataResponse struct {
@@ -553,7 +624,7 @@ type DataResponse struct {
 
 func (x *DataResponse) Reset() {
 	*x = DataResponse{}
-	mi := &file_replica_proto_msgTypes[10]
+	mi := &file_replica_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +636,7 @@ func (x *DataResponse) String() string {
 func (*DataResponse) ProtoMessage() {}
 
 func (x *DataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_replica_proto_msgTypes[10]
+	mi := &file_replica_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +649,7 @@ func (x *DataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DataResponse.ProtoReflect.Descriptor instead.
 func (*DataResponse) Descriptor() ([]byte, []int) {
-	return file_replica_proto_rawDescGZIP(), []int{10}
+	return file_replica_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DataResponse) GetData() []byte {
@@ -604,7 +675,12 @@ const file_replica_proto_rawDesc = "" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x18\n" +
 	"\aencoded\x18\x03 \x01(\fR\aencoded\";\n" +
 	"\vSyncRequest\x12,\n" +
-	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\"S\n" +
+	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\"\x98\x01\n" +
+	"\vPullRequest\x12,\n" +
+	"\x03dst\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03dst\x12,\n" +
+	"\x03src\x18\x02 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03src\x12\x19\n" +
+	"\bsrc_node\x18\x03 \x01(\tR\asrcNode\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\"S\n" +
 	"\x0fTruncateRequest\x12,\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\"\xa9\x01\n" +
@@ -625,7 +701,7 @@ const file_replica_proto_rawDesc = "" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\"\a\n" +
 	"\x05Empty\"\"\n" +
 	"\fDataResponse\x12\x12\n" +
-	"\x04data\x18\x01 \x01(\fR\x04data2\x95\x04\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data2\xd1\x04\n" +
 	"\aReplica\x12>\n" +
 	"\x06Create\x12\x1d.terrace.rpc.v1.CreateRequest\x1a\x15.terrace.rpc.v1.Empty\x12>\n" +
 	"\x06Append\x12\x1d.terrace.rpc.v1.AppendRequest\x1a\x15.terrace.rpc.v1.Empty\x12:\n" +
@@ -634,7 +710,8 @@ const file_replica_proto_rawDesc = "" +
 	"\x04Read\x12\x1b.terrace.rpc.v1.ReadRequest\x1a\x1c.terrace.rpc.v1.DataResponse\x12G\n" +
 	"\aReadRaw\x12\x1e.terrace.rpc.v1.ReadRawRequest\x1a\x1c.terrace.rpc.v1.DataResponse\x12>\n" +
 	"\x06Verify\x12\x1d.terrace.rpc.v1.VerifyRequest\x1a\x15.terrace.rpc.v1.Empty\x12>\n" +
-	"\x06Remove\x12\x1d.terrace.rpc.v1.RemoveRequest\x1a\x15.terrace.rpc.v1.EmptyB;Z9github.com/terrace-storage/terrace/internal/cluster/rpcpbb\x06proto3"
+	"\x06Remove\x12\x1d.terrace.rpc.v1.RemoveRequest\x1a\x15.terrace.rpc.v1.Empty\x12:\n" +
+	"\x04Pull\x12\x1b.terrace.rpc.v1.PullRequest\x1a\x15.terrace.rpc.v1.EmptyB;Z9github.com/terrace-storage/terrace/internal/cluster/rpcpbb\x06proto3"
 
 var (
 	file_replica_proto_rawDescOnce sync.Once
@@ -648,50 +725,55 @@ func file_replica_proto_rawDescGZIP() []byte {
 	return file_replica_proto_rawDescData
 }
 
-var file_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_replica_proto_goTypes = []any{
 	(*ReplicaRef)(nil),      // 0: terrace.rpc.v1.ReplicaRef
 	(*CreateRequest)(nil),   // 1: terrace.rpc.v1.CreateRequest
 	(*AppendRequest)(nil),   // 2: terrace.rpc.v1.AppendRequest
 	(*SyncRequest)(nil),     // 3: terrace.rpc.v1.SyncRequest
-	(*TruncateRequest)(nil), // 4: terrace.rpc.v1.TruncateRequest
-	(*ReadRequest)(nil),     // 5: terrace.rpc.v1.ReadRequest
-	(*ReadRawRequest)(nil),  // 6: terrace.rpc.v1.ReadRawRequest
-	(*VerifyRequest)(nil),   // 7: terrace.rpc.v1.VerifyRequest
-	(*RemoveRequest)(nil),   // 8: terrace.rpc.v1.RemoveRequest
-	(*Empty)(nil),           // 9: terrace.rpc.v1.Empty
-	(*DataResponse)(nil),    // 10: terrace.rpc.v1.DataResponse
+	(*PullRequest)(nil),     // 4: terrace.rpc.v1.PullRequest
+	(*TruncateRequest)(nil), // 5: terrace.rpc.v1.TruncateRequest
+	(*ReadRequest)(nil),     // 6: terrace.rpc.v1.ReadRequest
+	(*ReadRawRequest)(nil),  // 7: terrace.rpc.v1.ReadRawRequest
+	(*VerifyRequest)(nil),   // 8: terrace.rpc.v1.VerifyRequest
+	(*RemoveRequest)(nil),   // 9: terrace.rpc.v1.RemoveRequest
+	(*Empty)(nil),           // 10: terrace.rpc.v1.Empty
+	(*DataResponse)(nil),    // 11: terrace.rpc.v1.DataResponse
 }
 var file_replica_proto_depIdxs = []int32{
 	0,  // 0: terrace.rpc.v1.CreateRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
 	0,  // 1: terrace.rpc.v1.AppendRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
 	0,  // 2: terrace.rpc.v1.SyncRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
-	0,  // 3: terrace.rpc.v1.TruncateRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
-	0,  // 4: terrace.rpc.v1.ReadRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
-	0,  // 5: terrace.rpc.v1.ReadRawRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
-	0,  // 6: terrace.rpc.v1.VerifyRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
-	0,  // 7: terrace.rpc.v1.RemoveRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
-	1,  // 8: terrace.rpc.v1.Replica.Create:input_type -> terrace.rpc.v1.CreateRequest
-	2,  // 9: terrace.rpc.v1.Replica.Append:input_type -> terrace.rpc.v1.AppendRequest
-	3,  // 10: terrace.rpc.v1.Replica.Sync:input_type -> terrace.rpc.v1.SyncRequest
-	4,  // 11: terrace.rpc.v1.Replica.Truncate:input_type -> terrace.rpc.v1.TruncateRequest
-	5,  // 12: terrace.rpc.v1.Replica.Read:input_type -> terrace.rpc.v1.ReadRequest
-	6,  // 13: terrace.rpc.v1.Replica.ReadRaw:input_type -> terrace.rpc.v1.ReadRawRequest
-	7,  // 14: terrace.rpc.v1.Replica.Verify:input_type -> terrace.rpc.v1.VerifyRequest
-	8,  // 15: terrace.rpc.v1.Replica.Remove:input_type -> terrace.rpc.v1.RemoveRequest
-	9,  // 16: terrace.rpc.v1.Replica.Create:output_type -> terrace.rpc.v1.Empty
-	9,  // 17: terrace.rpc.v1.Replica.Append:output_type -> terrace.rpc.v1.Empty
-	9,  // 18: terrace.rpc.v1.Replica.Sync:output_type -> terrace.rpc.v1.Empty
-	9,  // 19: terrace.rpc.v1.Replica.Truncate:output_type -> terrace.rpc.v1.Empty
-	10, // 20: terrace.rpc.v1.Replica.Read:output_type -> terrace.rpc.v1.DataResponse
-	10, // 21: terrace.rpc.v1.Replica.ReadRaw:output_type -> terrace.rpc.v1.DataResponse
-	9,  // 22: terrace.rpc.v1.Replica.Verify:output_type -> terrace.rpc.v1.Empty
-	9,  // 23: terrace.rpc.v1.Replica.Remove:output_type -> terrace.rpc.v1.Empty
-	16, // [16:24] is the sub-list for method output_type
-	8,  // [8:16] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 3: terrace.rpc.v1.PullRequest.dst:type_name -> terrace.rpc.v1.ReplicaRef
+	0,  // 4: terrace.rpc.v1.PullRequest.src:type_name -> terrace.rpc.v1.ReplicaRef
+	0,  // 5: terrace.rpc.v1.TruncateRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
+	0,  // 6: terrace.rpc.v1.ReadRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
+	0,  // 7: terrace.rpc.v1.ReadRawRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
+	0,  // 8: terrace.rpc.v1.VerifyRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
+	0,  // 9: terrace.rpc.v1.RemoveRequest.ref:type_name -> terrace.rpc.v1.ReplicaRef
+	1,  // 10: terrace.rpc.v1.Replica.Create:input_type -> terrace.rpc.v1.CreateRequest
+	2,  // 11: terrace.rpc.v1.Replica.Append:input_type -> terrace.rpc.v1.AppendRequest
+	3,  // 12: terrace.rpc.v1.Replica.Sync:input_type -> terrace.rpc.v1.SyncRequest
+	5,  // 13: terrace.rpc.v1.Replica.Truncate:input_type -> terrace.rpc.v1.TruncateRequest
+	6,  // 14: terrace.rpc.v1.Replica.Read:input_type -> terrace.rpc.v1.ReadRequest
+	7,  // 15: terrace.rpc.v1.Replica.ReadRaw:input_type -> terrace.rpc.v1.ReadRawRequest
+	8,  // 16: terrace.rpc.v1.Replica.Verify:input_type -> terrace.rpc.v1.VerifyRequest
+	9,  // 17: terrace.rpc.v1.Replica.Remove:input_type -> terrace.rpc.v1.RemoveRequest
+	4,  // 18: terrace.rpc.v1.Replica.Pull:input_type -> terrace.rpc.v1.PullRequest
+	10, // 19: terrace.rpc.v1.Replica.Create:output_type -> terrace.rpc.v1.Empty
+	10, // 20: terrace.rpc.v1.Replica.Append:output_type -> terrace.rpc.v1.Empty
+	10, // 21: terrace.rpc.v1.Replica.Sync:output_type -> terrace.rpc.v1.Empty
+	10, // 22: terrace.rpc.v1.Replica.Truncate:output_type -> terrace.rpc.v1.Empty
+	11, // 23: terrace.rpc.v1.Replica.Read:output_type -> terrace.rpc.v1.DataResponse
+	11, // 24: terrace.rpc.v1.Replica.ReadRaw:output_type -> terrace.rpc.v1.DataResponse
+	10, // 25: terrace.rpc.v1.Replica.Verify:output_type -> terrace.rpc.v1.Empty
+	10, // 26: terrace.rpc.v1.Replica.Remove:output_type -> terrace.rpc.v1.Empty
+	10, // 27: terrace.rpc.v1.Replica.Pull:output_type -> terrace.rpc.v1.Empty
+	19, // [19:28] is the sub-list for method output_type
+	10, // [10:19] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_replica_proto_init() }
@@ -705,7 +787,7 @@ func file_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_replica_proto_rawDesc), len(file_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

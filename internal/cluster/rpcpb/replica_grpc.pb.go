@@ -30,6 +30,7 @@ const (
 	Replica_ReadRaw_FullMethodName  = "/terrace.rpc.v1.Replica/ReadRaw"
 	Replica_Verify_FullMethodName   = "/terrace.rpc.v1.Replica/Verify"
 	Replica_Remove_FullMethodName   = "/terrace.rpc.v1.Replica/Remove"
+	Replica_Pull_FullMethodName     = "/terrace.rpc.v1.Replica/Pull"
 )
 
 // ReplicaClient is the client API for Replica service.
@@ -44,6 +45,7 @@ type ReplicaClient interface {
 	ReadRaw(ctx context.Context, in *ReadRawRequest, opts ...grpc.CallOption) (*DataResponse, error)
 	Verify(ctx context.Context, in *VerifyRequest, opts ...grpc.CallOption) (*Empty, error)
 	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*Empty, error)
+	Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type replicaClient struct {
@@ -134,6 +136,16 @@ func (c *replicaClient) Remove(ctx context.Context, in *RemoveRequest, opts ...g
 	return out, nil
 }
 
+func (c *replicaClient) Pull(ctx context.Context, in *PullRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Replica_Pull_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicaServer is the server API for Replica service.
 // All implementations must embed UnimplementedReplicaServer
 // for forward compatibility.
@@ -146,6 +158,7 @@ type ReplicaServer interface {
 	ReadRaw(context.Context, *ReadRawRequest) (*DataResponse, error)
 	Verify(context.Context, *VerifyRequest) (*Empty, error)
 	Remove(context.Context, *RemoveRequest) (*Empty, error)
+	Pull(context.Context, *PullRequest) (*Empty, error)
 	mustEmbedUnimplementedReplicaServer()
 }
 
@@ -179,6 +192,9 @@ func (UnimplementedReplicaServer) Verify(context.Context, *VerifyRequest) (*Empt
 }
 func (UnimplementedReplicaServer) Remove(context.Context, *RemoveRequest) (*Empty, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Remove not implemented")
+}
+func (UnimplementedReplicaServer) Pull(context.Context, *PullRequest) (*Empty, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Pull not implemented")
 }
 func (UnimplementedReplicaServer) mustEmbedUnimplementedReplicaServer() {}
 func (UnimplementedReplicaServer) testEmbeddedByValue()                 {}
@@ -345,6 +361,24 @@ func _Replica_Remove_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Replica_Pull_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicaServer).Pull(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replica_Pull_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicaServer).Pull(ctx, req.(*PullRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Replica_ServiceDesc is the grpc.ServiceDesc for Replica service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -383,6 +417,10 @@ var Replica_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Remove",
 			Handler:    _Replica_Remove_Handler,
+		},
+		{
+			MethodName: "Pull",
+			Handler:    _Replica_Pull_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

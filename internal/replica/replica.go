@@ -1,0 +1,226 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/extent"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// Sentinel errors of replica I/O, whatever the node that served it.
+var (
+	// ErrCorrupt: a slice failed its checksum.
+	ErrCorrupt = extent.ErrCorrupt
+	// ErrAppendOnly: an append at an offset other than the file's end.
+	ErrAppendOnly = extent.ErrAppendOnly
+	// ErrFull: the device has no room.
+	ErrFull = device.ErrFull
+	// ErrNotExist: no such replica file.
+	ErrNotExist = device.ErrNotExist
+	// ErrFailed: the device failed.
+	ErrFailed = device.ErrFailed
+)
+
+// EncodedLen is the on-disk size of n payload bytes (slice headers and
+// checksums included).
+func EncodedLen(n int64) int64 { return extent.EncodedLen(n) }
+
+// IO moves egroup replica bytes. Local serves this node's devices; the
+// cluster's router reaches other nodes' devices over RPC.
+type IO interface {
+	Create(ctx context.Context, r model.Replica, id uint64) error
+	Append(ctx context.Context, r model.Replica, id uint64, off int64, encoded []byte) error
+	Sync(ctx context.Context, r model.Replica, id uint64) error
+	Truncate(ctx context.Context, r model.Replica, id uint64, size int64) error
+	Read(ctx context.Context, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error)
+	ReadRaw(ctx context.Context, r model.Replica, id uint64, off, n int64) ([]byte, error)
+	Verify(ctx context.Context, r model.Replica, id uint64, size int64) error
+	Remove(ctx context.Context, r model.Replica, id uint64) error
+	// Pull makes dst a verified copy of the first size bytes of replica
+	// src. It runs where dst lives (the destination node reads from the
+	// source node), so a move's bytes cross the network once and never
+	// through a coordinator. A failed pull leaves no file at dst.
+	Pull(ctx context.Context, dst, src model.Replica, id uint64, size int64) error
+}
+
+// BufferedReader is implemented by IOs that can read into a recycled
+// buffer; the object layer's read path uses it to avoid a large
+// allocation per chunk.
+type BufferedReader interface {
+	ReadInto(ctx context.Context, buf []byte, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error)
+}
+
+// copyChunk bounds one raw read during a copy: large enough to stream at
+// device speed, small enough for one RPC.
+const copyChunk = 4 << 20
+
+// Copy copies the first size bytes of egroup id from src to dst through
+// io and verifies every slice of the copy. On error the partial copy is
+// removed. A copy whose verification finds a corrupt slice returns an
+// error wrapping ErrCorrupt: the bad bytes came from the source.
+func Copy(ctx context.Context, io IO, id uint64, size int64, src, dst model.Replica) error {
+	if err := io.Create(ctx, dst, id); err != nil {
+		return fmt.Errorf("replica: copy egroup %016x to %s: create: %w", id, dst.Device, err)
+	}
+	fail := func(err error) error {
+		_ = io.Remove(context.WithoutCancel(ctx), dst, id)
+		return fmt.Errorf("replica: copy egroup %016x %s→%s: %w", id, src.Device, dst.Device, err)
+	}
+	for off := int64(0); off < size; off += copyChunk {
+		n := min(copyChunk, size-off)
+		b, err := io.ReadRaw(ctx, src, id, off, n)
+		if err != nil {
+			return fail(err)
+		}
+		if err := io.Append(ctx, dst, id, off, b); err != nil {
+			return fail(err)
+		}
+	}
+	if err := io.Sync(ctx, dst, id); err != nil {
+		return fail(err)
+	}
+	if err := io.Verify(ctx, dst, id, size); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// Local serves replicas on this node's devices.
+type Local struct {
+	Node   model.NodeID
+	Rack   string
+	stores map[model.DeviceID]*extent.Store
+	order  []model.DeviceID
+}
+
+var _ IO = (*Local)(nil)
+
+// NewLocal wraps devices.
+func NewLocal(node model.NodeID, rack string, devs []*device.Device) *Local {
+	l := &Local{Node: node, Rack: rack, stores: map[model.DeviceID]*extent.Store{}}
+	for _, d := range devs {
+		l.stores[d.ID()] = extent.NewStore(d)
+		l.order = append(l.order, d.ID())
+	}
+	return l
+}
+
+// Store returns the extent store of a local device.
+func (l *Local) Store(id model.DeviceID) (*extent.Store, bool) {
+	s, ok := l.stores[id]
+	return s, ok
+}
+
+// Devices returns local devices in configuration order.
+func (l *Local) Devices() []*device.Device {
+	out := make([]*device.Device, 0, len(l.order))
+	for _, id := range l.order {
+		out = append(out, l.stores[id].Device())
+	}
+	return out
+}
+
+// Snapshot builds a model snapshot from live device counters.
+func (l *Local) Snapshot() *model.Snapshot {
+	devs := make([]model.Device, 0, len(l.order))
+	for _, id := range l.order {
+		devs = append(devs, l.stores[id].Device().Model(l.Node, l.Rack))
+	}
+	return model.NewSnapshot(time.Now(), []model.Node{{ID: l.Node, Rack: l.Rack, Up: true}}, devs)
+}
+
+// Has reports whether a device is on this node.
+func (l *Local) Has(id model.DeviceID) bool {
+	_, ok := l.stores[id]
+	return ok
+}
+
+func (l *Local) store(r model.Replica) (*extent.Store, error) {
+	s, ok := l.stores[r.Device]
+	if !ok {
+		return nil, fmt.Errorf("replica: device %s is not on node %s", r.Device, l.Node)
+	}
+	return s, nil
+}
+
+func (l *Local) Create(_ context.Context, r model.Replica, id uint64) error {
+	s, err := l.store(r)
+	if err != nil {
+		return err
+	}
+	return s.Create(id)
+}
+
+func (l *Local) Append(_ context.Context, r model.Replica, id uint64, off int64, enc []byte) error {
+	s, err := l.store(r)
+	if err != nil {
+		return err
+	}
+	return s.Append(id, off, enc)
+}
+
+func (l *Local) Sync(_ context.Context, r model.Replica, id uint64) error {
+	s, err := l.store(r)
+	if err != nil {
+		return err
+	}
+	return s.Sync(id)
+}
+
+func (l *Local) Truncate(_ context.Context, r model.Replica, id uint64, size int64) error {
+	s, err := l.store(r)
+	if err != nil {
+		return err
+	}
+	return s.Truncate(id, size)
+}
+
+func (l *Local) Read(_ context.Context, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error) {
+	s, err := l.store(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.Read(id, extOff, extLen, from, to)
+}
+
+// ReadInto is Read into a caller-provided buffer (BufferedReader).
+func (l *Local) ReadInto(_ context.Context, buf []byte, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error) {
+	s, err := l.store(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.ReadInto(buf, id, extOff, extLen, from, to)
+}
+
+func (l *Local) ReadRaw(_ context.Context, r model.Replica, id uint64, off, n int64) ([]byte, error) {
+	s, err := l.store(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.ReadRaw(id, off, n)
+}
+
+func (l *Local) Verify(_ context.Context, r model.Replica, id uint64, size int64) error {
+	s, err := l.store(r)
+	if err != nil {
+		return err
+	}
+	return s.Verify(id, size)
+}
+
+func (l *Local) Remove(_ context.Context, r model.Replica, id uint64) error {
+	s, err := l.store(r)
+	if err != nil {
+		return err
+	}
+	return s.Remove(id)
+}
+
+// Pull copies between two of this node's devices (a single node has no
+// other kind).
+func (l *Local) Pull(ctx context.Context, dst, src model.Replica, id uint64, size int64) error {
+	return Copy(ctx, l, id, size, src, dst)
+}
