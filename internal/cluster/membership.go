@@ -84,8 +84,8 @@ type Event struct {
 // Membership registers this node, heartbeats its device statistics under
 // an etcd lease, and keeps a watched view of every node.
 type Membership struct {
-	c        *clientv3.Client
-	self     NodeInfo
+	c    *clientv3.Client
+	self NodeInfo
 	// local returns this node's devices with live counters.
 	local    func() []model.Device
 	log      *slog.Logger
