@@ -148,7 +148,7 @@ func (s *ReplicaServer) Pull(ctx context.Context, r *rpcpb.PullRequest) (*rpcpb.
 	src, _ := rep(r.Src)
 	src.Node = model.NodeID(r.SrcNode)
 	dst.Node = s.local.Node
-	return empty, toStatus(replica.Copy(ctx, s.router, id, r.Size, src, dst))
+	return empty, toStatus(s.local.PullFrom(ctx, s.router, dst, src, id, r.Size))
 }
 
 func rep(ref *rpcpb.ReplicaRef) (model.Replica, uint64) {
@@ -413,7 +413,7 @@ func (rt *Router) Remove(ctx context.Context, r model.Replica, id uint64) error 
 // dst's node, which reads the source itself.
 func (rt *Router) Pull(ctx context.Context, dst, src model.Replica, id uint64, size int64) error {
 	if rt.isLocal(dst) {
-		return replica.Copy(ctx, rt, id, size, src, dst)
+		return rt.local.PullFrom(ctx, rt, dst, src, id, size)
 	}
 	node := nodeOf(dst)
 	c, err := rt.client(node)

@@ -57,7 +57,7 @@ func BenchmarkFullScan(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	c := New(l, local, pol, nil, nil, Options{})
+	c := New(l, kv, local, pol, nil, nil, Options{})
 	b.ResetTimer()
 	var records int
 	for i := 0; i < b.N; i++ {

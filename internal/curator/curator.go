@@ -3,7 +3,6 @@ package curator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,15 +12,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
-	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
+	"github.com/terrace-storage/terrace/internal/replica"
 )
 
-func encodedLen(n int64) int64 { return extent.EncodedLen(n) }
+func encodedLen(n int64) int64 { return replica.EncodedLen(n) }
 
 // Options configure the Curator. Zero values mean defaults.
 type Options struct {
@@ -47,6 +47,13 @@ type Options struct {
 	// BusyQueueLen: when a device involved in a task has more operations
 	// in flight than this, the task waits (backs off) for client I/O.
 	BusyQueueLen int
+	// Limits bound concurrent moves per device and per node link.
+	Limits actuate.Limits
+	// ClientLatency reports recent foreground latency and its quiet
+	// baseline; background moves slow down above twice the baseline.
+	ClientLatency func() (recent, baseline time.Duration)
+	// Node is this node's ID (recorded as the owner of the jobs it runs).
+	Node string
 	// Scrub enables checksum verification of every replica on full scans.
 	Scrub bool
 	// SealIdleBeforeScan seals open egroups idle this long before each
@@ -125,6 +132,7 @@ type DeviceLoad func(model.DeviceID) int
 type Curator struct {
 	opts   Options
 	layer  *object.Layer
+	kv     meta.KV // read-only scans of the maps; job history
 	topo   Topology
 	policy placement.Policy
 	leader Leader
@@ -132,7 +140,16 @@ type Curator struct {
 	now    func() time.Time
 	log    *slog.Logger
 	m      *metrics
-	bucket *tokenBucket
+
+	sched  *actuate.Scheduler
+	act    *actuate.Actuator
+	jobs   *actuate.JobStore
+	runner *actuate.Runner
+
+	qmu      sync.Mutex
+	qsnap    *model.Snapshot
+	qsnapAt  time.Time
+	resuming sync.Mutex
 
 	runMu sync.Mutex // one job at a time
 
@@ -145,19 +162,111 @@ type Curator struct {
 	rng       *rand.Rand
 }
 
-// New returns a Curator. leader may be nil (single node: always master).
-func New(layer *object.Layer, topo Topology, pol placement.Policy, leader Leader, load DeviceLoad, opts Options) *Curator {
+// New returns a Curator. kv is the metadata store the layer runs on: the
+// Curator scans its maps (read-only) and keeps job history and job
+// checkpoints in it; every change to egroups and extents goes through the
+// actuator and the layer's maintenance calls. leader may be nil (single
+// node: always master). load reports this node's device queues (nil:
+// heartbeats only).
+func New(layer *object.Layer, kv meta.KV, topo Topology, pol placement.Policy, leader Leader, load DeviceLoad, opts Options) *Curator {
 	opts.EnsureDefaults()
 	if leader == nil {
 		leader = alwaysLeader{}
 	}
-	c := &Curator{opts: opts, layer: layer, topo: topo, policy: pol, leader: leader, load: load,
+	c := &Curator{opts: opts, layer: layer, kv: kv, topo: topo, policy: pol, leader: leader, load: load,
 		now: opts.Now, log: opts.Logger, m: newMetrics(),
 		downSince: map[model.NodeID]time.Time{}, seenBad: map[model.DeviceID]bool{},
 		last: map[string]time.Time{}, trigger: make(chan string, 8),
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))}
-	c.bucket = newTokenBucket(opts.MoveBytesPerSec)
+	c.sched = actuate.NewScheduler(opts.Limits, opts.MoveBytesPerSec, actuate.Signals{
+		QueueLen: c.queueLen, BusyQueueLen: opts.BusyQueueLen, ClientLatency: opts.ClientLatency})
+	c.act = actuate.New(layer, c.sched, opts.Logger)
+	c.jobs = actuate.NewJobStore(kv)
+	c.runner = &actuate.Runner{Actuator: c.act, Store: c.jobs, Workers: opts.Workers, Owner: opts.Node,
+		Log: opts.Logger, Now: opts.Now, OnTask: c.countTask}
 	return c
+}
+
+// countTask feeds every executed task (of scan, recall, resumed and
+// planned jobs alike) into the metrics.
+func (c *Curator) countTask(t actuate.Task, st actuate.TaskState, res actuate.Result, err error) {
+	c.m.backoffs.Add(float64(res.Backoffs))
+	c.m.stale.Add(float64(res.StaleExtents))
+	switch st {
+	case actuate.Stale:
+		c.m.stale.Inc()
+	case actuate.Failed:
+		c.m.failed.WithLabelValues(string(t.Kind)).Inc()
+	case actuate.Done:
+		c.m.tasks.WithLabelValues(string(t.Kind)).Inc()
+		c.m.moved.Add(float64(res.Moved))
+	}
+	c.m.rate.Set(c.sched.Rate())
+}
+
+// queueLen is a device's operations in flight: live for this node's
+// devices, from the last heartbeat (refreshed at most every second) for
+// other nodes'.
+func (c *Curator) queueLen(id model.DeviceID) int {
+	if c.load != nil {
+		if q := c.load(id); q > 0 {
+			return q
+		}
+	}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.qsnap == nil || time.Since(c.qsnapAt) > time.Second {
+		c.qsnap, c.qsnapAt = c.topo.Snapshot(), time.Now()
+	}
+	if d, ok := c.qsnap.Device(id); ok {
+		return d.QueueLen
+	}
+	return 0
+}
+
+// Actuator returns the actuator the Curator moves data with.
+func (c *Curator) Actuator() *actuate.Actuator { return c.act }
+
+// Jobs returns the job store (checkpointed actuator jobs).
+func (c *Curator) Jobs() *actuate.JobStore { return c.jobs }
+
+// Runner returns the job runner.
+func (c *Curator) Runner() *actuate.Runner { return c.runner }
+
+// whileLeader returns a context that ends when ctx does or when this node
+// stops being the Curator master, so a deposed master stops moving data.
+func (c *Curator) whileLeader(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !c.leader.IsLeader() {
+					c.log.Warn("lost Curator mastership: stopping the running job (it resumes under the new master)")
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
+// resume runs the jobs an earlier master left unfinished.
+func (c *Curator) resume(ctx context.Context) {
+	if !c.resuming.TryLock() {
+		return
+	}
+	defer c.resuming.Unlock()
+	ctx, cancel := c.whileLeader(ctx)
+	defer cancel()
+	if err := c.runner.ResumeUnfinished(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("resuming unfinished jobs", "err", err)
+	}
 }
 
 // Collectors returns Prometheus collectors.
@@ -181,6 +290,7 @@ func (c *Curator) Run(ctx context.Context) {
 	c.mu.Lock()
 	c.last["partial"], c.last["full"] = start, start
 	c.mu.Unlock()
+	wasLeader := false
 	for {
 		var kind, why string
 		select {
@@ -191,7 +301,12 @@ func (c *Curator) Run(ctx context.Context) {
 		case <-t.C:
 			kind, why = c.due()
 		}
-		if kind == "" || !c.leader.IsLeader() {
+		leader := c.leader.IsLeader()
+		if leader && !wasLeader {
+			go c.resume(ctx)
+		}
+		wasLeader = leader
+		if kind == "" || !leader {
 			continue
 		}
 		if _, err := c.RunJob(ctx, kind, why); err != nil && ctx.Err() == nil {
@@ -258,6 +373,7 @@ type JobRecord struct {
 	Kind     string         `json:"kind"`
 	Trigger  string         `json:"trigger"`
 	Start    time.Time      `json:"start"`
+	Seed     uint64         `json:"seed"` // seed of the job's decisions (replays them)
 	End      time.Time      `json:"end"`
 	Maps     []string       `json:"maps"`
 	Records  int            `json:"records_scanned"`
@@ -292,9 +408,13 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	}
 	c.runMu.Lock()
 	defer c.runMu.Unlock()
+	ctx, cancel := c.whileLeader(ctx)
+	defer cancel()
 	rec := &JobRecord{ID: fmt.Sprintf("%d", c.now().UnixNano()), Kind: kind, Trigger: trigger, Start: c.now(),
 		Planned: map[string]int{}, Done: map[string]int{}}
 	c.mu.Lock()
+	rec.Seed = c.rng.Uint64()
+	rng := rand.New(rand.NewPCG(rec.Seed, 0))
 	c.running = rec
 	c.last[kind] = rec.Start
 	if kind == "full" {
@@ -318,9 +438,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	rec.Maps, rec.Records = res.maps, res.records0
 	snap := c.snapshotFor()
 	c.mu.Lock()
-	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
+	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, rng, full)
 	if c.opts.Tiering {
-		tasks = append(tasks, c.tieringTasks(snap, res, tasks)...)
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, rng)...)
 	}
 	c.mu.Unlock()
 	for _, e := range errs {
@@ -351,7 +471,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 			rec.Sample = append(rec.Sample, t.String())
 		}
 	}
-	c.execute(ctx, tasks, res, rec)
+	c.execute(ctx, tasks, res, rec, true)
 	if full && c.opts.Scrub {
 		c.scrub(ctx, res, rec)
 	}
@@ -408,7 +528,7 @@ func (c *Curator) saveRecord(ctx context.Context, rec *JobRecord) {
 	b, _ := json.Marshal(rec)
 	var t meta.Txn
 	t.Put(historyKey(rec.ID), b)
-	kv := c.layer.KV()
+	kv := c.kv
 	if _, err := kv.Commit(context.WithoutCancel(ctx), &t); err != nil {
 		c.log.Warn("curator: save job record", "err", err)
 		return
@@ -429,7 +549,7 @@ func (c *Curator) saveRecord(ctx context.Context, rec *JobRecord) {
 // History returns up to n job records, newest first.
 func (c *Curator) History(ctx context.Context, n int) ([]JobRecord, error) {
 	p := []byte(meta.PrefixJob + "h/")
-	items, err := c.layer.KV().Scan(ctx, p, meta.PrefixEnd(p), 0)
+	items, err := c.kv.Scan(ctx, p, meta.PrefixEnd(p), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -444,12 +564,10 @@ func (c *Curator) History(ctx context.Context, n int) ([]JobRecord, error) {
 	return out, nil
 }
 
-var errStale = errors.New("curator: stale task")
-
 // tieringTasks plans tiering and balancing for egroups that no earlier
 // task of this job touches (one move per egroup per job keeps every task's
 // compare-and-swap meaningful).
-func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task) []decide.Task {
+func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, rng *rand.Rand) []decide.Task {
 	busy := map[uint64]bool{}
 	for _, t := range planned {
 		busy[t.Egroup] = true
@@ -460,7 +578,7 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 			egs = append(egs, eg)
 		}
 	}
-	return decide.Tiering(snap, egs, c.policy, c.opts.Tier, c.rng)
+	return decide.Tiering(snap, egs, c.policy, c.opts.Tier, rng)
 }
 
 // DryRun scans and decides without executing: what would the Curator do
@@ -474,7 +592,7 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tasks, stats, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
-	tasks = append(tasks, c.tieringTasks(snap, res, tasks)...)
+	tasks = append(tasks, c.tieringTasks(snap, res, tasks, c.rng)...)
 	return tasks, stats, nil
 }
 

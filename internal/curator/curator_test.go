@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
@@ -24,6 +25,7 @@ import (
 type env struct {
 	t     *testing.T
 	local *object.Local
+	kv    meta.KV
 	l     *object.Layer
 	c     *Curator
 	devs  []*device.Device
@@ -56,7 +58,8 @@ func newEnv(t *testing.T, specs ...string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.l.Close(); kv.Close() })
-	e.c = New(e.l, e.local, pol, nil, nil, Options{
+	e.kv = kv
+	e.c = New(e.l, kv, e.local, pol, nil, nil, Options{
 		Decide: decide.Options{GarbageGrace: time.Nanosecond, NodeDownAfter: time.Nanosecond},
 		Scrub:  true, MoveBytesPerSec: 1e12, SealIdleBeforeScan: -1,
 	})
@@ -184,7 +187,7 @@ func TestScrubFindsAndRepairsCorruption(t *testing.T) {
 	rep, _ := e.l.Report(ctx)
 	_ = rep
 	// Corrupt 20 distinct replicas.
-	items, _ := e.l.KV().Scan(ctx, []byte(meta.PrefixEgroup), meta.PrefixEnd([]byte(meta.PrefixEgroup)), 0)
+	items, _ := e.kv.Scan(ctx, []byte(meta.PrefixEgroup), meta.PrefixEnd([]byte(meta.PrefixEgroup)), 0)
 	corrupted := 0
 	for _, it := range items {
 		if corrupted == 20 {
@@ -281,8 +284,8 @@ func TestStaleTaskIsDropped(t *testing.T) {
 	// and a replica marked bad) moves its revision.
 	e.put("k", data(2, 50_000), "hdd=2")
 	e.l.MarkReplicaBad(ctx, tasks[0].Egroup, loc.Extents[0].Replicas[1].Device)
-	_, err = e.c.runTask(ctx, tasks[0], res)
-	if !errors.Is(err, errStale) {
+	_, err = e.c.Actuator().Execute(ctx, actuate.FromDecide(tasks[0]))
+	if !errors.Is(err, actuate.ErrStale) {
 		t.Fatalf("task after concurrent change: %v, want stale", err)
 	}
 	e.check("k", data(2, 50_000))

@@ -5,10 +5,11 @@
 // A job scans maps in key-range partitions in parallel (map), groups the
 // emitted records by egroup and extent (shuffle), and hands the joined view
 // to the pure deciders in package decide (reduce), which return tasks.
-// Tasks run from per-node queues, recovery first, under a byte-rate budget
-// that backs off while devices are busy with client I/O. Every task
-// carries the metadata version it was computed from and applies with
-// compare-and-swap; a stale task is dropped and counted, never forced.
+// Tasks run from per-node queues, recovery first, under the actuator's
+// scheduler: bounded moves per device and link and a byte rate that backs
+// off while devices are busy or clients slow. Every task carries the
+// metadata version it was computed from and applies with compare-and-swap;
+// a stale task is dropped and counted, never forced.
 //
 // Jobs run on one node at a time: in a cluster the Curator master is
 // elected through an etcd lease (the Leader interface); on a single node
@@ -16,6 +17,12 @@
 // node down past the stabilisation interval → recovery scan now) and
 // periodic (partial scans every PartialEvery, full scans every FullEvery).
 //
-// The package moves data only through the object layer's maintenance API
-// and never holds locks against foreground I/O.
+// The package decides; it never moves data itself. Every task goes to
+// package actuate (the only code that moves data: copy on the destination
+// node, verify, compare-and-swap switch, delete the source), which runs it
+// as a job checkpointed in the metadata store so that a new master resumes
+// it after a failover. The Curator reads the maps from the metadata store
+// it is given and writes only its job history there; it imports neither
+// the replica I/O nor the extent or device packages, and never holds locks
+// against foreground I/O.
 package curator

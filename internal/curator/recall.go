@@ -27,7 +27,7 @@ func (c *Curator) Recall(ctx context.Context, bucket, prefix string) (*JobRecord
 		for _, o := range page.Objects {
 			for _, ref := range o.Extents {
 				var x meta.Extent
-				if _, err := meta.GetRecord(ctx, c.layer.KV(), meta.ExtentKey(ref.ID), &x); err == nil {
+				if _, err := meta.GetRecord(ctx, c.kv, meta.ExtentKey(ref.ID), &x); err == nil {
 					wanted[x.Egroup] = true
 				}
 			}
@@ -54,7 +54,7 @@ func (c *Curator) Recall(ctx context.Context, bucket, prefix string) (*JobRecord
 	for _, t := range tasks {
 		rec.Planned[string(t.Kind)]++
 	}
-	c.execute(ctx, tasks, res, rec)
+	c.execute(ctx, tasks, res, rec, false)
 	rec.End = c.now()
 	c.saveRecord(ctx, rec)
 	return rec, ctx.Err()

@@ -96,7 +96,7 @@ type scanResult struct {
 // access maps only (recovery, scrubbing); a full scan also reads objects,
 // uploads and extents (data removal, GC, consistency).
 func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
-	kv := c.layer.KV()
+	kv := c.kv
 	res := &scanResult{records: map[uint64]meta.Egroup{}, liveByEgroup: map[uint64][]extentInfo{}}
 	var mu sync.Mutex
 	egRevs := map[uint64]int64{}

@@ -64,7 +64,7 @@ func (e *tierEnv) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.c = New(e.l, e.local, pol, nil, nil, Options{Tiering: true, MoveBytesPerSec: 1e12, SealIdleBeforeScan: -1,
+	e.c = New(e.l, e.kv, e.local, pol, nil, nil, Options{Tiering: true, MoveBytesPerSec: 1e12, SealIdleBeforeScan: -1,
 		Decide: decide.Options{GarbageGrace: time.Hour}, Tier: decide.TierOptions{HotWindow: time.Hour}})
 }
 

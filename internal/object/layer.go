@@ -28,6 +28,7 @@ type Layer struct {
 	access  *accessTracker
 	buckets *bucketCache
 	locs    *locationCache
+	lat     latencyTracker
 	m       *metrics
 
 	bg        sync.WaitGroup
@@ -69,12 +70,6 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 
 // Options returns the layer's effective options.
 func (l *Layer) Options() Options { return l.opts }
-
-// KV returns the metadata store.
-func (l *Layer) KV() meta.KV { return l.kv }
-
-// ReplicaIO returns the replica data plane.
-func (l *Layer) ReplicaIO() ReplicaIO { return l.rio }
 
 // Snapshot returns the current placement snapshot.
 func (l *Layer) Snapshot() *model.Snapshot { return l.snaps.get() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -79,6 +80,8 @@ type ObjectInfo struct {
 // Put stores an object. It returns only after every replica of its data is
 // durable and the metadata commit succeeded.
 func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opts PutOptions) (ObjectInfo, error) {
+	start := time.Now()
+	defer func() { l.lat.observe(start, time.Since(start)) }()
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
@@ -169,6 +172,8 @@ func (l *Layer) head(ctx context.Context, bucket, key string) (ObjectInfo, int64
 // end. The returned reader verifies every slice and falls back across
 // replicas; it holds no locks, so a concurrent overwrite does not block it.
 func (l *Layer) Get(ctx context.Context, bucket, key string, off, n int64) (ObjectInfo, io.ReadCloser, error) {
+	start := time.Now()
+	defer func() { l.lat.observe(start, time.Since(start)) }()
 	info, err := l.Head(ctx, bucket, key)
 	if err != nil {
 		return info, nil, err

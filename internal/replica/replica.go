@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/device"
@@ -94,13 +95,21 @@ type Local struct {
 	Rack   string
 	stores map[model.DeviceID]*extent.Store
 	order  []model.DeviceID
+
+	pullMu sync.Mutex
+	pulls  map[pullKey]*sync.Mutex
+}
+
+type pullKey struct {
+	dev model.DeviceID
+	id  uint64
 }
 
 var _ IO = (*Local)(nil)
 
 // NewLocal wraps devices.
 func NewLocal(node model.NodeID, rack string, devs []*device.Device) *Local {
-	l := &Local{Node: node, Rack: rack, stores: map[model.DeviceID]*extent.Store{}}
+	l := &Local{Node: node, Rack: rack, stores: map[model.DeviceID]*extent.Store{}, pulls: map[pullKey]*sync.Mutex{}}
 	for _, d := range devs {
 		l.stores[d.ID()] = extent.NewStore(d)
 		l.order = append(l.order, d.ID())
@@ -222,5 +231,40 @@ func (l *Local) Remove(_ context.Context, r model.Replica, id uint64) error {
 // Pull copies between two of this node's devices (a single node has no
 // other kind).
 func (l *Local) Pull(ctx context.Context, dst, src model.Replica, id uint64, size int64) error {
-	return Copy(ctx, l, id, size, src, dst)
+	return l.PullFrom(ctx, l, dst, src, id, size)
+}
+
+// PullFrom makes dst, one of this node's devices, a verified copy of src,
+// reading src through via (this node's devices or the cluster's router).
+//
+// Pulls are idempotent: concurrent pulls of one replica are serialised,
+// and a pull that finds a complete, verified copy already in place (an
+// earlier attempt of the same move, e.g. by a Curator master that lost
+// its lease) keeps it instead of truncating it. Moved egroups are sealed,
+// so a copy that verifies at the egroup's size holds the same bytes.
+func (l *Local) PullFrom(ctx context.Context, via IO, dst, src model.Replica, id uint64, size int64) error {
+	if !l.Has(dst.Device) {
+		return fmt.Errorf("replica: pull to %s: not a device of node %s", dst.Device, l.Node)
+	}
+	k := pullKey{dst.Device, id}
+	l.pullMu.Lock()
+	mu, ok := l.pulls[k]
+	if !ok {
+		mu = &sync.Mutex{}
+		l.pulls[k] = mu
+	}
+	l.pullMu.Unlock()
+	mu.Lock()
+	defer func() {
+		mu.Unlock()
+		l.pullMu.Lock()
+		if l.pulls[k] == mu {
+			delete(l.pulls, k)
+		}
+		l.pullMu.Unlock()
+	}()
+	if l.Verify(ctx, dst, id, size) == nil {
+		return nil
+	}
+	return Copy(ctx, via, id, size, src, dst)
 }

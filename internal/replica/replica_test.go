@@ -96,3 +96,42 @@ func TestPullMissingSource(t *testing.T) {
 		t.Fatalf("pull of a missing replica: %v", err)
 	}
 }
+
+// TestPullIsIdempotent: a second pull of the same move keeps the verified
+// copy in place (it must not truncate a replica metadata may already list)
+// and concurrent pulls of one replica do not interleave.
+func TestPullIsIdempotent(t *testing.T) {
+	l, dir := newLocal(t)
+	ctx := context.Background()
+	size := write(t, l, src, 5, bytes.Repeat([]byte{7}, 300<<10))
+	if err := l.Pull(ctx, dst, src, 5, size); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "hdd0", extent.FileName(5))
+	before, _ := os.Stat(p)
+	// The source disappears: a repeated pull must not need it.
+	if err := l.Remove(ctx, src, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Pull(ctx, dst, src, 5, size); err != nil {
+		t.Fatalf("repeated pull: %v", err)
+	}
+	after, _ := os.Stat(p)
+	if !after.ModTime().Equal(before.ModTime()) || after.Size() != before.Size() {
+		t.Fatal("a repeated pull rewrote the copy")
+	}
+	// Concurrent pulls of a fresh replica.
+	size = write(t, l, src, 6, bytes.Repeat([]byte{9}, 2<<20))
+	errc := make(chan error, 4)
+	for range 4 {
+		go func() { errc <- l.Pull(ctx, dst, src, 6, size) }()
+	}
+	for range 4 {
+		if err := <-errc; err != nil {
+			t.Fatalf("concurrent pull: %v", err)
+		}
+	}
+	if err := l.Verify(ctx, dst, 6, size); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -184,7 +184,9 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 	if cc.Tiering != nil {
 		tiering = *cc.Tiering
 	}
-	n.Curator = curator.New(n.Layer, topo, pol, leader, load, curator.Options{
+	n.Curator = curator.New(n.Layer, n.KV, topo, pol, leader, load, curator.Options{
+		Node:          n.Config.NodeID,
+		ClientLatency: n.Layer.ForegroundLatency,
 		Decide:  decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
 		Tiering: tiering,
 		Tier: decide.TierOptions{DownAbove: cc.TierDownAbove, DestBelow: cc.TierDestBelow, Reduce: cc.TierReduce,

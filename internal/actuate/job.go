@@ -1,0 +1,612 @@
+package actuate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// TaskState is where a task of a job stands.
+type TaskState uint8
+
+// Task states.
+const (
+	Pending  TaskState = iota
+	Done               // executed
+	Stale              // the egroup changed since the decision: dropped
+	Failed             // executed and failed (see the job's errors)
+	Deferred           // not started before the job's deadline, or its egroup stayed busy
+)
+
+func (s TaskState) String() string {
+	return [...]string{"pending", "done", "stale", "failed", "deferred"}[s]
+}
+
+// Job is a list of tasks with their progress. Jobs are checkpointed in the
+// metadata store while they run, so they outlive the scan or plan that
+// made them and resume under a new Curator master after a failover.
+type Job struct {
+	ID      string    `json:"id"`
+	Kind    string    `json:"kind"`    // full, partial, recall, plan, ...
+	Trigger string    `json:"trigger"` // why it was created
+	Seed    uint64    `json:"seed"`    // seed of the decisions that made it (replays them)
+	Created time.Time `json:"created"`
+	// Deadline, when set, is when unstarted tasks are deferred (left for
+	// the next scan, which re-plans them from fresh metadata). Planned
+	// jobs have none: they run to the end.
+	Deadline time.Time   `json:"deadline,omitzero"`
+	Tasks    []Task      `json:"-"`
+	State    []TaskState `json:"-"`
+
+	mu       sync.Mutex
+	started  time.Time
+	finished time.Time
+	owner    string
+	bytes    int64 // moved so far
+	errs     []string
+	dirty    map[int]bool // batches changed since the last checkpoint
+}
+
+// NewJob returns a job over tasks.
+func NewJob(id, kind, trigger string, seed uint64, created time.Time, tasks []Task) *Job {
+	return &Job{ID: id, Kind: kind, Trigger: trigger, Seed: seed, Created: created,
+		Tasks: tasks, State: make([]TaskState, len(tasks)), dirty: map[int]bool{}}
+}
+
+// Progress is a job's state for status displays.
+type Progress struct {
+	ID         string         `json:"id"`
+	Kind       string         `json:"kind"`
+	Trigger    string         `json:"trigger"`
+	Seed       uint64         `json:"seed"`
+	Owner      string         `json:"owner,omitempty"`
+	Created    time.Time      `json:"created"`
+	Started    time.Time      `json:"started,omitzero"`
+	Finished   time.Time      `json:"finished,omitzero"`
+	Tasks      int            `json:"tasks"`
+	States     map[string]int `json:"states"`
+	BytesTotal int64          `json:"bytes_total"`
+	BytesDone  int64          `json:"bytes_done"`
+	// Rate is bytes moved per second since the job started; ETA is the
+	// remaining move bytes at that rate (0 when unknown or done).
+	Rate   float64       `json:"rate_bytes_per_s"`
+	ETA    time.Duration `json:"eta_ns"`
+	Errors []string      `json:"errors,omitempty"`
+	// Rules counts the planner rules behind the job's moves.
+	Rules map[string]int `json:"rules,omitempty"`
+}
+
+// Progress returns the job's progress now.
+func (j *Job) Progress(now time.Time) Progress {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p := Progress{ID: j.ID, Kind: j.Kind, Trigger: j.Trigger, Seed: j.Seed, Owner: j.owner, Created: j.Created,
+		Started: j.started, Finished: j.finished, Tasks: len(j.Tasks), States: map[string]int{},
+		BytesDone: j.bytes, Errors: append([]string(nil), j.errs...)}
+	var pendingBytes int64
+	for i, t := range j.Tasks {
+		p.States[j.State[i].String()]++
+		if t.Kind.IsMove() {
+			p.BytesTotal += t.Bytes * int64(len(t.Add))
+			if j.State[i] == Pending {
+				pendingBytes += t.Bytes * int64(len(t.Add))
+			}
+		}
+		for _, r := range t.Rules {
+			if p.Rules == nil {
+				p.Rules = map[string]int{}
+			}
+			p.Rules[r]++
+		}
+	}
+	if !j.started.IsZero() {
+		end := now
+		if !j.finished.IsZero() {
+			end = j.finished
+		}
+		if secs := end.Sub(j.started).Seconds(); secs > 0 {
+			p.Rate = float64(j.bytes) / secs
+		}
+		if p.Rate > 0 && j.finished.IsZero() {
+			p.ETA = time.Duration(float64(pendingBytes) / p.Rate * float64(time.Second))
+		}
+	}
+	return p
+}
+
+// Finished reports whether the job has no pending task left.
+func (j *Job) Finished() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, s := range j.State {
+		if s == Pending {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *Job) set(i int, s TaskState, moved int64, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.State[i] = s
+	j.bytes += moved
+	if err != nil && len(j.errs) < 50 {
+		j.errs = append(j.errs, fmt.Sprintf("%s: %v", j.Tasks[i], err))
+	}
+	if j.dirty == nil {
+		j.dirty = map[int]bool{}
+	}
+	j.dirty[i/batchSize] = true
+}
+
+// --- persistence ---
+
+// batchSize is how many tasks one metadata record holds (well under
+// etcd's 1.5 MiB value limit).
+const batchSize = 256
+
+const jobPrefix = meta.PrefixJob + "a/"
+
+func jobKey(id string) []byte { return []byte(jobPrefix + id) }
+func batchKey(id string, b int) []byte {
+	return []byte(fmt.Sprintf("%s%s/%06d", jobPrefix, id, b))
+}
+
+type jobHeader struct {
+	ID       string    `json:"id"`
+	Kind     string    `json:"kind"`
+	Trigger  string    `json:"trigger"`
+	Seed     uint64    `json:"seed"`
+	Created  time.Time `json:"created"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+	Owner    string    `json:"owner,omitempty"`
+	Tasks    int       `json:"tasks"`
+	Batches  int       `json:"batches"`
+	Bytes    int64     `json:"bytes"`
+	Errors   []string  `json:"errors,omitempty"`
+}
+
+type jobBatch struct {
+	Tasks []Task      `json:"tasks"`
+	State []TaskState `json:"state"`
+}
+
+// JobStore keeps jobs in the metadata store under j/a/.
+type JobStore struct {
+	kv meta.KV
+	// Keep is how many finished jobs are kept for history.
+	Keep int
+}
+
+// NewJobStore returns a store over kv.
+func NewJobStore(kv meta.KV) *JobStore { return &JobStore{kv: kv, Keep: 50} }
+
+func (s *JobStore) header(j *Job) jobHeader {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return jobHeader{ID: j.ID, Kind: j.Kind, Trigger: j.Trigger, Seed: j.Seed, Created: j.Created, Deadline: j.Deadline,
+		Started: j.started, Finished: j.finished, Owner: j.owner, Tasks: len(j.Tasks),
+		Batches: (len(j.Tasks) + batchSize - 1) / batchSize, Bytes: j.bytes, Errors: append([]string(nil), j.errs...)}
+}
+
+// Save writes a whole job: batches first, the header (which names them)
+// last, so a crash in between leaves no header pointing at missing
+// batches.
+func (s *JobStore) Save(ctx context.Context, j *Job) error {
+	h := s.header(j)
+	all := map[int]bool{}
+	for b := 0; b < h.Batches; b++ {
+		all[b] = true
+	}
+	return s.write(ctx, j, h, all)
+}
+
+// Checkpoint writes the batches whose tasks changed and the header.
+func (s *JobStore) Checkpoint(ctx context.Context, j *Job) error {
+	j.mu.Lock()
+	dirty := j.dirty
+	j.dirty = map[int]bool{}
+	j.mu.Unlock()
+	if err := s.write(ctx, j, s.header(j), dirty); err != nil {
+		j.mu.Lock()
+		for b := range dirty {
+			j.dirty[b] = true
+		}
+		j.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (s *JobStore) write(ctx context.Context, j *Job, h jobHeader, batches map[int]bool) error {
+	keys := make([]int, 0, len(batches))
+	for b := range batches {
+		keys = append(keys, b)
+	}
+	sort.Ints(keys)
+	const perTxn = 16 // keeps one transaction well under etcd's request size limit
+	for len(keys) > 0 {
+		n := min(perTxn, len(keys))
+		var t meta.Txn
+		for _, b := range keys[:n] {
+			lo, hi := b*batchSize, min((b+1)*batchSize, len(j.Tasks))
+			j.mu.Lock()
+			rec := jobBatch{Tasks: j.Tasks[lo:hi], State: append([]TaskState(nil), j.State[lo:hi]...)}
+			j.mu.Unlock()
+			v, err := json.Marshal(rec)
+			if err != nil {
+				return err
+			}
+			t.Put(batchKey(j.ID, b), v)
+		}
+		if _, err := s.kv.Commit(ctx, &t); err != nil {
+			return fmt.Errorf("actuate: checkpoint job %s: %w", j.ID, err)
+		}
+		keys = keys[n:]
+	}
+	var t meta.Txn
+	t.Put(jobKey(j.ID), meta.Encode(h))
+	if _, err := s.kv.Commit(ctx, &t); err != nil {
+		return fmt.Errorf("actuate: checkpoint job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Load reads a job.
+func (s *JobStore) Load(ctx context.Context, id string) (*Job, error) {
+	var h jobHeader
+	if _, err := meta.GetRecord(ctx, s.kv, jobKey(id), &h); err != nil {
+		return nil, fmt.Errorf("actuate: job %s: %w", id, err)
+	}
+	j := NewJob(h.ID, h.Kind, h.Trigger, h.Seed, h.Created, nil)
+	j.Deadline, j.started, j.finished, j.owner, j.bytes, j.errs = h.Deadline, h.Started, h.Finished, h.Owner, h.Bytes, h.Errors
+	for b := 0; b < h.Batches; b++ {
+		var rec jobBatch
+		if _, err := meta.GetRecord(ctx, s.kv, batchKey(id, b), &rec); err != nil {
+			return nil, fmt.Errorf("actuate: job %s batch %d: %w", id, b, err)
+		}
+		if len(rec.State) != len(rec.Tasks) {
+			return nil, fmt.Errorf("actuate: job %s batch %d: %d states for %d tasks", id, b, len(rec.State), len(rec.Tasks))
+		}
+		j.Tasks = append(j.Tasks, rec.Tasks...)
+		j.State = append(j.State, rec.State...)
+	}
+	if len(j.Tasks) != h.Tasks {
+		return nil, fmt.Errorf("actuate: job %s holds %d tasks, header says %d", id, len(j.Tasks), h.Tasks)
+	}
+	return j, nil
+}
+
+// headers lists job headers, oldest first (IDs sort by creation time).
+func (s *JobStore) headers(ctx context.Context) ([]jobHeader, error) {
+	p := []byte(jobPrefix)
+	items, err := s.kv.Scan(ctx, p, meta.PrefixEnd(p), 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobHeader
+	for _, it := range items {
+		if strings.Contains(string(it.Key[len(p):]), "/") {
+			continue // a batch
+		}
+		var h jobHeader
+		if err := meta.Decode(it.Value, &h); err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Created.Before(out[b].Created) })
+	return out, nil
+}
+
+// Unfinished returns the IDs of jobs with pending tasks, oldest first.
+func (s *JobStore) Unfinished(ctx context.Context) ([]string, error) {
+	hs, err := s.headers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, h := range hs {
+		if h.Finished.IsZero() {
+			out = append(out, h.ID)
+		}
+	}
+	return out, nil
+}
+
+// Recent returns the progress of up to n jobs, newest first.
+func (s *JobStore) Recent(ctx context.Context, n int, now time.Time) ([]Progress, error) {
+	hs, err := s.headers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Progress
+	for i := len(hs) - 1; i >= 0 && (n <= 0 || len(out) < n); i-- {
+		j, err := s.Load(ctx, hs[i].ID)
+		if err != nil {
+			continue
+		}
+		out = append(out, j.Progress(now))
+	}
+	return out, nil
+}
+
+// Trim deletes the oldest finished jobs beyond Keep.
+func (s *JobStore) Trim(ctx context.Context) error {
+	hs, err := s.headers(ctx)
+	if err != nil {
+		return err
+	}
+	var finished []jobHeader
+	for _, h := range hs {
+		if !h.Finished.IsZero() {
+			finished = append(finished, h)
+		}
+	}
+	for len(finished) > s.Keep {
+		h := finished[0]
+		finished = finished[1:]
+		var t meta.Txn
+		t.Del(jobKey(h.ID))
+		if _, err := s.kv.Commit(ctx, &t); err != nil {
+			return err
+		}
+		for b := 0; b < h.Batches; b += meta.MaxTxnOps {
+			var t meta.Txn
+			for k := b; k < min(b+meta.MaxTxnOps, h.Batches); k++ {
+				t.Del(batchKey(h.ID, k))
+			}
+			if _, err := s.kv.Commit(ctx, &t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// --- running ---
+
+// Runner executes jobs: tasks grouped into per-node queues (by the node
+// that receives data, or owns the egroup), each queue in order, Workers
+// queues at once; the Scheduler bounds moves per device and link. With a
+// JobStore, progress is checkpointed every CheckpointEvery.
+type Runner struct {
+	Actuator        *Actuator
+	Store           *JobStore // nil: jobs are not persisted
+	Workers         int
+	CheckpointEvery time.Duration
+	Owner           string // this node, recorded as the job's owner
+	Log             *slog.Logger
+	Now             func() time.Time
+	// OnTask, if set, is called after every task of every job (metrics).
+	OnTask TaskObserver
+
+	mu      sync.Mutex
+	running map[string]*Job
+}
+
+func (r *Runner) defaults() {
+	if r.Workers == 0 {
+		r.Workers = 2
+	}
+	if r.CheckpointEvery == 0 {
+		r.CheckpointEvery = time.Second
+	}
+	if r.Log == nil {
+		r.Log = slog.Default()
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+}
+
+// Running returns the progress of the jobs running now.
+func (r *Runner) Running() []Progress {
+	r.defaults()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Progress
+	for _, j := range r.running {
+		out = append(out, j.Progress(r.Now()))
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Created.Before(out[b].Created) })
+	return out
+}
+
+// queueNode is the node whose queue runs a task.
+func queueNode(t Task) model.NodeID {
+	if len(t.Add) > 0 {
+		return t.Add[0].Node
+	}
+	if len(t.Remove) > 0 {
+		return t.Remove[0].Node
+	}
+	return ""
+}
+
+// TaskObserver hears about every finished task.
+type TaskObserver func(t Task, s TaskState, r Result, err error)
+
+// Run executes a job's pending tasks until they are all done, stale,
+// failed or deferred, or ctx ends (a cancelled job stays resumable).
+// observe, if set, hears about this job's tasks (after OnTask).
+func (r *Runner) Run(ctx context.Context, j *Job, observe TaskObserver) error {
+	r.defaults()
+	r.mu.Lock()
+	if r.running == nil {
+		r.running = map[string]*Job{}
+	}
+	if _, dup := r.running[j.ID]; dup {
+		r.mu.Unlock()
+		return fmt.Errorf("actuate: job %s is already running", j.ID)
+	}
+	r.running[j.ID] = j
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, j.ID)
+		r.mu.Unlock()
+	}()
+	j.mu.Lock()
+	if j.started.IsZero() {
+		j.started = r.Now()
+	}
+	j.owner = r.Owner
+	j.mu.Unlock()
+	if r.Store != nil {
+		if err := r.Store.Save(ctx, j); err != nil {
+			return err
+		}
+	}
+	queues := map[model.NodeID][]int{}
+	var order []model.NodeID
+	for i, t := range j.Tasks {
+		if j.State[i] != Pending {
+			continue
+		}
+		n := queueNode(t)
+		if _, ok := queues[n]; !ok {
+			order = append(order, n)
+		}
+		queues[n] = append(queues[n], i)
+	}
+	stopCheckpoints := make(chan struct{})
+	var cpWG sync.WaitGroup
+	if r.Store != nil {
+		cpWG.Add(1)
+		go func() {
+			defer cpWG.Done()
+			tk := time.NewTicker(r.CheckpointEvery)
+			defer tk.Stop()
+			for {
+				select {
+				case <-stopCheckpoints:
+					return
+				case <-tk.C:
+					if err := r.Store.Checkpoint(context.WithoutCancel(ctx), j); err != nil {
+						r.Log.Warn("job checkpoint failed", "job", j.ID, "err", err)
+					}
+				}
+			}
+		}()
+	}
+	sem := make(chan struct{}, r.Workers)
+	var wg sync.WaitGroup
+	for _, n := range order {
+		q := queues[n]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r.runQueue(ctx, j, q, observe)
+		}()
+	}
+	wg.Wait()
+	close(stopCheckpoints)
+	cpWG.Wait()
+	if ctx.Err() == nil && j.Finished() {
+		j.mu.Lock()
+		j.finished = r.Now()
+		j.mu.Unlock()
+	}
+	if r.Store != nil {
+		if err := r.Store.Checkpoint(context.WithoutCancel(ctx), j); err != nil {
+			return err
+		}
+		if j.Finished() {
+			_ = r.Store.Trim(context.WithoutCancel(ctx))
+		}
+	}
+	return ctx.Err()
+}
+
+// busyRetries is how often a task whose egroup is busy (another job's
+// task in flight) is put back at the end of its queue before it is
+// deferred.
+const busyRetries = 3
+
+func (r *Runner) runQueue(ctx context.Context, j *Job, q []int, observe TaskObserver) {
+	retries := map[int]int{}
+	for len(q) > 0 {
+		i := q[0]
+		q = q[1:]
+		if ctx.Err() != nil {
+			return
+		}
+		if !j.Deadline.IsZero() && r.Now().After(j.Deadline) {
+			for _, k := range append([]int{i}, q...) {
+				j.set(k, Deferred, 0, nil)
+			}
+			return
+		}
+		t := j.Tasks[i]
+		res, err := r.Actuator.Execute(ctx, t)
+		var st TaskState
+		switch {
+		case errors.Is(err, ErrBusy):
+			if retries[i] < busyRetries {
+				retries[i]++
+				q = append(q, i)
+				if len(q) == 1 {
+					time.Sleep(100 * time.Millisecond) // only busy work left: let it finish
+				}
+				continue
+			}
+			st, err = Deferred, nil
+		case ctx.Err() != nil:
+			return // stays pending: the job resumes later
+		case errors.Is(err, ErrStale):
+			st, err = Stale, nil
+		case err != nil:
+			st = Failed
+		default:
+			st = Done
+		}
+		j.set(i, st, res.Moved, err)
+		if r.OnTask != nil {
+			r.OnTask(t, st, res, err)
+		}
+		if observe != nil {
+			observe(t, st, res, err)
+		}
+	}
+}
+
+// ResumeUnfinished runs every unfinished job in the store, oldest first,
+// and returns when they have run (or ctx ends). A new Curator master calls
+// it after winning the election.
+func (r *Runner) ResumeUnfinished(ctx context.Context) error {
+	r.defaults()
+	if r.Store == nil {
+		return nil
+	}
+	ids, err := r.Store.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		j, err := r.Store.Load(ctx, id)
+		if err != nil {
+			r.Log.Error("cannot resume job", "job", id, "err", err)
+			continue
+		}
+		r.Log.Info("resuming job", "job", id, "kind", j.Kind, "trigger", j.Trigger, "pending", j.Progress(r.Now()).States["pending"])
+		if err := r.Run(ctx, j, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}

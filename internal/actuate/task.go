@@ -1,0 +1,94 @@
+package actuate
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// Kind names what a task does.
+type Kind string
+
+// Task kinds. The replica moves share one executor; the names say why.
+const (
+	KindRecover        Kind = "recover"         // restore the vector after a failure or a bad replica
+	KindRemoveReplicas Kind = "remove-replicas" // drop surplus replicas
+	KindTierDown       Kind = "tier-down"       // cold data to a slower tier (Curator f/d/h)
+	KindTierUp         Kind = "tier-up"         // hot data to a faster tier
+	KindBalance        Kind = "balance"         // even out devices of one tier
+	KindPlanned        Kind = "planned"         // a move the planner's rules asked for
+	KindSeal           Kind = "seal"            // seal an open egroup whose writer is gone
+	KindRemoveEgroup   Kind = "remove-egroup"   // data removal stage 2
+	KindCompact        Kind = "compact"         // GC: live extents out of a mostly-dead egroup
+)
+
+// IsMove reports whether a kind changes an egroup's replica set (copy,
+// switch, delete).
+func (k Kind) IsMove() bool {
+	switch k {
+	case KindRecover, KindRemoveReplicas, KindTierDown, KindTierUp, KindBalance, KindPlanned:
+		return true
+	}
+	return false
+}
+
+// Task is one unit of background work on one egroup.
+type Task struct {
+	Kind   Kind   `json:"kind"`
+	Egroup uint64 `json:"egroup"`
+	// ModRev is the egroup record's revision the decision saw; the task
+	// applies only if the record is still at it.
+	ModRev int64 `json:"rev"`
+	// Bytes is the egroup's size (moves) or the live bytes to relocate
+	// (compaction).
+	Bytes  int64           `json:"bytes"`
+	Add    []model.Replica `json:"add,omitempty"`
+	Remove []model.Replica `json:"remove,omitempty"`
+	// Extents and Vector are compaction's live extents and the egroup's
+	// vector.
+	Extents []object.ExtentMove `json:"extents,omitempty"`
+	Vector  model.Vector        `json:"vector,omitzero"`
+	// Reason says why, for history and operators: the threshold that
+	// fired, or the planner rules whose cost the move lowers.
+	Reason string `json:"reason,omitempty"`
+	// Rules and the cost before and after, for planned moves.
+	Rules      []string `json:"rules,omitempty"`
+	CostBefore float64  `json:"cost_before,omitempty"`
+	CostAfter  float64  `json:"cost_after,omitempty"`
+}
+
+func (t Task) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s egroup=%016x rev=%d", t.Kind, t.Egroup, t.ModRev)
+	if len(t.Add) > 0 {
+		fmt.Fprintf(&b, " add=%v", devices(t.Add))
+	}
+	if len(t.Remove) > 0 {
+		fmt.Fprintf(&b, " remove=%v", devices(t.Remove))
+	}
+	if len(t.Extents) > 0 {
+		fmt.Fprintf(&b, " extents=%d", len(t.Extents))
+	}
+	if t.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", t.Reason)
+	}
+	return b.String()
+}
+
+func devices(rs []model.Replica) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r.Device)
+	}
+	return out
+}
+
+// FromDecide converts a Curator decision. Compaction's extents are added
+// by the caller (they come from the scan, not the decision).
+func FromDecide(t decide.Task) Task {
+	return Task{Kind: Kind(t.Kind), Egroup: t.Egroup, ModRev: t.ModRev, Bytes: t.Bytes,
+		Add: t.Add, Remove: t.Remove, Reason: t.Reason}
+}

@@ -1,0 +1,59 @@
+package object
+
+import (
+	"sync"
+	"time"
+)
+
+// latencyTracker follows foreground (client) operation latency so that
+// background work can tell when it is hurting clients (the actuator's
+// adaptive rate slows down above twice the quiet baseline).
+//
+// recent is an exponentially weighted moving average over operations
+// (weight 0.1); baseline is the lowest per-minute average seen in the
+// last ten minutes: the latency clients get when nothing else is going
+// on.
+type latencyTracker struct {
+	mu      sync.Mutex
+	recent  float64 // ns
+	minutes [10]float64
+	counts  [10]int
+	slot    int64 // minute index of minutes[slot%10]
+}
+
+func (t *latencyTracker) observe(now time.Time, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ns := float64(d)
+	if t.recent == 0 {
+		t.recent = ns
+	} else {
+		t.recent += 0.1 * (ns - t.recent)
+	}
+	m := now.Unix() / 60
+	if m != t.slot {
+		for s := t.slot + 1; s <= m && s-t.slot <= 10; s++ {
+			t.minutes[s%10], t.counts[s%10] = 0, 0
+		}
+		t.slot = m
+	}
+	i := m % 10
+	t.counts[i]++
+	t.minutes[i] += (ns - t.minutes[i]) / float64(t.counts[i])
+}
+
+func (t *latencyTracker) get() (recent, baseline time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	base := 0.0
+	for i, c := range t.counts {
+		if c >= 20 && (base == 0 || t.minutes[i] < base) {
+			base = t.minutes[i]
+		}
+	}
+	return time.Duration(t.recent), time.Duration(base)
+}
+
+// ForegroundLatency returns the recent latency of client writes and read
+// opens and its quiet baseline (0 until enough operations were seen).
+func (l *Layer) ForegroundLatency() (recent, baseline time.Duration) { return l.lat.get() }
