@@ -187,8 +187,8 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 	n.Curator = curator.New(n.Layer, n.KV, topo, pol, leader, load, curator.Options{
 		Node:          n.Config.NodeID,
 		ClientLatency: n.Layer.ForegroundLatency,
-		Decide:  decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
-		Tiering: tiering,
+		Decide:        decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
+		Tiering:       tiering,
 		Tier: decide.TierOptions{DownAbove: cc.TierDownAbove, DestBelow: cc.TierDestBelow, Reduce: cc.TierReduce,
 			BalanceMean: cc.BalanceMean, BalanceSpread: cc.BalanceSpread, PromoteReads: cc.PromoteReads,
 			HotWindow: cc.HotWindow, MinInterval: cc.TierCheckInterval},
