@@ -164,6 +164,9 @@ func (s *ReplicaServer) Create(ctx context.Context, r *rpcpb.CreateRequest) (*rp
 
 func (s *ReplicaServer) Append(ctx context.Context, r *rpcpb.AppendRequest) (*rpcpb.Empty, error) {
 	rp, id := rep(r.Ref)
+	if r.Sync {
+		return empty, toStatus(s.local.AppendSync(ctx, rp, id, r.Offset, r.Encoded))
+	}
 	return empty, toStatus(s.local.Append(ctx, rp, id, r.Offset, r.Encoded))
 }
 
@@ -334,6 +337,16 @@ func (rt *Router) Append(ctx context.Context, r model.Replica, id uint64, off in
 	}
 	return rt.remote(ctx, r, func(ctx context.Context, c rpcpb.ReplicaClient) error {
 		_, err := c.Append(ctx, &rpcpb.AppendRequest{Ref: ref(r, id), Offset: off, Encoded: enc})
+		return err
+	})
+}
+
+func (rt *Router) AppendSync(ctx context.Context, r model.Replica, id uint64, off int64, enc []byte) error {
+	if rt.isLocal(r) {
+		return rt.local.AppendSync(ctx, r, id, off, enc)
+	}
+	return rt.remote(ctx, r, func(ctx context.Context, c rpcpb.ReplicaClient) error {
+		_, err := c.Append(ctx, &rpcpb.AppendRequest{Ref: ref(r, id), Offset: off, Encoded: enc, Sync: true})
 		return err
 	})
 }

@@ -80,6 +80,13 @@ func (f *failingIO) Append(ctx context.Context, r model.Replica, id uint64, off 
 	return f.Local.Append(ctx, r, id, off, enc)
 }
 
+func (f *failingIO) AppendSync(ctx context.Context, r model.Replica, id uint64, off int64, enc []byte) error {
+	if err := f.Append(ctx, r, id, off, enc); err != nil {
+		return err
+	}
+	return f.Local.Sync(ctx, r, id)
+}
+
 // A write that fails after breaking a pooled (recorded, open) egroup seals
 // it: it never returns to the pool, and an egroup left open with a live
 // writer node is out of the Curator's reach (no repair, no GC).

@@ -72,7 +72,7 @@ func (l *Layer) Relocate(ctx context.Context, v, place model.Vector, moves []Ext
 			w.abort(ctx)
 			return res, err
 		}
-		if err := w.appendExtent(ctx, data); err != nil {
+		if err := w.appendExtent(ctx, data, false); err != nil {
 			w.abort(ctx)
 			return res, err
 		}

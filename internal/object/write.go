@@ -38,6 +38,9 @@ type openEgroup struct {
 	retireAt time.Time
 	full     bool // sealed at the next commit
 	broken   bool // a replica failed; never append again
+	// durable is the size through which every replica is known to be
+	// fsynced (a writer's last append carries the sync: AppendSync).
+	durable int64
 }
 
 // retired reports whether a fallback egroup's lifetime has run out.
@@ -289,7 +292,9 @@ func (w *writer) unwritable(e *openEgroup) bool {
 
 // appendExtent writes one extent's payload to every replica of an egroup,
 // moving to a fresh egroup (excluding the failed device) if a replica fails.
-func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
+// last says no more bytes follow: the append then also makes the replicas
+// durable (one round trip instead of an append and a sync).
+func (w *writer) appendExtent(ctx context.Context, payload []byte, last bool) error {
 	enc := extent.Encode(make([]byte, 0, extent.EncodedLen(int64(len(payload)))), payload)
 	var lastFailed error
 	for attempt := 0; ; attempt++ {
@@ -304,6 +309,9 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
 		}
 		off := e.size
 		errs := w.l.parallel(e.replicas, func(r meta.EgroupReplica) error {
+			if last {
+				return w.l.rio.AppendSync(ctx, r.Replica(), e.id, off, enc)
+			}
 			return w.l.rio.Append(ctx, r.Replica(), e.id, off, enc)
 		})
 		var failed error
@@ -322,6 +330,9 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte) error {
 				return err
 			}
 			e.size += int64(len(enc))
+			if last {
+				e.durable = e.size // the fsync covered the whole file
+			}
 			w.l.snaps.placed(e.modelReplicas(), int64(len(enc)))
 			w.extents = append(w.extents, pendingExtent{id: id, rec: meta.Extent{Egroup: e.id, Off: off, Len: int64(len(payload)), Ctime: w.l.opts.Now().UnixNano()}})
 			return nil
@@ -391,7 +402,10 @@ func (w *writer) write(ctx context.Context, r io.Reader, size int64) error {
 				return fmt.Errorf("%w: over %d bytes", ErrTooLarge, l.opts.MaxObjectBytes)
 			}
 			w.md5.Write(buf[:n])
-			if err := w.appendExtent(ctx, buf[:n]); err != nil {
+			// The last chunk: the declared size is reached, or the body
+			// ended short of a full buffer.
+			last := (size >= 0 && w.size+int64(n) == size) || errors.Is(err, io.ErrUnexpectedEOF)
+			if err := w.appendExtent(ctx, buf[:n], last); err != nil {
 				return err
 			}
 			w.size += int64(n)
@@ -415,7 +429,7 @@ func (w *writer) syncAll(ctx context.Context) error {
 	var mu sync.Mutex
 	var first error
 	for _, e := range w.touched {
-		if e.size == e.committed {
+		if e.size == e.committed || e.durable == e.size {
 			continue
 		}
 		for _, r := range e.replicas {

@@ -35,6 +35,9 @@ type IO interface {
 	Create(ctx context.Context, r model.Replica, id uint64) error
 	Append(ctx context.Context, r model.Replica, id uint64, off int64, encoded []byte) error
 	Sync(ctx context.Context, r model.Replica, id uint64) error
+	// AppendSync is Append then Sync in one call (one round trip to a
+	// remote device): a writer's last append before it commits.
+	AppendSync(ctx context.Context, r model.Replica, id uint64, off int64, encoded []byte) error
 	Truncate(ctx context.Context, r model.Replica, id uint64, size int64) error
 	Read(ctx context.Context, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error)
 	ReadRaw(ctx context.Context, r model.Replica, id uint64, off, n int64) ([]byte, error)
@@ -169,6 +172,13 @@ func (l *Local) Append(_ context.Context, r model.Replica, id uint64, off int64,
 		return err
 	}
 	return s.Append(id, off, enc)
+}
+
+func (l *Local) AppendSync(ctx context.Context, r model.Replica, id uint64, off int64, enc []byte) error {
+	if err := l.Append(ctx, r, id, off, enc); err != nil {
+		return err
+	}
+	return l.Sync(ctx, r, id)
 }
 
 func (l *Local) Sync(_ context.Context, r model.Replica, id uint64) error {

@@ -121,10 +121,13 @@ func (x *CreateRequest) GetRef() *ReplicaRef {
 }
 
 type AppendRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ref           *ReplicaRef            `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	Encoded       []byte                 `protobuf:"bytes,3,opt,name=encoded,proto3" json:"encoded,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Ref     *ReplicaRef            `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Offset  int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Encoded []byte                 `protobuf:"bytes,3,opt,name=encoded,proto3" json:"encoded,omitempty"`
+	// sync makes the replica durable (fsync) before the answer: a writer's
+	// last append and its sync in one round trip.
+	Sync          bool `protobuf:"varint,4,opt,name=sync,proto3" json:"sync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -178,6 +181,13 @@ func (x *AppendRequest) GetEncoded() []byte {
 		return x.Encoded
 	}
 	return nil
+}
+
+func (x *AppendRequest) GetSync() bool {
+	if x != nil {
+		return x.Sync
+	}
+	return false
 }
 
 type SyncRequest struct {
@@ -669,11 +679,12 @@ const file_replica_proto_rawDesc = "" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12\x16\n" +
 	"\x06egroup\x18\x02 \x01(\x04R\x06egroup\"=\n" +
 	"\rCreateRequest\x12,\n" +
-	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\"o\n" +
+	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\"\x83\x01\n" +
 	"\rAppendRequest\x12,\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x18\n" +
-	"\aencoded\x18\x03 \x01(\fR\aencoded\";\n" +
+	"\aencoded\x18\x03 \x01(\fR\aencoded\x12\x12\n" +
+	"\x04sync\x18\x04 \x01(\bR\x04sync\";\n" +
 	"\vSyncRequest\x12,\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.rpc.v1.ReplicaRefR\x03ref\"\x98\x01\n" +
 	"\vPullRequest\x12,\n" +
