@@ -124,9 +124,9 @@ func (v Vector) Validate() error {
 		if n < 0 {
 			return fmt.Errorf("%w: negative count %d for tier %s", ErrInvalidVector, n, t)
 		}
-		// Checked per tier too: a sum of huge counts could wrap around
-		// into the valid range.
-		if n > MaxReplicas {
+		// A sum of huge counts could wrap around into the valid range;
+		// counts this large are refused on their own.
+		if n > 1<<20 {
 			return fmt.Errorf("%w: %d replicas on tier %s exceeds the maximum of %d", ErrInvalidVector, n, t, MaxReplicas)
 		}
 		total += n
