@@ -56,6 +56,8 @@ func StartMember(c MemberConfig) (*embed.Etcd, error) {
 	cfg.AutoCompactionMode = "periodic"
 	cfg.AutoCompactionRetention = "1h"
 	cfg.QuotaBackendBytes = 8 << 30
+	// Room for the group commit's merged transactions (EtcdKV).
+	cfg.MaxTxnOps = 2048
 	if c.CertFile != "" {
 		tls := transport.TLSInfo{CertFile: c.CertFile, KeyFile: c.KeyFile, TrustedCAFile: c.CAFile, ClientCertAuth: true}
 		cfg.PeerTLSInfo, cfg.ClientTLSInfo = tls, tls

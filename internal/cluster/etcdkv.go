@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -12,16 +16,75 @@ import (
 
 // EtcdKV implements meta.KV on etcd v3. Compare-and-swap maps to etcd's
 // ModRevision compare (CreateRevision == 0 for "must not exist"), so the
-// typed maps and every caller behave exactly as on Pebble. etcd batches
-// concurrent proposals into raft entries, which is the group commit.
+// typed maps and every caller behave exactly as on Pebble.
+//
+// Group commit: concurrent Commits are merged into one etcd transaction
+// whose parts are nested transactions, each with its own compares (etcd
+// reports each part's outcome), so N small object commits cost one gRPC
+// call, one raft proposal and one apply instead of N. Parts are merged
+// only when they are independent: no part writes a key another part
+// writes or compares, so every part's compares mean what they would alone.
+// A merged transaction that etcd refuses as a whole (too many ops, too
+// large) is retried part by part.
 type EtcdKV struct {
 	c *clientv3.Client
+
+	queue    chan *pendingCommit // nil: no group commit
+	maxOps   atomic.Int64
+	maxBytes int
+	stop     chan struct{}
+	wg       sync.WaitGroup
+
+	// Counters for benchmarks and metrics: commits requested and etcd
+	// transactions sent.
+	commits, txns atomic.Int64
 }
 
 var _ meta.KV = (*EtcdKV)(nil)
 
-// NewEtcdKV wraps a client.
-func NewEtcdKV(c *clientv3.Client) *EtcdKV { return &EtcdKV{c: c} }
+// EtcdOptions tune an EtcdKV.
+type EtcdOptions struct {
+	// GroupCommit merges concurrent commits (default on through
+	// NewEtcdKV).
+	GroupCommit bool
+	// Committers is how many merged transactions may be in flight at
+	// once (default 4).
+	Committers int
+	// MaxBatchOps bounds the operations (and, separately, the compares)
+	// of one merged transaction; etcd's --max-txn-ops must allow it
+	// (embedded members are started with room for it). Default 1024.
+	MaxBatchOps int
+}
+
+// NewEtcdKV wraps a client, with group commit.
+func NewEtcdKV(c *clientv3.Client) *EtcdKV {
+	return NewEtcdKVWith(c, EtcdOptions{GroupCommit: true})
+}
+
+// NewEtcdKVWith wraps a client with explicit options.
+func NewEtcdKVWith(c *clientv3.Client, o EtcdOptions) *EtcdKV {
+	e := &EtcdKV{c: c, stop: make(chan struct{})}
+	if !o.GroupCommit {
+		return e
+	}
+	if o.Committers == 0 {
+		o.Committers = 4
+	}
+	if o.MaxBatchOps == 0 {
+		o.MaxBatchOps = 1024
+	}
+	e.maxOps.Store(int64(o.MaxBatchOps))
+	e.maxBytes = 1 << 20 // under etcd's default 1.5 MiB request limit
+	e.queue = make(chan *pendingCommit, 4096)
+	for range o.Committers {
+		e.wg.Add(1)
+		go e.committer()
+	}
+	return e
+}
+
+// Stats returns the commits requested and the etcd transactions sent.
+func (e *EtcdKV) Stats() (commits, txns int64) { return e.commits.Load(), e.txns.Load() }
 
 // Client returns the etcd client (membership uses leases directly).
 func (e *EtcdKV) Client() *clientv3.Client { return e.c }
@@ -79,12 +142,43 @@ func (e *EtcdKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta
 
 // Commit implements meta.KV.
 func (e *EtcdKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
+	if err := checkTxn(t); err != nil {
+		return 0, err
+	}
+	e.commits.Add(1)
+	if e.queue == nil {
+		return e.commitOne(ctx, t)
+	}
+	p := &pendingCommit{ctx: ctx, t: t, done: make(chan commitResult, 1)}
+	select {
+	case e.queue <- p:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-e.stop:
+		return e.commitOne(ctx, t)
+	}
+	// Once queued, wait for the answer even if ctx ends: the commit may
+	// already be in a merged transaction, and its outcome must be known.
+	r := <-p.done
+	return r.rev, r.err
+}
+
+func checkTxn(t *meta.Txn) error {
 	if len(t.Ops) == 0 {
-		return 0, errors.New("meta: empty transaction")
+		return errors.New("meta: empty transaction")
 	}
 	if len(t.Ops)+len(t.Cmps) > meta.MaxTxnOps+16 {
-		return 0, fmt.Errorf("meta: transaction has %d ops, limit %d", len(t.Ops), meta.MaxTxnOps)
+		return fmt.Errorf("meta: transaction has %d ops, limit %d", len(t.Ops), meta.MaxTxnOps)
 	}
+	for _, op := range t.Ops {
+		if len(op.Value) > meta.MaxValueBytes {
+			return fmt.Errorf("meta: value for %q is %d bytes, limit %d", op.Key, len(op.Value), meta.MaxValueBytes)
+		}
+	}
+	return nil
+}
+
+func etcdParts(t *meta.Txn) ([]clientv3.Cmp, []clientv3.Op) {
 	cmps := make([]clientv3.Cmp, 0, len(t.Cmps))
 	for _, c := range t.Cmps {
 		if c.ModRev == 0 {
@@ -95,15 +189,19 @@ func (e *EtcdKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
 	}
 	ops := make([]clientv3.Op, 0, len(t.Ops))
 	for _, op := range t.Ops {
-		if len(op.Value) > meta.MaxValueBytes {
-			return 0, fmt.Errorf("meta: value for %q is %d bytes, limit %d", op.Key, len(op.Value), meta.MaxValueBytes)
-		}
 		if op.Delete {
 			ops = append(ops, clientv3.OpDelete(string(op.Key)))
 		} else {
 			ops = append(ops, clientv3.OpPut(string(op.Key), string(op.Value)))
 		}
 	}
+	return cmps, ops
+}
+
+// commitOne sends one transaction on its own.
+func (e *EtcdKV) commitOne(ctx context.Context, t *meta.Txn) (int64, error) {
+	cmps, ops := etcdParts(t)
+	e.txns.Add(1)
 	resp, err := e.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return 0, fmt.Errorf("meta: etcd commit: %w", err)
@@ -112,6 +210,157 @@ func (e *EtcdKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
 		return 0, meta.ErrConflict
 	}
 	return resp.Header.Revision, nil
+}
+
+type commitResult struct {
+	rev int64
+	err error
+}
+
+type pendingCommit struct {
+	ctx  context.Context
+	t    *meta.Txn
+	done chan commitResult
+}
+
+func (p *pendingCommit) size() int {
+	n := 64
+	for _, op := range p.t.Ops {
+		n += len(op.Key) + len(op.Value) + 16
+	}
+	for _, c := range p.t.Cmps {
+		n += len(c.Key) + 16
+	}
+	return n
+}
+
+// batch is a set of independent commits being merged.
+type batch struct {
+	parts         []*pendingCommit
+	ops, cmps, sz int
+	writes        map[string]bool
+	compares      map[string]bool
+}
+
+// fits reports whether p can join without exceeding the limits or
+// depending on another part (a key written by one part and written or
+// compared by another).
+func (b *batch) fits(p *pendingCommit, maxOps, maxBytes int) bool {
+	if len(b.parts) > 0 && (b.ops+len(p.t.Ops) > maxOps || b.cmps+len(p.t.Cmps) > maxOps || b.sz+p.size() > maxBytes) {
+		return false
+	}
+	for _, op := range p.t.Ops {
+		k := string(op.Key)
+		if b.writes[k] || b.compares[k] {
+			return false
+		}
+	}
+	for _, c := range p.t.Cmps {
+		if b.writes[string(c.Key)] {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *batch) add(p *pendingCommit) {
+	b.parts = append(b.parts, p)
+	b.ops += len(p.t.Ops)
+	b.cmps += len(p.t.Cmps)
+	b.sz += p.size()
+	for _, op := range p.t.Ops {
+		b.writes[string(op.Key)] = true
+	}
+	for _, c := range p.t.Cmps {
+		b.compares[string(c.Key)] = true
+	}
+}
+
+// committer takes queued commits and sends them, merged while they are
+// independent: whatever queued up while the previous transaction was in
+// flight goes out together.
+func (e *EtcdKV) committer() {
+	defer e.wg.Done()
+	var carry *pendingCommit
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-e.queue:
+			case <-e.stop:
+				return
+			}
+		}
+		b := &batch{writes: map[string]bool{}, compares: map[string]bool{}}
+		b.add(first)
+	drain:
+		for {
+			select {
+			case p := <-e.queue:
+				if !b.fits(p, int(e.maxOps.Load()), e.maxBytes) {
+					carry = p
+					break drain
+				}
+				b.add(p)
+			default:
+				break drain
+			}
+		}
+		e.send(b.parts)
+	}
+}
+
+// send commits parts as one transaction and answers each.
+func (e *EtcdKV) send(parts []*pendingCommit) {
+	live := parts[:0]
+	for _, p := range parts {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- commitResult{err: err} // never sent: safe to refuse
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if len(live) == 1 {
+		rev, err := e.commitOne(live[0].ctx, live[0].t)
+		live[0].done <- commitResult{rev, err}
+		return
+	}
+	subs := make([]clientv3.Op, len(live))
+	for i, p := range live {
+		cmps, ops := etcdParts(p.t)
+		subs[i] = clientv3.OpTxn(cmps, ops, nil)
+	}
+	// The merged transaction outlives any one caller's context: it is
+	// bounded by its own timeout instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	e.txns.Add(1)
+	resp, err := e.c.Txn(ctx).Then(subs...).Commit()
+	if errors.Is(err, rpctypes.ErrTooManyOps) {
+		// An external etcd with a smaller --max-txn-ops: merge less.
+		e.maxOps.Store(max(meta.MaxTxnOps, e.maxOps.Load()/2))
+	}
+	if err != nil {
+		// Refused as a whole (too many ops, too large, or the cluster is
+		// unavailable): let each part try on its own.
+		for _, p := range live {
+			rev, err := e.commitOne(p.ctx, p.t)
+			p.done <- commitResult{rev, err}
+		}
+		return
+	}
+	for i, p := range live {
+		sub := resp.Responses[i].GetResponseTxn()
+		if sub == nil || !sub.Succeeded {
+			p.done <- commitResult{err: meta.ErrConflict}
+			continue
+		}
+		p.done <- commitResult{rev: resp.Header.Revision}
+	}
 }
 
 // Watch implements meta.KV.
@@ -141,4 +390,23 @@ func (e *EtcdKV) Watch(ctx context.Context, prefix []byte) <-chan meta.Event {
 }
 
 // Close implements meta.KV.
-func (e *EtcdKV) Close() error { return e.c.Close() }
+func (e *EtcdKV) Close() error {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	e.wg.Wait()
+	// Commits queued after the committers stopped are answered here.
+	for {
+		select {
+		case p := <-e.queue:
+			rev, err := e.commitOne(p.ctx, p.t)
+			p.done <- commitResult{rev, err}
+			continue
+		default:
+		}
+		break
+	}
+	return e.c.Close()
+}

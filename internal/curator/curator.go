@@ -233,10 +233,15 @@ func (c *Curator) Jobs() *actuate.JobStore { return c.jobs }
 // Runner returns the job runner.
 func (c *Curator) Runner() *actuate.Runner { return c.runner }
 
-// whileLeader returns a context that ends when ctx does or when this node
-// stops being the Curator master, so a deposed master stops moving data.
+// whileLeader returns a context that ends when ctx does or when this node,
+// master now, stops being the Curator master, so a deposed master stops
+// moving data. On a node that is not the master (an operator's explicit
+// run) it is ctx.
 func (c *Curator) whileLeader(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
+	if !c.leader.IsLeader() {
+		return ctx, cancel
+	}
 	go func() {
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
