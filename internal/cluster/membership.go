@@ -41,6 +41,9 @@ type NodeInfo struct {
 	AdminAddress string       `json:"admin"`
 	Devices      []DeviceInfo `json:"devices"`
 	Started      int64        `json:"started"`
+	// NetBps is the node's network throughput (bytes/s), the NetThru of
+	// read ordering (OctopusFS Eq. 12).
+	NetBps float64 `json:"net,omitempty"`
 }
 
 // DeviceInfo is a device's static description.
@@ -87,7 +90,10 @@ type Membership struct {
 	c    *clientv3.Client
 	self NodeInfo
 	// local returns this node's devices with live counters.
-	local    func() []model.Device
+	local func() []model.Device
+	// conns returns this node's data connections in flight (the NrConn of
+	// read ordering); nil: unknown.
+	conns    func() int
 	log      *slog.Logger
 	interval time.Duration
 	ttl      time.Duration
@@ -138,11 +144,18 @@ func (m *Membership) Start(ctx context.Context) error {
 	return nil
 }
 
+// SetConns gives the membership the count of this node's data
+// connections in flight, published with every heartbeat.
+func (m *Membership) SetConns(f func() int) { m.conns = f }
+
 // Wait waits for the loops to stop after ctx ends.
 func (m *Membership) Wait() { m.wg.Wait() }
 
 func (m *Membership) beat(ctx context.Context, lease clientv3.LeaseID) error {
 	hb := Heartbeat{Time: time.Now().UnixNano()}
+	if m.conns != nil {
+		hb.Conns = m.conns()
+	}
 	for _, d := range m.local() {
 		hb.Devices = append(hb.Devices, DeviceStats{ID: d.ID, Used: d.UsedBytes, Queue: d.QueueLen, Streams: d.ActiveStreams, Failed: d.State == model.DeviceFailed})
 	}
@@ -354,7 +367,11 @@ func (m *Membership) Snapshot() *model.Snapshot {
 		if id == m.self.ID {
 			up = true
 		}
-		nodes = append(nodes, model.Node{ID: id, Rack: n.Rack, Up: up, Conns: hb.Conns})
+		conns := hb.Conns
+		if id == m.self.ID && m.conns != nil {
+			conns = m.conns()
+		}
+		nodes = append(nodes, model.Node{ID: id, Rack: n.Rack, Up: up, Conns: conns, NetBps: n.NetBps})
 		stats := map[model.DeviceID]DeviceStats{}
 		for _, s := range hb.Devices {
 			stats[s.ID] = s
@@ -381,5 +398,5 @@ func (m *Membership) Snapshot() *model.Snapshot {
 				ReadBps: di.ReadBps, WriteBps: di.WriteBps})
 		}
 	}
-	return model.NewSnapshot(time.Now(), nodes, devs)
+	return model.NewSnapshot(time.Now(), nodes, devs).WithSelf(m.self.ID)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -130,6 +131,17 @@ type ReplicaServer struct {
 	local *replica.Local
 	// router reads a Pull's source when it lives on another node.
 	router *Router
+	// inflight counts data calls being served (the NrConn of read
+	// ordering, published in heartbeats).
+	inflight atomic.Int64
+}
+
+// InFlight returns the data calls being served now.
+func (s *ReplicaServer) InFlight() int { return int(s.inflight.Load()) }
+
+func (s *ReplicaServer) enter() func() {
+	s.inflight.Add(1)
+	return func() { s.inflight.Add(-1) }
 }
 
 // NewReplicaServer wraps the local devices; router serves Pull's reads
@@ -141,6 +153,7 @@ func NewReplicaServer(local *replica.Local, router *Router) *ReplicaServer {
 // Pull copies a replica onto one of this node's devices from wherever the
 // source lives: the bytes flow source node → this node, once.
 func (s *ReplicaServer) Pull(ctx context.Context, r *rpcpb.PullRequest) (*rpcpb.Empty, error) {
+	defer s.enter()()
 	dst, id := rep(r.Dst)
 	if !s.local.Has(dst.Device) {
 		return nil, status.Errorf(codes.InvalidArgument, "cluster: pull to %s: not a device of this node", dst.Device)
@@ -163,6 +176,7 @@ func (s *ReplicaServer) Create(ctx context.Context, r *rpcpb.CreateRequest) (*rp
 }
 
 func (s *ReplicaServer) Append(ctx context.Context, r *rpcpb.AppendRequest) (*rpcpb.Empty, error) {
+	defer s.enter()()
 	rp, id := rep(r.Ref)
 	if r.Sync {
 		return empty, toStatus(s.local.AppendSync(ctx, rp, id, r.Offset, r.Encoded))
@@ -181,12 +195,14 @@ func (s *ReplicaServer) Truncate(ctx context.Context, r *rpcpb.TruncateRequest) 
 }
 
 func (s *ReplicaServer) Read(ctx context.Context, r *rpcpb.ReadRequest) (*rpcpb.DataResponse, error) {
+	defer s.enter()()
 	rp, id := rep(r.Ref)
 	b, err := s.local.Read(ctx, rp, id, r.ExtentOffset, r.ExtentLength, r.From, r.To)
 	return &rpcpb.DataResponse{Data: b}, toStatus(err)
 }
 
 func (s *ReplicaServer) ReadRaw(ctx context.Context, r *rpcpb.ReadRawRequest) (*rpcpb.DataResponse, error) {
+	defer s.enter()()
 	if r.Length < 0 || r.Length > maxMessageBytes-1024 {
 		return nil, status.Errorf(codes.InvalidArgument, "cluster: raw read of %d bytes exceeds %d", r.Length, maxMessageBytes)
 	}

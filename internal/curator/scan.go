@@ -301,6 +301,6 @@ func (c *Curator) snapshotFor() *model.Snapshot {
 		down[k] = v
 	}
 	c.mu.Unlock()
-	s = model.NewSnapshot(now, s.Nodes, s.Devices)
+	s = model.NewSnapshot(now, s.Nodes, s.Devices).WithSelf(s.Self)
 	return decide.Health(s, down, c.opts.Decide)
 }

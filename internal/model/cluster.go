@@ -99,10 +99,20 @@ type Snapshot struct {
 	Now     time.Time
 	Nodes   []Node
 	Devices []Device
+	// Self is the node the snapshot was taken on ("" when unknown): its
+	// replicas are local to it, so reading them crosses no network.
+	Self NodeID
 
 	nodeIdx map[NodeID]int
 	devIdx  map[DeviceID]int
 	ix      snapshotIndex
+}
+
+// WithSelf returns s seen from node id.
+func (s *Snapshot) WithSelf(id NodeID) *Snapshot {
+	c := *s
+	c.Self = id
+	return &c
 }
 
 // NewSnapshot builds a snapshot with sorted nodes and devices so that

@@ -12,6 +12,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
 )
 
 // Layer is the object layer of one node.
@@ -48,7 +49,7 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 		opts: opts,
 		kv:   kv,
 		rio:  rio,
-		snaps: &snapshotCache{topo: topo, interval: opts.StatsInterval, now: opts.Now,
+		snaps: &snapshotCache{topo: topo, interval: opts.StatsInterval, now: opts.Now, order: placement.ReadOrders[opts.ReadOrder],
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))},
 		egroupSeq: meta.NewSequence(kv, "egroup", 1024),
 		extentSeq: meta.NewSequence(kv, "extent", 4096),

@@ -60,8 +60,12 @@ type Options struct {
 	// the read path keeps (see locationCache); 0 means 65,536, negative
 	// turns the cache off.
 	LocationCacheEntries int
-	Policy               placement.Policy
-	Logger               *slog.Logger
+	// ReadOrder names the replica ordering of reads (placement.ReadOrders):
+	// "octopus" (tier-, load- and network-aware, OctopusFS Eq. 12; the
+	// default) or "locality" (this node's replicas first, the baseline).
+	ReadOrder string
+	Policy    placement.Policy
+	Logger    *slog.Logger
 	// Now is the clock (tests inject one).
 	Now func() time.Time
 }
@@ -126,6 +130,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Policy == nil {
 		o.Policy = placement.Uniform{}
 	}
+	if o.ReadOrder == "" {
+		o.ReadOrder = "octopus"
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -136,6 +143,9 @@ func (o *Options) EnsureDefaults() {
 
 // Validate rejects bad combinations.
 func (o *Options) Validate() error {
+	if _, ok := placement.ReadOrders[o.ReadOrder]; !ok {
+		return fmt.Errorf("object: read order %q: want octopus or locality", o.ReadOrder)
+	}
 	if err := o.DefaultVector.Validate(); err != nil {
 		return fmt.Errorf("object: default vector: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
-	"github.com/terrace-storage/terrace/internal/placement"
 	"github.com/terrace-storage/terrace/internal/replica"
 )
 
@@ -36,6 +35,7 @@ var _ Topology = (*replica.Local)(nil)
 // does not herd onto the device that looked emptiest (Allen §6.1).
 type snapshotCache struct {
 	topo     Topology
+	order    func(*model.Snapshot, []model.Replica, *rand.Rand) []model.Replica
 	interval time.Duration
 	now      func() time.Time
 
@@ -63,7 +63,7 @@ func (c *snapshotCache) get() *model.Snapshot {
 	for i := range devs {
 		devs[i].UsedBytes += c.pending[devs[i].ID]
 	}
-	return model.NewSnapshot(c.snap.Now, c.snap.Nodes, devs)
+	return model.NewSnapshot(c.snap.Now, c.snap.Nodes, devs).WithSelf(c.snap.Self)
 }
 
 // topoSnapshot bypasses the cache (reports want live numbers).
@@ -90,5 +90,5 @@ func (c *snapshotCache) orderReads(rs []model.Replica) []model.Replica {
 	snap := c.get()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return placement.OrderReads(snap, rs, c.rng)
+	return c.order(snap, rs, c.rng)
 }

@@ -145,7 +145,19 @@ func TestDataDriven(t *testing.T) {
 				}
 			case "order":
 				_, rng := requestFromArgs(t, d, s, args)
-				return fmtReplicas(OrderReads(s, replicasFromIDs(s, args["replicas"]), rng))
+				snap := s
+				if self, ok := args["from"]; ok {
+					snap = s.WithSelf(model.NodeID(self))
+				}
+				policy := "octopus"
+				if p, ok := args["policy"]; ok {
+					policy = p
+				}
+				order, ok := ReadOrders[policy]
+				if !ok {
+					d.Fatalf(t, "unknown read order %q", policy)
+				}
+				return fmtReplicas(order(snap, replicasFromIDs(s, args["replicas"]), rng))
 			case "reconcile":
 				req, rng := requestFromArgs(t, d, s, args)
 				cur := replicasFromIDs(s, args["current"])

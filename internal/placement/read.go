@@ -8,11 +8,13 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
-// OrderReads orders replicas for a read (OctopusFS §4.2): by
+// OrderReads orders replicas for a read (OctopusFS §4.2, Eq. 12): by
 // min(NetThru/NrConn(node), RThru/NrConn(device)) descending, ties broken by
-// the device's media read throughput, then randomly. Replicas on failed
-// devices or down nodes go last, in case the snapshot is stale. The input
-// slice is not modified.
+// the device's media read throughput, then randomly. A replica on the
+// reading node (s.Self) crosses no network, so only its device's share
+// counts: a local hdd loses to a remote ssd only when the network share of
+// the ssd's node beats the hdd. Replicas on failed devices or down nodes go
+// last, in case the snapshot is stale. The input slice is not modified.
 func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []model.Replica {
 	type scored struct {
 		r      model.Replica
@@ -30,7 +32,7 @@ func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []m
 			x.media = d.ReadBps
 			dev := d.ReadBps / float64(d.ActiveStreams+1)
 			net := math.Inf(1)
-			if n, ok := s.Node(r.Node); ok && n.NetBps > 0 {
+			if n, ok := s.Node(r.Node); ok && n.NetBps > 0 && (s.Self == "" || r.Node != s.Self) {
 				net = n.NetBps / float64(n.Conns+1)
 			}
 			x.score = math.Min(net, dev)
@@ -55,4 +57,44 @@ func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []m
 		out[i] = x.r
 	}
 	return out
+}
+
+// OrderReadsLocal is locality-only ordering, the baseline OctopusFS
+// compares against: replicas on the reading node first, then the others
+// in random order; failed devices and down nodes last.
+func OrderReadsLocal(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []model.Replica {
+	type scored struct {
+		r      model.Replica
+		rank   int
+		tiebrk float64
+	}
+	sc := make([]scored, len(replicas))
+	for i, r := range replicas {
+		x := scored{r: r, rank: 1, tiebrk: rng.Float64()}
+		d, found := s.Device(r.Device)
+		switch {
+		case !found || d.State == model.DeviceFailed || !s.NodeUp(r.Node):
+			x.rank = 2
+		case s.Self != "" && r.Node == s.Self:
+			x.rank = 0
+		}
+		sc[i] = x
+	}
+	sort.SliceStable(sc, func(i, j int) bool {
+		if sc[i].rank != sc[j].rank {
+			return sc[i].rank < sc[j].rank
+		}
+		return sc[i].tiebrk < sc[j].tiebrk
+	})
+	out := make([]model.Replica, len(sc))
+	for i, x := range sc {
+		out[i] = x.r
+	}
+	return out
+}
+
+// ReadOrders names the read-ordering policies.
+var ReadOrders = map[string]func(*model.Snapshot, []model.Replica, *rand.Rand) []model.Replica{
+	"octopus":  OrderReads,
+	"locality": OrderReadsLocal,
 }

@@ -141,7 +141,7 @@ func (l *Local) Snapshot() *model.Snapshot {
 	for _, id := range l.order {
 		devs = append(devs, l.stores[id].Device().Model(l.Node, l.Rack))
 	}
-	return model.NewSnapshot(time.Now(), []model.Node{{ID: l.Node, Rack: l.Rack, Up: true}}, devs)
+	return model.NewSnapshot(time.Now(), []model.Node{{ID: l.Node, Rack: l.Rack, Up: true}}, devs).WithSelf(l.Node)
 }
 
 // Has reports whether a device is on this node.

@@ -75,7 +75,7 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	}
 	cp.client = c
 	self := cluster.NodeInfo{ID: model.NodeID(cfg.NodeID), Rack: cfg.Rack, RPCAddress: cfg.RPCAddress,
-		S3Address: cfg.S3Address, AdminAddress: cfg.AdminAddress}
+		S3Address: cfg.S3Address, AdminAddress: cfg.AdminAddress, NetBps: cfg.NetMBps * 1e6}
 	cp.members = cluster.NewMembership(c, self, func() []model.Device { return n.Local.Snapshot().Devices }, n.Log)
 	cp.router = cluster.NewRouter(model.NodeID(cfg.NodeID), n.Local, cp.members, []byte(cfg.ClusterSecret), peerTLS)
 	ln, err := net.Listen("tcp", cfg.RPCAddress)
@@ -83,7 +83,9 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 		return nil, nil, nil, fmt.Errorf("server: rpc listen %s: %w", cfg.RPCAddress, err)
 	}
 	cp.grpc = cluster.NewGRPCServer([]byte(cfg.ClusterSecret), peerServerTLS)
-	rpcpb.RegisterReplicaServer(cp.grpc, cluster.NewReplicaServer(n.Local, cp.router))
+	rs := cluster.NewReplicaServer(n.Local, cp.router)
+	cp.members.SetConns(rs.InFlight)
+	rpcpb.RegisterReplicaServer(cp.grpc, rs)
 	go cp.grpc.Serve(ln)
 	n.Log.Info("replica RPC listening", "address", ln.Addr().String())
 	return cluster.NewEtcdKV(c), cp.router, cp.members, nil

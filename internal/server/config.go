@@ -50,6 +50,12 @@ type Config struct {
 	StorageClasses map[string]string `yaml:"storage_classes"`
 	// Placement selects the write-placement policy.
 	Placement string `yaml:"placement"`
+	// ReadOrder selects the read ordering: "octopus" (tier-, load- and
+	// network-aware; default) or "locality" (local replicas first).
+	ReadOrder string `yaml:"read_order"`
+	// NetMBps is this node's network throughput in MB/s, the NetThru term
+	// of read ordering (default 1250: 10 GbE).
+	NetMBps float64 `yaml:"net_mbps"`
 	// EgroupMaxBytes is the size at which an extent group is sealed (0:
 	// 16 MiB). It is the unit the Curator moves; keep it a small fraction
 	// of the smallest device (a scaled-down test tier wants a smaller one).
@@ -169,6 +175,12 @@ func (c *Config) EnsureDefaults() {
 	if c.Placement == "" {
 		c.Placement = DefaultPlacement
 	}
+	if c.ReadOrder == "" {
+		c.ReadOrder = "octopus"
+	}
+	if c.NetMBps == 0 {
+		c.NetMBps = 1250
+	}
 	if c.ProbeBytes == 0 {
 		c.ProbeBytes = 4 << 20
 	}
@@ -238,6 +250,12 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if len(c.RootPassword) < 8 {
 		return nil, fmt.Errorf("server: root password must be at least 8 characters")
+	}
+	if c.ReadOrder != "octopus" && c.ReadOrder != "locality" {
+		return nil, fmt.Errorf("server: read_order %q: want octopus or locality", c.ReadOrder)
+	}
+	if c.NetMBps < 0 {
+		return nil, fmt.Errorf("server: net_mbps %v must be positive", c.NetMBps)
 	}
 	if _, err := AdminPublicPaths(c.AdminPublic); err != nil {
 		return nil, err

@@ -130,6 +130,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		OrphanGrace:    orphanGrace(cfg),
 		// Extents never straddle egroups: a small egroup takes small extents.
 		ExtentMaxBytes: extentSizeFor(cfg.EgroupMaxBytes),
+		ReadOrder:      cfg.ReadOrder,
 		Logger:         log,
 	})
 	if err != nil {

@@ -183,7 +183,7 @@ func Health(s *model.Snapshot, downSince map[model.NodeID]time.Time, o Options) 
 	if !changed {
 		return s
 	}
-	return model.NewSnapshot(s.Now, s.Nodes, devs)
+	return model.NewSnapshot(s.Now, s.Nodes, devs).WithSelf(s.Self)
 }
 
 // Stats summarises what a scan saw.
