@@ -228,7 +228,7 @@ func (v *Verifier) Verify(r *http.Request) (Principal, error) {
 	for _, name := range a.signedHeaders {
 		signed[name] = true
 	}
-	for _, must := range []string{"host", "x-amz-date", "x-amz-content-sha256"} {
+	for _, must := range []string{"host", "x-amz-date"} {
 		if !signed[must] {
 			return Principal{}, forbidden("AccessDenied", "signed headers must include "+must)
 		}
@@ -252,9 +252,19 @@ func (v *Verifier) Verify(r *http.Request) (Principal, error) {
 		return Principal{}, forbidden("InvalidAccessKeyId", "unknown access key "+a.accessKey)
 	}
 	payload := r.Header.Get("X-Amz-Content-Sha256")
-	if payload != UnsignedPayload {
+	switch {
+	case payload == "":
+		// Plain SigV4 (curl --aws-sigv4, awscurl): the signature covers
+		// the body's hash, which the server computes.
+		if payload, err = bodyHash(r); err != nil {
+			return Principal{}, forbidden("AccessDenied", err.Error())
+		}
+	case payload != UnsignedPayload:
 		if b, err := hex.DecodeString(payload); err != nil || len(b) != sha256.Size {
 			return Principal{}, forbidden("AccessDenied", "X-Amz-Content-Sha256 must be a SHA-256 hex digest or "+UnsignedPayload)
+		}
+		if !signed["x-amz-content-sha256"] {
+			return Principal{}, forbidden("AccessDenied", "X-Amz-Content-Sha256 must be a signed header")
 		}
 	}
 	// Re-sign a copy that carries exactly the headers the client signed.
@@ -291,10 +301,29 @@ func (v *Verifier) Verify(r *http.Request) (Principal, error) {
 	if !key.Admin {
 		return Principal{}, forbidden("AccessDenied", "access key "+a.accessKey+" is not an admin")
 	}
-	if payload != UnsignedPayload && r.Body != nil && r.Body != http.NoBody {
+	if payload != UnsignedPayload && r.Header.Get("X-Amz-Content-Sha256") != "" && r.Body != nil && r.Body != http.NoBody {
 		r.Body = &verifyingBody{rc: r.Body, h: sha256.New(), want: payload}
 	}
 	return Principal{AccessKey: a.accessKey}, nil
+}
+
+// bodyHash reads a body of up to 1 MiB, puts it back, and returns its
+// SHA-256 (hex).
+func bodyHash(r *http.Request) (string, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return emptySHA256, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxHashedBody+1))
+	if err != nil {
+		return "", fmt.Errorf("read body: %w", err)
+	}
+	if len(b) > maxHashedBody {
+		return "", fmt.Errorf("bodies over %d bytes need X-Amz-Content-Sha256 (a digest or %s)", maxHashedBody, UnsignedPayload)
+	}
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // requestURL is the absolute URL the client signed.
