@@ -470,6 +470,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		rec.Planned[string(decide.KindRemoveExtents)] = len(res.deadExtents)
 		c.removeExtents(ctx, res.deadExtents, rec)
 	}
+	if full && len(res.history) > 0 {
+		c.collectHistory(ctx, res, rec)
+	}
 	for _, t := range tasks {
 		rec.Planned[string(t.Kind)]++
 		if len(rec.Sample) < maxRecordList {

@@ -86,6 +86,24 @@ func (c *Curator) removeExtents(ctx context.Context, xs []extentInfo, rec *JobRe
 	}
 }
 
+// collectHistory removes tombstones and snapshot-only versions nobody can
+// see any more (their extents become garbage for the next data removal).
+func (c *Curator) collectHistory(ctx context.Context, res *scanResult, rec *JobRecord) {
+	seen := map[[2]string]bool{}
+	for _, bk := range res.history {
+		if seen[bk] {
+			continue
+		}
+		seen[bk] = true
+		n, err := c.layer.CollectVersions(ctx, bk[0], bk[1])
+		if err != nil {
+			rec.addErr(err)
+			continue
+		}
+		rec.Done["collect-versions"] += n
+	}
+}
+
 // scrub verifies every replica of every sealed egroup within the byte
 // budget; a replica that fails is marked bad (recovery repairs it).
 func (c *Curator) scrub(ctx context.Context, res *scanResult, rec *JobRecord) {

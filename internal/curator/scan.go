@@ -85,6 +85,9 @@ type scanResult struct {
 	records map[uint64]meta.Egroup
 	// deadExtents are unreferenced extents older than the grace period.
 	deadExtents []extentInfo
+	// history lists bucket/key pairs with history to collect: tombstones
+	// and versions kept only for snapshots.
+	history [][2]string
 	// liveByEgroup lists referenced extents per egroup (for compaction).
 	liveByEgroup map[uint64][]extentInfo
 	dangling     []string
@@ -165,6 +168,33 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 			}
 			b, k, _ := meta.SplitObjectKey(it.Key)
 			collect(b+"/"+k, o.Extents)
+			if o.DeleteMarker && o.VersionID == "" {
+				res.history = append(res.history, [2]string{b, k}) // a tombstone
+			}
+			res.records0++
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		// Versions after objects: a record only ever moves from the object
+		// map to the version map, so one of the two scans sees it.
+		res.maps = append(res.maps, "versions")
+		lastHidden := [2]string{}
+		_, err = scanRange(ctx, kv, []byte(meta.PrefixVersion), meta.PrefixEnd([]byte(meta.PrefixVersion)), func(it meta.Item) error {
+			var v meta.Version
+			if err := meta.Decode(it.Value, &v); err != nil {
+				return err
+			}
+			b, k, _, ok := meta.SplitVersionKey(it.Key)
+			if !ok {
+				return fmt.Errorf("curator: bad version key %q", it.Key)
+			}
+			collect(b+"/"+k+" (version "+v.VersionID+")", v.Extents)
+			if !v.S3 && (lastHidden != [2]string{b, k}) {
+				lastHidden = [2]string{b, k}
+				res.history = append(res.history, lastHidden)
+			}
 			res.records0++
 			return nil
 		})

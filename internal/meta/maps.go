@@ -17,15 +17,18 @@ const (
 	PrefixBucket = "b/"
 	// PrefixBucketGuard holds each bucket's guard record; see BucketGuard.
 	PrefixBucketGuard = "bg/"
-	PrefixObject      = "o/"
-	PrefixExtent      = "x/"
-	PrefixEgroup      = "g/"
-	PrefixAccess      = "a/"
-	PrefixUpload      = "u/"
-	PrefixCluster     = "c/"
-	PrefixPolicy      = "p/"
-	PrefixJob         = "j/"
-	PrefixSeq         = "s/"
+	// PrefixVersion holds object versions: S3 versions of versioned
+	// buckets, and superseded records kept for snapshots and clones.
+	PrefixVersion = "r/"
+	PrefixObject  = "o/"
+	PrefixExtent  = "x/"
+	PrefixEgroup  = "g/"
+	PrefixAccess  = "a/"
+	PrefixUpload  = "u/"
+	PrefixCluster = "c/"
+	PrefixPolicy  = "p/"
+	PrefixJob     = "j/"
+	PrefixSeq     = "s/"
 )
 
 // Bucket is a bucket record.
@@ -36,6 +39,33 @@ type Bucket struct {
 	Vector  model.Vector `json:"v,omitempty"` // default vector; zero = cluster default
 	// Opaque S3 sub-resources stored for the gateway (ACL, policy, tags, ...).
 	Attrs map[string][]byte `json:"a,omitempty"`
+	// Versioning is the S3 versioning state: "" (never enabled),
+	// "Enabled" or "Suspended".
+	Versioning string `json:"ver,omitempty"`
+	// Snapshots are the bucket's snapshots and the pins its clones hold:
+	// every object version current at one of their revisions is kept.
+	Snapshots []BucketSnapshot `json:"snaps,omitempty"`
+	// Parent makes the bucket a clone: keys it has no record of are read
+	// from the parent as of a snapshot revision.
+	Parent *BucketParent `json:"parent,omitempty"`
+}
+
+// BucketSnapshot is a point in a bucket's history that reads can return
+// to: a named snapshot, or the pin a clone holds on its source.
+type BucketSnapshot struct {
+	Name    string `json:"n"`
+	Rev     int64  `json:"r"` // metadata revision; 0 while being created (pins everything)
+	Created int64  `json:"c"` // unix ns
+	// Clone, when set, is the clone bucket this pin serves (not a named
+	// snapshot; released when the clone stops reading through).
+	Clone string `json:"clone,omitempty"`
+}
+
+// BucketParent is a clone's source.
+type BucketParent struct {
+	Bucket   string `json:"b"`
+	Snapshot string `json:"s"` // the pin's name in the parent's Snapshots
+	Rev      int64  `json:"r"`
 }
 
 // BucketGuard is the part of a bucket's state that object writes depend
@@ -75,6 +105,27 @@ type Object struct {
 	Tags     map[string]string `json:"t,omitempty"`
 	Parts    []int64           `json:"p,omitempty"` // part sizes of a multipart object
 	Extents  []ExtentRef       `json:"x"`
+	// VersionID is the S3 version ("" in a never-versioned bucket, "null"
+	// for versions written while versioning was off or suspended).
+	VersionID string `json:"vid,omitempty"`
+	// DeleteMarker records a delete: an S3 delete marker (VersionID set)
+	// or, in an unversioned bucket, a tombstone kept for snapshots and
+	// clones (reads see no object).
+	DeleteMarker bool `json:"dm,omitempty"`
+	// Seq orders a key's versions (monotonic per key).
+	Seq uint64 `json:"q,omitempty"`
+	// From is the metadata revision at which this version became current;
+	// 0 means the revision of the record's key (set when the record is
+	// rewritten later, e.g. tags, so the version keeps its place in time).
+	From int64 `json:"fr,omitempty"`
+}
+
+// Version is a record in the version map.
+type Version struct {
+	Object
+	// S3 marks an S3 version (listed, readable by version ID); others are
+	// kept only because a snapshot or clone still sees them.
+	S3 bool `json:"s3,omitempty"`
 }
 
 // Extent locates a run of bytes inside an extent group. Relocating data
@@ -160,6 +211,38 @@ type Part struct {
 func BucketKey(bucket string) []byte { return []byte(PrefixBucket + bucket) }
 
 func BucketGuardKey(bucket string) []byte { return []byte(PrefixBucketGuard + bucket) }
+
+// VersionKey orders a key's versions newest first (by inverted Seq).
+func VersionKey(bucket, key string, seq uint64) []byte {
+	return []byte(fmt.Sprintf("%s%s\x00%s\x00%016x", PrefixVersion, bucket, key, ^seq))
+}
+
+// VersionPrefix is the key prefix of all versions of bucket/key (key
+// exact) or, with key "", of the bucket.
+func VersionPrefix(bucket, key string) []byte {
+	if key == "" {
+		return []byte(PrefixVersion + bucket + "\x00")
+	}
+	return []byte(PrefixVersion + bucket + "\x00" + key + "\x00")
+}
+
+// SplitVersionKey returns bucket, key and seq from a version map key.
+func SplitVersionKey(k []byte) (bucket, key string, seq uint64, ok bool) {
+	s := strings.TrimPrefix(string(k), PrefixVersion)
+	bucket, rest, ok := strings.Cut(s, "\x00")
+	if !ok {
+		return "", "", 0, false
+	}
+	i := strings.LastIndexByte(rest, 0)
+	if i < 0 {
+		return "", "", 0, false
+	}
+	inv, err := strconv.ParseUint(rest[i+1:], 16, 64)
+	if err != nil {
+		return "", "", 0, false
+	}
+	return bucket, rest[:i], ^inv, true
+}
 
 func ObjectKey(bucket, key string) []byte { return []byte(PrefixObject + bucket + "\x00" + key) }
 

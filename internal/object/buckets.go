@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -48,6 +49,9 @@ type bucketView struct {
 func (l *Layer) CreateBucket(ctx context.Context, name, owner string, vector model.Vector) error {
 	if err := checkBucketName(name); err != nil {
 		return err
+	}
+	if strings.Contains(name, snapSep) {
+		return fmt.Errorf("%w: %q: names containing %q are reserved for snapshots", ErrInvalidBucketName, name, snapSep)
 	}
 	if !vector.IsZero() {
 		if err := vector.Validate(); err != nil {
@@ -157,9 +161,9 @@ func (l *Layer) liveBucket(ctx context.Context, name string) (bucketView, error)
 // again with the fresh revision — the data is already written and stays
 // valid. A bucket deleted (or deleted and re-created) in between fails the
 // write with ErrNoSuchBucket.
-func (l *Layer) guardedCommit(ctx context.Context, bucket string, bv bucketView, explain func() error, commit func(guardRev int64) error) error {
+func (l *Layer) guardedCommit(ctx context.Context, bucket string, bv bucketView, explain func() error, commit func(bv bucketView) error) error {
 	for attempt := 0; ; attempt++ {
-		err := commit(bv.guardRev)
+		err := commit(bv)
 		if !errors.Is(err, meta.ErrConflict) {
 			return err
 		}
@@ -267,14 +271,34 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 			l.opts.Logger.Error("un-mark bucket deletion failed", "bucket", name, "err", err)
 		}
 	}
-	objs, err := l.kv.Scan(ctx, meta.ObjectPrefix(name, ""), meta.PrefixEnd(meta.ObjectPrefix(name, "")), 1)
+	if len(bv.Snapshots) > 0 {
+		unmark()
+		var names []string
+		for _, s := range bv.Snapshots {
+			if s.Clone != "" {
+				names = append(names, "clone "+s.Clone)
+			} else {
+				names = append(names, "snapshot "+s.Name)
+			}
+		}
+		return fmt.Errorf("%w: %s has %s: delete them first", ErrBucketNotEmpty, name, strings.Join(names, ", "))
+	}
+	empty, err := l.empty(ctx, name)
 	if err != nil {
 		unmark()
 		return err
 	}
-	if len(objs) > 0 {
+	if !empty {
 		unmark()
 		return fmt.Errorf("%w: %s", ErrBucketNotEmpty, name)
+	}
+	// What is left is history nobody can see any more (tombstones, hidden
+	// versions): it goes with the bucket.
+	for _, p := range [][]byte{meta.ObjectPrefix(name, ""), meta.VersionPrefix(name, "")} {
+		if err := l.deleteRange(ctx, p); err != nil {
+			unmark()
+			return err
+		}
 	}
 	// Abandoned multipart uploads do not keep a bucket alive (S3 semantics);
 	// their part records are removed with it and their data becomes garbage.
@@ -298,10 +322,63 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 	del.Del(meta.BucketGuardKey(name))
 	_, err = l.kv.Commit(ctx, &del)
 	l.buckets.drop(name)
+	if err == nil && bv.Parent != nil {
+		// A clone releases the pin it held on its source.
+		if perr := l.removePin(context.WithoutCancel(ctx), bv.Parent.Bucket, bv.Parent.Snapshot, true); perr != nil && !errors.Is(perr, ErrNoSuchSnapshot) && !errors.Is(perr, ErrNoSuchBucket) {
+			l.opts.Logger.Warn("releasing a deleted clone's pin", "clone", name, "source", bv.Parent.Bucket, "err", perr)
+		}
+	}
 	if errors.Is(err, meta.ErrConflict) {
 		// A writer found our mark stale and cleared it: it may have
 		// written into the bucket, so it is not ours to delete any more.
 		return fmt.Errorf("%w: delete bucket %s", ErrBucketBusy, name)
 	}
 	return err
+}
+
+// empty reports whether a bucket holds no object a listing shows (its
+// own or, for a clone, its parent's) and no S3 version.
+func (l *Layer) empty(ctx context.Context, name string) (bool, error) {
+	res, err := l.List(ctx, name, ListOptions{MaxKeys: 1})
+	if err != nil || len(res.Objects)+len(res.CommonPrefixes) > 0 {
+		return false, err
+	}
+	p := meta.VersionPrefix(name, "")
+	start := p
+	for {
+		items, err := l.kv.Scan(ctx, start, meta.PrefixEnd(p), 256)
+		if err != nil {
+			return false, err
+		}
+		for _, it := range items {
+			var v meta.Version
+			if err := meta.Decode(it.Value, &v); err != nil {
+				return false, err
+			}
+			if v.S3 {
+				return false, nil
+			}
+		}
+		if len(items) < 256 {
+			return true, nil
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+}
+
+// deleteRange deletes every key under a prefix, in batches.
+func (l *Layer) deleteRange(ctx context.Context, p []byte) error {
+	for {
+		items, err := l.kv.Scan(ctx, p, meta.PrefixEnd(p), meta.MaxTxnOps-1)
+		if err != nil || len(items) == 0 {
+			return err
+		}
+		var t meta.Txn
+		for _, it := range items {
+			t.Del(it.Key)
+		}
+		if _, err := l.kv.Commit(ctx, &t); err != nil {
+			return err
+		}
+	}
 }

@@ -2,6 +2,7 @@ package object
 
 import (
 	"context"
+	"sort"
 	"strings"
 
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -32,11 +33,15 @@ const maxListKeys = 1000
 // List lists a bucket in key order, rolling keys that contain Delimiter
 // after Prefix up into common prefixes.
 func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListResult, error) {
-	if _, _, err := l.GetBucket(ctx, bucket); err != nil {
+	v, b, err := l.resolve(ctx, bucket)
+	if err != nil {
 		return ListResult{}, err
 	}
 	if o.MaxKeys <= 0 || o.MaxKeys > maxListKeys {
 		o.MaxKeys = maxListKeys
+	}
+	if !v.live() || b.Parent != nil {
+		return l.listView(ctx, bucket, v, o)
 	}
 	var res ListResult
 	base := meta.ObjectPrefix(bucket, "")
@@ -91,6 +96,10 @@ func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListRes
 			if err := meta.Decode(it.Value, &obj); err != nil {
 				return ListResult{}, err
 			}
+			if obj.DeleteMarker {
+				start = append(append([]byte(nil), it.Key...), 0)
+				continue // a deleted key of a versioned bucket
+			}
 			res.Objects = append(res.Objects, ObjectInfo{Bucket: bucket, Key: key, Object: obj})
 			res.NextAfter = key
 			count++
@@ -102,5 +111,108 @@ func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListRes
 		if start == nil || (end != nil && string(start) >= string(end)) {
 			return res, nil
 		}
+	}
+}
+
+// listView lists a snapshot or a clone: the union of the keys the bucket
+// and its ancestors have records of, each resolved to what a reader of the
+// view sees. It is slower than a plain listing (a lookup per key); snapshot
+// tree reduction turns a clone back into a plain bucket.
+func (l *Layer) listView(ctx context.Context, name string, v view, o ListOptions) (ListResult, error) {
+	// The buckets whose object maps hold candidate keys.
+	chain := []string{v.bucket}
+	for b := v.bucket; len(chain) <= maxCloneDepth; {
+		rec, _, err := l.GetBucket(ctx, b)
+		if err != nil {
+			return ListResult{}, err
+		}
+		if rec.Parent == nil {
+			break
+		}
+		b = rec.Parent.Bucket
+		chain = append(chain, b)
+	}
+	var res ListResult
+	cursor := o.After
+	const batch = 256
+	for {
+		var keys []string
+		bound := "" // keys beyond it may be missing from a truncated stream
+		seen := map[string]bool{}
+		for _, b := range chain {
+			start := meta.ObjectPrefix(b, o.Prefix)
+			if cursor != "" {
+				if after := append(meta.ObjectPrefix(b, cursor), 0); string(after) > string(start) {
+					start = after
+				}
+			}
+			items, err := l.kv.Scan(ctx, start, meta.PrefixEnd(meta.ObjectPrefix(b, o.Prefix)), batch)
+			if err != nil {
+				return ListResult{}, err
+			}
+			for _, it := range items {
+				_, k, _ := meta.SplitObjectKey(it.Key)
+				if !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+			if len(items) == batch {
+				_, last, _ := meta.SplitObjectKey(items[len(items)-1].Key)
+				if bound == "" || last < bound {
+					bound = last
+				}
+			}
+		}
+		sort.Strings(keys)
+		if len(keys) == 0 {
+			return res, nil
+		}
+		for _, k := range keys {
+			if bound != "" && k > bound {
+				break
+			}
+			cursor = k
+			if o.Delimiter != "" {
+				rest := k[len(o.Prefix):]
+				if i := strings.Index(rest, o.Delimiter); i >= 0 {
+					cp := o.Prefix + rest[:i+len(o.Delimiter)]
+					if n := len(res.CommonPrefixes); n > 0 && res.CommonPrefixes[n-1] == cp {
+						continue
+					}
+					_, found, err := l.visibleAt(ctx, v.bucket, k, v.rev, 0)
+					if err != nil {
+						return ListResult{}, err
+					}
+					if !found {
+						continue
+					}
+					if len(res.Objects)+len(res.CommonPrefixes) >= o.MaxKeys {
+						res.Truncated = true
+						return res, nil
+					}
+					res.CommonPrefixes = append(res.CommonPrefixes, cp)
+					res.NextAfter = cp
+					continue
+				}
+			}
+			rec, found, err := l.visibleAt(ctx, v.bucket, k, v.rev, 0)
+			if err != nil {
+				return ListResult{}, err
+			}
+			if !found {
+				continue
+			}
+			if len(res.Objects)+len(res.CommonPrefixes) >= o.MaxKeys {
+				res.Truncated = true
+				return res, nil
+			}
+			res.Objects = append(res.Objects, ObjectInfo{Bucket: name, Key: k, Object: rec.Object})
+			res.NextAfter = k
+		}
+		if bound == "" {
+			return res, nil
+		}
+		cursor = bound
 	}
 }

@@ -34,6 +34,9 @@ type PartInfo struct {
 
 // CreateUpload starts a multipart upload.
 func (l *Layer) CreateUpload(ctx context.Context, bucket, key string, opts PutOptions) (string, error) {
+	if err := writable(bucket); err != nil {
+		return "", err
+	}
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
@@ -52,9 +55,9 @@ func (l *Layer) CreateUpload(ctx context.Context, bucket, key string, opts PutOp
 	id := hex.EncodeToString(raw[:])
 	up := meta.Upload{Key: key, Created: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
 		Headers: opts.Headers, UserMeta: opts.UserMeta, Tags: opts.Tags}
-	err = l.guardedCommit(ctx, bucket, bv, nil, func(guardRev int64) error {
+	err = l.guardedCommit(ctx, bucket, bv, nil, func(bv bucketView) error {
 		var t meta.Txn
-		t.If(meta.BucketGuardKey(bucket), guardRev)
+		t.If(meta.BucketGuardKey(bucket), bv.guardRev)
 		t.Put(meta.UploadKey(bucket, id), meta.Encode(up))
 		_, err := l.kv.Commit(ctx, &t)
 		return err
@@ -363,17 +366,16 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 		}
 		return nil
 	}
-	err = l.guardedCommit(ctx, bucket, bv, lost, func(guardRev int64) error {
-		var t meta.Txn
-		t.If(meta.UploadKey(bucket, uploadID), urev)
-		t.If(meta.BucketGuardKey(bucket), guardRev)
-		t.Del(meta.UploadKey(bucket, uploadID))
-		if pre != nil {
-			t.If(meta.ObjectKey(bucket, up.Key), orev)
-		}
-		t.Put(meta.ObjectKey(bucket, up.Key), meta.Encode(o))
-		_, err := l.kv.Commit(ctx, &t)
-		return err
+	err = l.guardedCommit(ctx, bucket, bv, lost, func(bv bucketView) error {
+		return l.commitObject(ctx, bv, bucket, up.Key, &o, pre != nil, orev, func(final func(*meta.Txn)) error {
+			var t meta.Txn
+			t.If(meta.UploadKey(bucket, uploadID), urev)
+			t.If(meta.BucketGuardKey(bucket), bv.guardRev)
+			t.Del(meta.UploadKey(bucket, uploadID))
+			final(&t)
+			_, err := l.kv.Commit(ctx, &t)
+			return err
+		})
 	})
 	if err != nil {
 		return ObjectInfo{}, err

@@ -82,6 +82,9 @@ type ObjectInfo struct {
 func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opts PutOptions) (ObjectInfo, error) {
 	start := time.Now()
 	defer func() { l.lat.observe(start, time.Since(start)) }()
+	if err := writable(bucket); err != nil {
+		return ObjectInfo{}, err
+	}
 	if err := checkKey(key); err != nil {
 		return ObjectInfo{}, err
 	}
@@ -120,18 +123,16 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 		Size: w.size, ETag: w.etag(), Mtime: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
 		Headers: opts.Headers, UserMeta: opts.UserMeta, Tags: opts.Tags, Extents: w.refs(),
 	}
-	okey := meta.ObjectKey(bucket, key)
 	var explain func() error
 	if opts.Precondition != nil {
 		explain = func() error { return l.preconditionLost(ctx, bucket, key, opts.Precondition, orev) }
 	}
-	err = l.guardedCommit(ctx, bucket, bv, explain, func(guardRev int64) error {
-		return w.commit(ctx, func(t *meta.Txn) {
-			t.If(meta.BucketGuardKey(bucket), guardRev)
-			if opts.Precondition != nil {
-				t.If(okey, orev)
-			}
-			t.Put(okey, meta.Encode(obj))
+	err = l.guardedCommit(ctx, bucket, bv, explain, func(bv bucketView) error {
+		return l.commitObject(ctx, bv, bucket, key, &obj, opts.Precondition != nil, orev, func(final func(*meta.Txn)) error {
+			return w.commit(ctx, func(t *meta.Txn) {
+				t.If(meta.BucketGuardKey(bucket), bv.guardRev)
+				final(t)
+			})
 		})
 	})
 	if err != nil {
@@ -150,22 +151,41 @@ func (l *Layer) Head(ctx context.Context, bucket, key string) (ObjectInfo, error
 	return info, err
 }
 
+// head returns the object a read of bucket/key sees and the revision of
+// the key's own current record (0 when it has none: absent, or read
+// through a clone's parent), which conditional writes compare. A delete
+// marker is ErrDeleteMarker with its revision.
 func (l *Layer) head(ctx context.Context, bucket, key string) (ObjectInfo, int64, error) {
-	if err := checkKey(key); err != nil {
-		return ObjectInfo{}, 0, err
-	}
-	var o meta.Object
-	rev, err := meta.GetRecord(ctx, l.kv, meta.ObjectKey(bucket, key), &o)
-	if errors.Is(err, meta.ErrNotFound) {
-		if _, _, berr := l.GetBucket(ctx, bucket); berr != nil {
-			return ObjectInfo{}, 0, berr
-		}
-		return ObjectInfo{}, 0, fmt.Errorf("%w: %s/%s", ErrNoSuchKey, bucket, key)
+	rec, err := l.lookup(ctx, bucket, key, "")
+	rev := int64(0)
+	if rec.key != nil && string(rec.key) == string(meta.ObjectKey(bucket, key)) {
+		rev = rec.rev
 	}
 	if err != nil {
-		return ObjectInfo{}, 0, err
+		return ObjectInfo{}, rev, err
 	}
-	return ObjectInfo{Bucket: bucket, Key: key, Object: o}, rev, nil
+	return ObjectInfo{Bucket: bucket, Key: key, Object: rec.Object}, rev, nil
+}
+
+// HeadVersion returns one version of an object ("" : the current one).
+func (l *Layer) HeadVersion(ctx context.Context, bucket, key, versionID string) (ObjectInfo, error) {
+	rec, err := l.lookup(ctx, bucket, key, versionID)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return ObjectInfo{Bucket: bucket, Key: key, Object: rec.Object}, nil
+}
+
+// GetVersion is Get of one version ("": the current one).
+func (l *Layer) GetVersion(ctx context.Context, bucket, key, versionID string, off, n int64) (ObjectInfo, io.ReadCloser, error) {
+	if versionID == "" {
+		return l.Get(ctx, bucket, key, off, n)
+	}
+	info, err := l.HeadVersion(ctx, bucket, key, versionID)
+	if err != nil {
+		return info, nil, err
+	}
+	return l.open(ctx, info, off, n)
 }
 
 // Get opens an object for reading bytes [off, off+n); n < 0 means to the
@@ -178,6 +198,11 @@ func (l *Layer) Get(ctx context.Context, bucket, key string, off, n int64) (Obje
 	if err != nil {
 		return info, nil, err
 	}
+	return l.open(ctx, info, off, n)
+}
+
+// open returns a reader of bytes [off, off+n) of an object record.
+func (l *Layer) open(ctx context.Context, info ObjectInfo, off, n int64) (ObjectInfo, io.ReadCloser, error) {
 	if off < 0 || (off > 0 && off >= info.Size) || (off == 0 && info.Size == 0 && n > 0) {
 		return info, nil, fmt.Errorf("%w: offset %d, object size %d", ErrInvalidRange, off, info.Size)
 	}
@@ -192,24 +217,16 @@ func (l *Layer) Get(ctx context.Context, bucket, key string, off, n int64) (Obje
 // garbage that the Curator's data-removal scan reclaims (Curator §3.2.3).
 // Deleting a missing key is not an error (S3 semantics).
 func (l *Layer) Delete(ctx context.Context, bucket, key string) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	if _, _, err := l.GetBucket(ctx, bucket); err != nil {
-		return err
-	}
-	var t meta.Txn
-	t.Del(meta.ObjectKey(bucket, key))
-	_, err := l.kv.Commit(ctx, &t)
-	if err == nil {
-		l.m.deletes.Inc()
-	}
+	_, err := l.DeleteObject(ctx, bucket, key, "")
 	return err
 }
 
 // UpdateObject applies fn to an object record with compare-and-swap (tags,
 // metadata). fn must not change Extents.
 func (l *Layer) UpdateObject(ctx context.Context, bucket, key string, fn func(*meta.Object) error) error {
+	if err := writable(bucket); err != nil {
+		return err
+	}
 	for attempt := 0; attempt < 16; attempt++ {
 		info, rev, err := l.head(ctx, bucket, key)
 		if err != nil {
@@ -221,6 +238,24 @@ func (l *Layer) UpdateObject(ctx context.Context, bucket, key string, fn func(*m
 		}
 		var t meta.Txn
 		t.If(meta.ObjectKey(bucket, key), rev)
+		if rev != 0 {
+			// The same version, changed in place (tags, metadata): it
+			// keeps its place in time, and a versioned bucket's copy of
+			// it changes too. Snapshots see the new tags: the bytes are
+			// the same.
+			o.From = effectiveFrom(info.Object, rev)
+			if o.Seq != 0 && info.VersionID != "" {
+				bv, err := l.cachedBucket(ctx, bucket)
+				if err != nil {
+					return err
+				}
+				if bv.Versioning != VersioningOff {
+					t.Put(meta.VersionKey(bucket, key, o.Seq), meta.Encode(meta.Version{Object: o, S3: true}))
+				}
+			}
+		} else {
+			o.From = 0 // a clone's first own record of a key it read from its parent
+		}
 		t.Put(meta.ObjectKey(bucket, key), meta.Encode(o))
 		if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
 			continue
@@ -242,14 +277,19 @@ type CopyOptions struct {
 	ReplaceTags bool
 	Vector      model.Vector
 	Class       string
+	// SrcVersion copies one version of the source ("": the current one).
+	SrcVersion string
 }
 
 // Copy copies an object. When the destination's vector equals the
 // source's, the copy shares the source's extents and moves no data;
 // otherwise the bytes are rewritten under the new vector.
 func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey string, opts CopyOptions) (ObjectInfo, error) {
-	src, srcRev, err := l.head(ctx, srcBucket, srcKey)
+	src, err := l.lookup(ctx, srcBucket, srcKey, opts.SrcVersion)
 	if err != nil {
+		return ObjectInfo{}, err
+	}
+	if err := writable(dstBucket); err != nil {
 		return ObjectInfo{}, err
 	}
 	if err := checkKey(dstKey); err != nil {
@@ -272,6 +312,7 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 		return ObjectInfo{}, err
 	}
 	o := src.Object
+	o.VersionID, o.Seq, o.From = "", 0, 0 // the copy is a new version of its own
 	o.Mtime = l.opts.Now().UnixNano()
 	o.Class = class
 	if opts.ReplaceMeta {
@@ -289,27 +330,29 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 			if sameKey {
 				return nil
 			}
-			if _, cur, err := l.head(ctx, srcBucket, srcKey); err != nil || cur != srcRev {
+			if now, err := l.lookup(ctx, srcBucket, srcKey, opts.SrcVersion); err != nil || string(now.key) != string(src.key) || now.rev != src.rev {
 				return fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
 			}
 			return nil
 		}
-		err := l.guardedCommit(ctx, dstBucket, db, srcGone, func(guardRev int64) error {
-			var t meta.Txn
-			t.If(meta.BucketGuardKey(dstBucket), guardRev)
-			if !sameKey {
-				t.If(meta.ObjectKey(srcBucket, srcKey), srcRev)
-			}
-			t.Put(meta.ObjectKey(dstBucket, dstKey), meta.Encode(o))
-			_, err := l.kv.Commit(ctx, &t)
-			return err
+		err := l.guardedCommit(ctx, dstBucket, db, srcGone, func(bv bucketView) error {
+			return l.commitObject(ctx, bv, dstBucket, dstKey, &o, false, 0, func(final func(*meta.Txn)) error {
+				var t meta.Txn
+				t.If(meta.BucketGuardKey(dstBucket), bv.guardRev)
+				if !sameKey && src.key != nil {
+					t.If(src.key, src.rev)
+				}
+				final(&t)
+				_, err := l.kv.Commit(ctx, &t)
+				return err
+			})
 		})
 		if err != nil {
 			return ObjectInfo{}, err
 		}
 		return ObjectInfo{Bucket: dstBucket, Key: dstKey, Object: o}, nil
 	}
-	_, rc, err := l.Get(ctx, srcBucket, srcKey, 0, -1)
+	_, rc, err := l.GetVersion(ctx, srcBucket, srcKey, opts.SrcVersion, 0, -1)
 	if err != nil {
 		return ObjectInfo{}, err
 	}

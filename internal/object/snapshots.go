@@ -1,0 +1,222 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+)
+
+// changeBucket applies fn to the bucket record and rewrites the guard in
+// the same transaction, so that every object commit that raced the change
+// fails its compare and retries seeing it (versioning state, snapshots,
+// pins: what writes depend on). It returns the commit's revision.
+func (l *Layer) changeBucket(ctx context.Context, name string, fn func(*meta.Bucket) error) (int64, error) {
+	for attempt := 0; attempt < 16; attempt++ {
+		bv, err := l.liveBucket(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		b := bv.Bucket
+		if err := fn(&b); err != nil {
+			return 0, err
+		}
+		var t meta.Txn
+		t.If(meta.BucketKey(name), bv.rev)
+		t.If(meta.BucketGuardKey(name), bv.guardRev)
+		t.Put(meta.BucketKey(name), meta.Encode(b))
+		t.Put(meta.BucketGuardKey(name), meta.Encode(meta.BucketGuard{Created: b.Created}))
+		rev, err := l.kv.Commit(ctx, &t)
+		l.buckets.drop(name)
+		if errors.Is(err, meta.ErrConflict) {
+			continue
+		}
+		return rev, err
+	}
+	return 0, fmt.Errorf("%w: bucket %s", ErrBucketBusy, name)
+}
+
+// SetVersioning sets a bucket's S3 versioning state: Enabled or
+// Suspended (once enabled, a bucket cannot return to unversioned, as on
+// AWS).
+func (l *Layer) SetVersioning(ctx context.Context, bucket, state string) error {
+	if state != VersioningEnabled && state != VersioningSuspended {
+		return fmt.Errorf("%w: %q (Enabled or Suspended)", ErrInvalidVersioning, state)
+	}
+	if err := writable(bucket); err != nil {
+		return err
+	}
+	_, err := l.changeBucket(ctx, bucket, func(b *meta.Bucket) error {
+		if b.Versioning == VersioningOff && state == VersioningSuspended {
+			return nil // suspending a never-versioned bucket changes nothing
+		}
+		b.Versioning = state
+		return nil
+	})
+	return err
+}
+
+// snapshotNameRE: snapshot names become part of a bucket name
+// ("b--snap-NAME"), so they follow bucket-name characters.
+var snapshotNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$`)
+
+// SnapshotInfo describes a snapshot.
+type SnapshotInfo struct {
+	Bucket  string `json:"bucket"`
+	Name    string `json:"name"`
+	Rev     int64  `json:"revision"`
+	Created int64  `json:"created"`
+	// Served is the read-only bucket name S3 clients use.
+	Served string `json:"s3_bucket"`
+	// Clone names the clone a pin serves ("" for named snapshots).
+	Clone string `json:"clone,omitempty"`
+}
+
+// CreateSnapshot records a read-only, point-in-time view of a bucket. It
+// is metadata only and takes the same time whatever the bucket holds: two
+// commits to the bucket record. Until the second, the snapshot pins every
+// current record (revision pending); then it pins its revision.
+func (l *Layer) CreateSnapshot(ctx context.Context, bucket, name string) (SnapshotInfo, error) {
+	if !snapshotNameRE.MatchString(name) || strings.Contains(name, "--") {
+		return SnapshotInfo{}, fmt.Errorf("%w: snapshot name %q: lowercase letters, digits and single hyphens, at most 40", ErrInvalidBucketName, name)
+	}
+	if len(bucket)+len(snapSep)+len(name) > 63 {
+		return SnapshotInfo{}, fmt.Errorf("%w: %s%s%s is longer than a bucket name may be (63)", ErrInvalidBucketName, bucket, snapSep, name)
+	}
+	return l.addPin(ctx, bucket, name, "")
+}
+
+// addPin adds a snapshot (clone "") or a clone's pin and fixes its
+// revision.
+func (l *Layer) addPin(ctx context.Context, bucket, name, clone string) (SnapshotInfo, error) {
+	if err := writable(bucket); err != nil {
+		return SnapshotInfo{}, err
+	}
+	created := l.opts.Now().UnixNano()
+	rev, err := l.changeBucket(ctx, bucket, func(b *meta.Bucket) error {
+		for _, s := range b.Snapshots {
+			if s.Name == name {
+				return fmt.Errorf("%w: %s of bucket %s", ErrSnapshotExists, name, bucket)
+			}
+		}
+		b.Snapshots = append(b.Snapshots, meta.BucketSnapshot{Name: name, Created: created, Clone: clone})
+		return nil
+	})
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	// Every record current at rev was written at or before it; every
+	// later write saw the pending pin and kept what it replaced.
+	if err := l.UpdateBucket(ctx, bucket, func(b *meta.Bucket) error {
+		for i := range b.Snapshots {
+			if b.Snapshots[i].Name == name {
+				b.Snapshots[i].Rev = rev
+			}
+		}
+		return nil
+	}); err != nil {
+		return SnapshotInfo{}, err
+	}
+	return SnapshotInfo{Bucket: bucket, Name: name, Rev: rev, Created: created, Served: bucket + snapSep + name, Clone: clone}, nil
+}
+
+// Snapshots lists a bucket's snapshots and clone pins.
+func (l *Layer) Snapshots(ctx context.Context, bucket string) ([]SnapshotInfo, error) {
+	b, _, err := l.GetBucket(ctx, bucket)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SnapshotInfo, 0, len(b.Snapshots))
+	for _, s := range b.Snapshots {
+		si := SnapshotInfo{Bucket: bucket, Name: s.Name, Rev: s.Rev, Created: s.Created, Clone: s.Clone}
+		if s.Clone == "" {
+			si.Served = bucket + snapSep + s.Name
+		}
+		out = append(out, si)
+	}
+	return out, nil
+}
+
+// DeleteSnapshot removes a named snapshot. The versions only it kept are
+// reclaimed by the Curator's next full scan. A snapshot a clone was made
+// from stays pinned by the clone's own pin until the clone is reduced or
+// deleted.
+func (l *Layer) DeleteSnapshot(ctx context.Context, bucket, name string) error {
+	return l.removePin(ctx, bucket, name, false)
+}
+
+func (l *Layer) removePin(ctx context.Context, bucket, name string, clonePin bool) error {
+	return l.UpdateBucket(ctx, bucket, func(b *meta.Bucket) error {
+		for i, s := range b.Snapshots {
+			if s.Name == name && (s.Clone != "") == clonePin {
+				b.Snapshots = append(b.Snapshots[:i:i], b.Snapshots[i+1:]...)
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: %s of bucket %s", ErrNoSuchSnapshot, name, bucket)
+	})
+}
+
+// Clone creates bucket dst that shares every object of src — as of
+// src's snapshot snap, or of now when snap is "" — without copying data or
+// object records: dst reads through to src at that revision for every key
+// it has no record of. Writes to either side never change the other.
+func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo, error) {
+	if err := checkBucketName(dst); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if strings.Contains(dst, snapSep) {
+		return SnapshotInfo{}, fmt.Errorf("%w: %q: names containing %q are reserved for snapshots", ErrInvalidBucketName, dst, snapSep)
+	}
+	if _, _, err := l.GetBucket(ctx, dst); err == nil {
+		return SnapshotInfo{}, fmt.Errorf("%w: %s", ErrBucketExists, dst)
+	}
+	sb, _, err := l.GetBucket(ctx, src)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	// The clone holds a pin of its own, so deleting the named snapshot
+	// later does not pull the ground from under it.
+	pinName := "clone-" + dst
+	var pin SnapshotInfo
+	if snap == "" {
+		if pin, err = l.addPin(ctx, src, pinName, dst); err != nil {
+			return SnapshotInfo{}, err
+		}
+	} else {
+		var at int64
+		for _, s := range sb.Snapshots {
+			if s.Name == snap && s.Clone == "" {
+				at = s.Rev
+			}
+		}
+		if at == 0 {
+			return SnapshotInfo{}, fmt.Errorf("%w: %s of bucket %s", ErrNoSuchSnapshot, snap, src)
+		}
+		if _, err := l.changeBucket(ctx, src, func(b *meta.Bucket) error {
+			b.Snapshots = append(b.Snapshots, meta.BucketSnapshot{Name: pinName, Rev: at, Created: l.opts.Now().UnixNano(), Clone: dst})
+			return nil
+		}); err != nil {
+			return SnapshotInfo{}, err
+		}
+		pin = SnapshotInfo{Bucket: src, Name: pinName, Rev: at, Clone: dst}
+	}
+	created := l.opts.Now().UnixNano()
+	var t meta.Txn
+	t.If(meta.BucketKey(dst), 0)
+	t.Put(meta.BucketKey(dst), meta.Encode(meta.Bucket{Name: dst, Owner: sb.Owner, Created: created, Vector: sb.Vector,
+		Attrs: sb.Attrs, Versioning: sb.Versioning,
+		Parent: &meta.BucketParent{Bucket: src, Snapshot: pinName, Rev: pin.Rev}}))
+	t.Put(meta.BucketGuardKey(dst), meta.Encode(meta.BucketGuard{Created: created}))
+	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		_ = l.removePin(context.WithoutCancel(ctx), src, pinName, true)
+		if errors.Is(err, meta.ErrConflict) {
+			return SnapshotInfo{}, fmt.Errorf("%w: %s", ErrBucketExists, dst)
+		}
+		return SnapshotInfo{}, err
+	}
+	return pin, nil
+}

@@ -1,0 +1,845 @@
+package object
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+)
+
+// Versions, snapshots and clones share one mechanism: a key's history.
+//
+// The object map (o/) holds each key's current record. The version map
+// (r/) holds superseded records that someone still needs, and — in a
+// versioned bucket — every S3 version including the current one (written
+// once, when it becomes current, so no record ever moves from the version
+// map back to the object map: the Curator's reference scan reads o/ then
+// r/, and a record moving only o/ → r/ is seen by one of the two).
+//
+// Every record knows the metadata revision at which it became current
+// (From). A snapshot is a revision R: it sees, for each key, the record
+// with the largest From ≤ R (none, or a delete marker: no object). A write
+// to a bucket with snapshots keeps the record it replaces when a snapshot
+// revision is at or after its From. Snapshot creation changes the bucket's
+// guard, so a write that raced it retries with the snapshot in view.
+//
+// A clone is a bucket with a parent (bucket, revision): a key the clone
+// has no record of is read from the parent as of that revision; deleting
+// such a key writes a tombstone in the clone. Snapshot tree reduction
+// copies the parent's records into the clone so reads stop walking up.
+
+// Versioning states of a bucket.
+const (
+	VersioningOff       = ""
+	VersioningEnabled   = "Enabled"
+	VersioningSuspended = "Suspended"
+)
+
+// NullVersion is S3's version ID of objects written while versioning was
+// off or suspended.
+const NullVersion = "null"
+
+// snapSep separates a bucket name from a snapshot name in the read-only
+// bucket a snapshot is served as: "photos--snap-monday". Bucket names
+// containing it are reserved (AWS reserves "--x-s3" the same way).
+const snapSep = "--snap-"
+
+// Errors of versioned access.
+var (
+	// ErrDeleteMarker: the object's current version (or the version asked
+	// for) is a delete marker. It wraps ErrNoSuchKey; DeleteMarkerOf
+	// returns the marker's version ID.
+	ErrDeleteMarker = fmt.Errorf("%w (delete marker)", ErrNoSuchKey)
+	// ErrNoSuchVersion: no version with that ID.
+	ErrNoSuchVersion = errors.New("object: no such version")
+	// ErrReadOnly: a write to a snapshot.
+	ErrReadOnly = errors.New("object: snapshots are read-only")
+	// ErrInvalidVersioning: a versioning state other than Enabled or
+	// Suspended, or a change that is not allowed.
+	ErrInvalidVersioning = errors.New("object: invalid versioning state")
+	// ErrNoSuchSnapshot: no snapshot of that name.
+	ErrNoSuchSnapshot = errors.New("object: no such snapshot")
+	// ErrSnapshotExists: a snapshot of that name exists.
+	ErrSnapshotExists = errors.New("object: snapshot already exists")
+)
+
+// markerError is an ErrDeleteMarker that carries the marker's version.
+type markerError struct {
+	bucket, key, version string
+}
+
+func (e *markerError) Error() string {
+	return fmt.Sprintf("object: %s/%s: current version %s is a delete marker", e.bucket, e.key, e.version)
+}
+func (e *markerError) Unwrap() error { return ErrDeleteMarker }
+
+// DeleteMarkerOf returns the version ID of the delete marker err reports.
+func DeleteMarkerOf(err error) (string, bool) {
+	var me *markerError
+	if errors.As(err, &me) {
+		return me.version, true
+	}
+	return "", false
+}
+
+// special reports whether writes to the bucket must look at a key's
+// history: it is versioned, has snapshots or pins, or is a clone.
+func (v bucketView) special() bool {
+	return v.Versioning != VersioningOff || len(v.Snapshots) > 0 || v.Parent != nil
+}
+
+// maxPin is the latest revision a snapshot or pin needs (MaxInt64 while
+// one is being created: everything current is needed).
+func maxPin(snaps []meta.BucketSnapshot) int64 {
+	m := int64(0)
+	for _, s := range snaps {
+		if s.Rev == 0 {
+			return math.MaxInt64
+		}
+		m = max(m, s.Rev)
+	}
+	return m
+}
+
+// pinnedBetween reports whether a snapshot revision falls in [from, until).
+func pinnedBetween(snaps []meta.BucketSnapshot, from, until int64) bool {
+	for _, s := range snaps {
+		if s.Rev == 0 || (s.Rev >= from && s.Rev < until) {
+			return true
+		}
+	}
+	return false
+}
+
+// effectiveFrom is when a record became current.
+func effectiveFrom(o meta.Object, modRev int64) int64 {
+	if o.From != 0 {
+		return o.From
+	}
+	return modRev
+}
+
+// versionRec is a version map record with its place.
+type versionRec struct {
+	meta.Version
+	seq    uint64
+	modRev int64
+	from   int64
+}
+
+// keyVersions reads every version record of bucket/key, newest first.
+func (l *Layer) keyVersions(ctx context.Context, bucket, key string) ([]versionRec, error) {
+	p := meta.VersionPrefix(bucket, key)
+	items, err := l.kv.Scan(ctx, p, meta.PrefixEnd(p), 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]versionRec, 0, len(items))
+	for _, it := range items {
+		_, _, seq, ok := meta.SplitVersionKey(it.Key)
+		if !ok {
+			return nil, fmt.Errorf("object: bad version key %q", it.Key)
+		}
+		var v meta.Version
+		if err := meta.Decode(it.Value, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, versionRec{Version: v, seq: seq, modRev: it.ModRev, from: effectiveFrom(v.Object, it.ModRev)})
+	}
+	return out, nil
+}
+
+// current reads bucket/key's current record; rev 0 when there is none.
+func (l *Layer) current(ctx context.Context, bucket, key string) (meta.Object, int64, error) {
+	var o meta.Object
+	rev, err := meta.GetRecord(ctx, l.kv, meta.ObjectKey(bucket, key), &o)
+	if errors.Is(err, meta.ErrNotFound) {
+		return meta.Object{}, 0, nil
+	}
+	return o, rev, err
+}
+
+// nextSeq orders a new version after the current one. Writes to one key
+// are serialised by the compare on its current record, so the sequence
+// is monotonic per key whatever the nodes' clocks.
+func (l *Layer) nextSeq(cur meta.Object) uint64 {
+	return max(uint64(l.opts.Now().UnixNano()), cur.Seq+1)
+}
+
+// versionID names a sequence number for S3.
+func versionID(seq uint64) string { return fmt.Sprintf("%016x", seq) }
+
+// historyOps fills t with what replacing bucket/key's current record
+// (cur at revision curRev; curRev 0: none) by next needs in a special
+// bucket: the compare on the current record, next's version fields, the
+// version map records that versioning and snapshots require, and next
+// itself. A nil next deletes the key (only when nothing needs its
+// history). It reads the key's versions only when a suspended bucket
+// replaces its null version.
+func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, bucket, key string, cur meta.Object, curRev int64, next *meta.Object) error {
+	okey := meta.ObjectKey(bucket, key)
+	t.If(okey, curRev)
+	curFrom := effectiveFrom(cur, curRev)
+	pins := bv.Snapshots
+	seq := l.nextSeq(cur)
+	switch bv.Versioning {
+	case VersioningEnabled, VersioningSuspended:
+		if curRev != 0 && cur.Seq == 0 {
+			// Written before versioning: it becomes the "null" version.
+			legacy := cur
+			legacy.VersionID, legacy.Seq, legacy.From = NullVersion, seq-1, curFrom
+			t.Put(meta.VersionKey(bucket, key, legacy.Seq), meta.Encode(meta.Version{Object: legacy, S3: true}))
+			cur = legacy
+		}
+		if bv.Versioning == VersioningSuspended && next != nil {
+			// The new null version replaces the existing one, wherever it
+			// is in the key's history.
+			vs, err := l.keyVersions(ctx, bucket, key)
+			if err != nil {
+				return err
+			}
+			for i, v := range vs {
+				if v.S3 && v.VersionID == NullVersion && v.seq != cur.Seq {
+					until := curFrom
+					if i > 0 {
+						until = vs[i-1].from
+					}
+					dropVersionOps(t, bucket, key, v, until, pins)
+				}
+			}
+			if curRev != 0 && cur.VersionID == NullVersion {
+				dropVersionOps(t, bucket, key, versionRec{Version: meta.Version{Object: cur, S3: true}, seq: cur.Seq, from: curFrom}, math.MaxInt64, pins)
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		next.Seq = seq
+		next.VersionID = versionID(seq)
+		if bv.Versioning == VersioningSuspended {
+			next.VersionID = NullVersion
+		}
+		t.Put(meta.VersionKey(bucket, key, seq), meta.Encode(meta.Version{Object: *next, S3: true}))
+	default:
+		// Unversioned: keep the replaced record if a snapshot sees it.
+		if curRev != 0 && curFrom <= maxPin(pins) {
+			kept := cur
+			kept.From = curFrom
+			if kept.Seq == 0 {
+				kept.Seq = seq - 1
+			}
+			t.Put(meta.VersionKey(bucket, key, kept.Seq), meta.Encode(meta.Version{Object: kept}))
+		}
+		if next == nil {
+			t.Del(okey)
+			return nil
+		}
+		next.Seq = seq
+	}
+	t.Put(okey, meta.Encode(*next))
+	return nil
+}
+
+// dropVersionOps removes a version record valid during [v.from, until):
+// deleted when no snapshot sees it, else kept out of S3's sight.
+func dropVersionOps(t *meta.Txn, bucket, key string, v versionRec, until int64, pins []meta.BucketSnapshot) {
+	k := meta.VersionKey(bucket, key, v.seq)
+	if pinnedBetween(pins, v.from, until) {
+		h := v.Version
+		h.S3 = false
+		h.From = v.from
+		t.Put(k, meta.Encode(h))
+		return
+	}
+	t.Del(k)
+}
+
+// record is an object record and where it is stored.
+type record struct {
+	meta.Object
+	key []byte // its key in the object or version map
+	rev int64  // that key's revision
+}
+
+// visibleAt returns the record of bucket/key a reader at revision rev
+// sees (rev math.MaxInt64: now), following a clone's parent for keys the
+// clone has no record of. found is false when there is no object (never
+// written, or a delete marker; the marker is returned).
+func (l *Layer) visibleAt(ctx context.Context, bucket, key string, rev int64, depth int) (rec record, found bool, err error) {
+	if depth > maxCloneDepth {
+		return record{}, false, fmt.Errorf("object: %s: clone chain deeper than %d", bucket, maxCloneDepth)
+	}
+	cur, curRev, err := l.current(ctx, bucket, key)
+	if err != nil {
+		return record{}, false, err
+	}
+	bestFrom := int64(-1)
+	if curRev != 0 {
+		if f := effectiveFrom(cur, curRev); f <= rev {
+			rec, bestFrom = record{Object: cur, key: meta.ObjectKey(bucket, key), rev: curRev}, f
+		}
+	}
+	if rev != math.MaxInt64 && bestFrom < 0 {
+		vs, err := l.keyVersions(ctx, bucket, key)
+		if err != nil {
+			return record{}, false, err
+		}
+		for _, v := range vs {
+			if v.from <= rev && v.from > bestFrom {
+				rec, bestFrom = record{Object: v.Object, key: meta.VersionKey(bucket, key, v.seq), rev: v.modRev}, v.from
+			}
+		}
+	}
+	if bestFrom >= 0 {
+		return rec, !rec.DeleteMarker, nil
+	}
+	b, _, err := l.GetBucket(ctx, bucket)
+	if err != nil {
+		return record{}, false, err
+	}
+	if b.Parent != nil {
+		// The clone has no record of the key as of rev: it is whatever
+		// the parent had when the clone was made.
+		return l.visibleAt(ctx, b.Parent.Bucket, key, b.Parent.Rev, depth+1)
+	}
+	return record{}, false, nil
+}
+
+// lookup returns the record a read of bucket/key (a live bucket, a clone
+// or a snapshot) sees, or of one version when versionID is set. Errors:
+// ErrNoSuchBucket, ErrNoSuchKey, ErrDeleteMarker (with the record, for
+// callers that compare its revision), ErrNoSuchVersion.
+func (l *Layer) lookup(ctx context.Context, bucket, key, versionID string) (record, error) {
+	if err := checkKey(key); err != nil {
+		return record{}, err
+	}
+	v, _, err := l.resolve(ctx, bucket)
+	if err != nil {
+		return record{}, err
+	}
+	if versionID != "" {
+		return l.lookupVersion(ctx, v.bucket, key, versionID)
+	}
+	rec, found, err := l.visibleAt(ctx, v.bucket, key, v.rev, 0)
+	switch {
+	case err != nil:
+		return record{}, err
+	case found:
+		return rec, nil
+	case rec.DeleteMarker && rec.VersionID != "":
+		return rec, &markerError{bucket: bucket, key: key, version: rec.VersionID}
+	}
+	return rec, fmt.Errorf("%w: %s/%s", ErrNoSuchKey, bucket, key)
+}
+
+// lookupVersion finds one S3 version of bucket/key.
+func (l *Layer) lookupVersion(ctx context.Context, bucket, key, versionID string) (record, error) {
+	cur, curRev, err := l.current(ctx, bucket, key)
+	if err != nil {
+		return record{}, err
+	}
+	if curRev != 0 && cur.Seq == 0 && versionID == NullVersion {
+		// Written before the bucket was versioned: the "null" version.
+		if cur.DeleteMarker {
+			return record{}, fmt.Errorf("%w: %s/%s version %s", ErrNoSuchVersion, bucket, key, versionID)
+		}
+		return record{Object: cur, key: meta.ObjectKey(bucket, key), rev: curRev}, nil
+	}
+	vs, err := l.keyVersions(ctx, bucket, key)
+	if err != nil {
+		return record{}, err
+	}
+	for _, v := range vs {
+		if v.S3 && v.VersionID == versionID {
+			r := record{Object: v.Object, key: meta.VersionKey(bucket, key, v.seq), rev: v.modRev}
+			if v.DeleteMarker {
+				return r, &markerError{bucket: bucket, key: key, version: versionID}
+			}
+			return r, nil
+		}
+	}
+	return record{}, fmt.Errorf("%w: %s/%s version %s", ErrNoSuchVersion, bucket, key, versionID)
+}
+
+// maxCloneDepth bounds clone chains (reduction shortens them).
+const maxCloneDepth = 64
+
+// view is what a bucket name resolves to for reads: a live bucket, or a
+// snapshot of one.
+type view struct {
+	bucket string
+	rev    int64 // math.MaxInt64: live
+	snap   string
+}
+
+func (v view) live() bool { return v.rev == math.MaxInt64 }
+
+// splitSnapshotName splits "b--snap-name".
+func splitSnapshotName(name string) (bucket, snap string, ok bool) {
+	i := strings.Index(name, snapSep)
+	if i <= 0 || i+len(snapSep) >= len(name) {
+		return "", "", false
+	}
+	return name[:i], name[i+len(snapSep):], true
+}
+
+// resolve maps a bucket name to what reads of it see.
+func (l *Layer) resolve(ctx context.Context, name string) (view, meta.Bucket, error) {
+	if base, snap, ok := splitSnapshotName(name); ok {
+		b, _, err := l.GetBucket(ctx, base)
+		if err != nil {
+			return view{}, b, fmt.Errorf("%w: %s", ErrNoSuchBucket, name)
+		}
+		for _, s := range b.Snapshots {
+			if s.Name == snap && s.Clone == "" {
+				if s.Rev == 0 {
+					return view{}, b, fmt.Errorf("%w: %s is still being created", ErrNoSuchBucket, name)
+				}
+				return view{bucket: base, rev: s.Rev, snap: snap}, b, nil
+			}
+		}
+		return view{}, b, fmt.Errorf("%w: %s", ErrNoSuchBucket, name)
+	}
+	b, _, err := l.GetBucket(ctx, name)
+	return view{bucket: name, rev: math.MaxInt64}, b, err
+}
+
+// writable refuses writes to snapshots with ErrReadOnly.
+func writable(bucket string) error {
+	if _, _, ok := splitSnapshotName(bucket); ok {
+		return fmt.Errorf("%w: %s", ErrReadOnly, bucket)
+	}
+	return nil
+}
+
+// commitObject makes obj bucket/key's current record. commit sends one
+// transaction with the compares and ops that final adds (and its own).
+// In a plain bucket that is a put (with, for a conditional write, a
+// compare on the revision orev the precondition saw). In a special bucket
+// the current record is read first and history is written as versioning
+// and snapshots require; a conflict with another writer of the key is
+// retried with the new current record (last writer wins), unless the
+// write is conditional: then the caller decides (precondition lost).
+// On success obj holds the version fields it was written with.
+func (l *Layer) commitObject(ctx context.Context, bv bucketView, bucket, key string, obj *meta.Object, conditional bool, orev int64, commit func(final func(*meta.Txn)) error) error {
+	okey := meta.ObjectKey(bucket, key)
+	if !bv.special() {
+		return commit(func(t *meta.Txn) {
+			if conditional {
+				t.If(okey, orev)
+			}
+			t.Put(okey, meta.Encode(*obj))
+		})
+	}
+	for attempt := 0; ; attempt++ {
+		cur, curRev, err := l.current(ctx, bucket, key)
+		if err != nil {
+			return err
+		}
+		if conditional && curRev != orev {
+			return meta.ErrConflict
+		}
+		next := *obj
+		var h meta.Txn
+		if err := l.historyOps(ctx, &h, bv, bucket, key, cur, curRev, &next); err != nil {
+			return err
+		}
+		err = commit(func(t *meta.Txn) {
+			t.Cmps = append(t.Cmps, h.Cmps...)
+			t.Ops = append(t.Ops, h.Ops...)
+		})
+		if err == nil {
+			*obj = next
+			return nil
+		}
+		if !errors.Is(err, meta.ErrConflict) || conditional || attempt >= 16 {
+			return err
+		}
+		if _, now, cerr := l.current(ctx, bucket, key); cerr != nil || now == curRev {
+			return err // the conflict came from elsewhere (the guard, an egroup)
+		}
+	}
+}
+
+// DeleteResult says what a delete did.
+type DeleteResult struct {
+	// VersionID is the version deleted, or of the delete marker created.
+	VersionID string
+	// DeleteMarker is set when a marker was created (versioned bucket) or
+	// the version deleted was a marker.
+	DeleteMarker bool
+}
+
+// DeleteObject deletes bucket/key. Without versionID: in an unversioned
+// bucket the object goes (its bytes become garbage for the Curator, or
+// stay while a snapshot or clone sees them); in a versioned bucket a
+// delete marker becomes the current version. With versionID that version
+// is removed for good (S3's permanent delete); when it was the current
+// one, the newest remaining version becomes current. Deleting a missing
+// key or version is not an error (S3 semantics).
+func (l *Layer) DeleteObject(ctx context.Context, bucket, key, versionID string) (DeleteResult, error) {
+	if err := writable(bucket); err != nil {
+		return DeleteResult{}, err
+	}
+	if err := checkKey(key); err != nil {
+		return DeleteResult{}, err
+	}
+	bv, err := l.cachedBucket(ctx, bucket)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	var res DeleteResult
+	err = l.guardedCommit(ctx, bucket, bv, nil, func(bv bucketView) error {
+		for attempt := 0; attempt < 16; attempt++ {
+			var t meta.Txn
+			t.If(meta.BucketGuardKey(bucket), bv.guardRev)
+			r, skip, err := l.deleteOps(ctx, &t, bv, bucket, key, versionID)
+			if err != nil || skip {
+				res = r
+				return err
+			}
+			if _, err = l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
+				continue // the key changed: decide again
+			}
+			res = r
+			return err
+		}
+		return fmt.Errorf("object: delete %s/%s: too much contention", bucket, key)
+	})
+	if err == nil {
+		l.m.deletes.Inc()
+	}
+	return res, err
+}
+
+// deleteOps fills t with one delete; skip reports that nothing needs
+// committing.
+func (l *Layer) deleteOps(ctx context.Context, t *meta.Txn, bv bucketView, bucket, key, versionID string) (res DeleteResult, skip bool, err error) {
+	cur, curRev, err := l.current(ctx, bucket, key)
+	if err != nil {
+		return res, false, err
+	}
+	okey := meta.ObjectKey(bucket, key)
+	if versionID != "" {
+		return l.deleteVersionOps(ctx, t, bv, bucket, key, versionID, cur, curRev)
+	}
+	if !bv.special() {
+		if curRev == 0 {
+			return res, true, nil
+		}
+		t.If(okey, curRev)
+		t.Del(okey)
+		return res, false, nil
+	}
+	switch bv.Versioning {
+	case VersioningEnabled, VersioningSuspended:
+		marker := &meta.Object{DeleteMarker: true, Mtime: l.opts.Now().UnixNano()}
+		if err := l.historyOps(ctx, t, bv, bucket, key, cur, curRev, marker); err != nil {
+			return res, false, err
+		}
+		return DeleteResult{VersionID: marker.VersionID, DeleteMarker: true}, false, nil
+	}
+	// Unversioned with snapshots, pins or a parent: a tombstone when
+	// something may still see the key, else the key simply goes.
+	if curRev != 0 && cur.DeleteMarker {
+		return res, true, nil // already deleted
+	}
+	needTomb := bv.Parent != nil || (curRev != 0 && effectiveFrom(cur, curRev) <= maxPin(bv.Snapshots))
+	if !needTomb {
+		if curRev == 0 {
+			return res, true, nil
+		}
+		vs, err := l.keyVersions(ctx, bucket, key)
+		if err != nil {
+			return res, false, err
+		}
+		needTomb = len(vs) > 0 // older versions kept for snapshots need an end
+	}
+	if !needTomb {
+		t.If(okey, curRev)
+		t.Del(okey)
+		return res, false, nil
+	}
+	if curRev == 0 && bv.Parent != nil {
+		if _, found, err := l.visibleAt(ctx, bv.Parent.Bucket, key, bv.Parent.Rev, 1); err != nil || !found {
+			return res, true, err // nothing to hide in the parent either
+		}
+	}
+	tomb := &meta.Object{DeleteMarker: true, Mtime: l.opts.Now().UnixNano()}
+	return res, false, l.historyOps(ctx, t, bv, bucket, key, cur, curRev, tomb)
+}
+
+// deleteVersionOps removes one S3 version for good.
+func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView, bucket, key, versionID string, cur meta.Object, curRev int64) (DeleteResult, bool, error) {
+	okey := meta.ObjectKey(bucket, key)
+	res := DeleteResult{VersionID: versionID}
+	t.If(okey, curRev)
+	if curRev != 0 && cur.Seq == 0 && versionID == NullVersion {
+		// The pre-versioning object is the null version.
+		res.DeleteMarker = cur.DeleteMarker
+		if effectiveFrom(cur, curRev) <= maxPin(bv.Snapshots) {
+			kept := cur
+			kept.From = effectiveFrom(cur, curRev)
+			kept.Seq = l.nextSeq(cur) - 1
+			t.Put(meta.VersionKey(bucket, key, kept.Seq), meta.Encode(meta.Version{Object: kept}))
+			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: l.nextSeq(cur), Mtime: l.opts.Now().UnixNano()}))
+		} else {
+			t.Del(okey)
+		}
+		return res, false, nil
+	}
+	vs, err := l.keyVersions(ctx, bucket, key)
+	if err != nil {
+		return res, false, err
+	}
+	at := -1
+	for i, v := range vs {
+		if v.S3 && v.VersionID == versionID {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		return res, true, nil // no such version: nothing to do
+	}
+	v := vs[at]
+	res.DeleteMarker = v.DeleteMarker
+	t.If(meta.VersionKey(bucket, key, v.seq), v.modRev)
+	until := int64(math.MaxInt64)
+	if at > 0 {
+		until = vs[at-1].from
+	}
+	isCurrent := curRev != 0 && cur.Seq == v.seq
+	if isCurrent {
+		until = math.MaxInt64
+	}
+	dropVersionOps(t, bucket, key, v, until, bv.Snapshots)
+	if !isCurrent {
+		return res, false, nil
+	}
+	// The newest remaining S3 version becomes current (it stays in the
+	// version map too: records never move from there to the object map).
+	for _, w := range vs[at+1:] {
+		if w.S3 {
+			next := w.Object
+			next.From = 0 // current from now on
+			t.Put(okey, meta.Encode(next))
+			return res, false, nil
+		}
+	}
+	if pinnedBetween(bv.Snapshots, v.from, math.MaxInt64) || len(vs) > 1 {
+		// Hidden history remains: end it with a tombstone.
+		t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: l.nextSeq(cur), Mtime: l.opts.Now().UnixNano()}))
+	} else {
+		t.Del(okey)
+	}
+	return res, false, nil
+}
+
+// VersionInfo is one entry of a version listing.
+type VersionInfo struct {
+	ObjectInfo
+	IsLatest bool
+}
+
+// VersionListOptions select a page of ListVersions.
+type VersionListOptions struct {
+	Prefix    string
+	Delimiter string
+	// KeyMarker and VersionMarker continue after that version (S3's
+	// key-marker and version-id-marker; VersionMarker "" starts after
+	// every version of KeyMarker).
+	KeyMarker     string
+	VersionMarker string
+	MaxKeys       int
+}
+
+// VersionListResult is one page.
+type VersionListResult struct {
+	Versions       []VersionInfo
+	CommonPrefixes []string
+	Truncated      bool
+	// NextKeyMarker and NextVersionMarker continue a truncated listing.
+	NextKeyMarker, NextVersionMarker string
+}
+
+// ListVersions lists the S3 versions of a bucket's objects (including
+// delete markers) in key order, newest first within a key; objects
+// written before versioning was enabled are their "null" version.
+func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOptions) (VersionListResult, error) {
+	var res VersionListResult
+	if _, _, err := l.GetBucket(ctx, bucket); err != nil {
+		return res, err
+	}
+	if o.MaxKeys <= 0 || o.MaxKeys > maxListKeys {
+		o.MaxKeys = maxListKeys
+	}
+	count := 0
+	full := func() bool { return count >= o.MaxKeys }
+	after := o.KeyMarker
+	skipVersionsUntil := o.VersionMarker // within KeyMarker
+	for {
+		page, err := l.kv.Scan(ctx, l.listStart(bucket, o.Prefix, after, skipVersionsUntil != ""), meta.PrefixEnd(meta.ObjectPrefix(bucket, o.Prefix)), 128)
+		if err != nil {
+			return res, err
+		}
+		for _, it := range page {
+			_, key, _ := meta.SplitObjectKey(it.Key)
+			if o.Delimiter != "" {
+				rest := key[len(o.Prefix):]
+				if i := strings.Index(rest, o.Delimiter); i >= 0 {
+					cp := o.Prefix + rest[:i+len(o.Delimiter)]
+					if n := len(res.CommonPrefixes); n == 0 || res.CommonPrefixes[n-1] != cp {
+						if full() {
+							res.Truncated = true
+							return res, nil
+						}
+						res.CommonPrefixes = append(res.CommonPrefixes, cp)
+						res.NextKeyMarker, res.NextVersionMarker = cp, ""
+						count++
+					}
+					after = key
+					skipVersionsUntil = ""
+					continue
+				}
+			}
+			var cur meta.Object
+			if err := meta.Decode(it.Value, &cur); err != nil {
+				return res, err
+			}
+			var entries []VersionInfo
+			if cur.Seq == 0 && !cur.DeleteMarker {
+				legacy := cur
+				legacy.VersionID = NullVersion
+				entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: legacy}, IsLatest: true})
+			}
+			vs, err := l.keyVersions(ctx, bucket, key)
+			if err != nil {
+				return res, err
+			}
+			for _, v := range vs {
+				if !v.S3 {
+					continue
+				}
+				latest := cur.Seq != 0 && v.seq == cur.Seq
+				entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: v.Object}, IsLatest: latest})
+			}
+			for _, e := range entries {
+				if skipVersionsUntil != "" && key == o.KeyMarker {
+					if e.VersionID == skipVersionsUntil {
+						skipVersionsUntil = ""
+					}
+					continue
+				}
+				if full() {
+					res.Truncated = true
+					return res, nil
+				}
+				res.Versions = append(res.Versions, e)
+				res.NextKeyMarker, res.NextVersionMarker = key, e.VersionID
+				count++
+			}
+			after = key
+			skipVersionsUntil = ""
+		}
+		if len(page) < 128 {
+			return res, nil
+		}
+	}
+}
+
+// listStart is where a listing resumes: at key itself when some of its
+// versions remain, else after it.
+func (l *Layer) listStart(bucket, prefix, key string, includeKey bool) []byte {
+	start := meta.ObjectPrefix(bucket, prefix)
+	if key == "" {
+		return start
+	}
+	k := meta.ObjectPrefix(bucket, key)
+	if !includeKey {
+		k = append(k, 0)
+	}
+	if string(k) > string(start) {
+		return k
+	}
+	return start
+}
+
+// CollectVersions removes the history of bucket/key that no reader can see
+// any more: versions kept only for snapshots no longer pinned over the
+// time they were current, and, once nothing older remains, a tombstone
+// (in a bucket that is not a clone: a clone's tombstone hides its parent's
+// object). Each removal is compare-and-swap on the record the decision
+// saw. It returns how many records went.
+func (l *Layer) CollectVersions(ctx context.Context, bucket, key string) (int, error) {
+	b, _, err := l.getBucketFresh(ctx, bucket)
+	if errors.Is(err, ErrNoSuchBucket) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	cur, curRev, err := l.current(ctx, bucket, key)
+	if err != nil {
+		return 0, err
+	}
+	vs, err := l.keyVersions(ctx, bucket, key)
+	if err != nil {
+		return 0, err
+	}
+	// Order by the time each record became current; until = the next's.
+	type span struct {
+		v     *versionRec
+		from  int64
+		until int64
+	}
+	spans := make([]span, 0, len(vs))
+	for i := range vs {
+		spans = append(spans, span{v: &vs[i], from: vs[i].from})
+	}
+	sort.Slice(spans, func(a, b int) bool { return spans[a].from < spans[b].from })
+	for i := range spans {
+		switch {
+		case i+1 < len(spans):
+			spans[i].until = spans[i+1].from
+		case curRev != 0:
+			spans[i].until = max(effectiveFrom(cur, curRev), spans[i].from+1)
+		default:
+			spans[i].until = math.MaxInt64
+		}
+	}
+	var t meta.Txn
+	removed := 0
+	kept := 0
+	for _, s := range spans {
+		if s.v.S3 || pinnedBetween(b.Snapshots, s.from, s.until) {
+			kept++
+			continue
+		}
+		t.If(meta.VersionKey(bucket, key, s.v.seq), s.v.modRev)
+		t.Del(meta.VersionKey(bucket, key, s.v.seq))
+		removed++
+	}
+	if kept == 0 && curRev != 0 && cur.DeleteMarker && cur.VersionID == "" && b.Parent == nil {
+		t.If(meta.ObjectKey(bucket, key), curRev)
+		t.Del(meta.ObjectKey(bucket, key))
+		removed++
+	}
+	if removed == 0 {
+		return 0, nil
+	}
+	if len(t.Ops) > meta.MaxTxnOps {
+		return 0, fmt.Errorf("object: %s/%s: %d versions to collect in one go", bucket, key, len(t.Ops))
+	}
+	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		if errors.Is(err, meta.ErrConflict) {
+			return 0, nil // changed meanwhile: the next scan decides again
+		}
+		return 0, err
+	}
+	return removed, nil
+}
