@@ -473,6 +473,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	if full && len(res.history) > 0 {
 		c.collectHistory(ctx, res, rec)
 	}
+	if full {
+		c.reduceClones(ctx, rec)
+	}
 	for _, t := range tasks {
 		rec.Planned[string(t.Kind)]++
 		if len(rec.Sample) < maxRecordList {

@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,6 +102,38 @@ func (c *Curator) collectHistory(ctx context.Context, res *scanResult, rec *JobR
 			continue
 		}
 		rec.Done["collect-versions"] += n
+	}
+}
+
+// reduceBudget bounds the records one job copies into clones (snapshot
+// tree reduction), so a huge clone is reduced over several jobs.
+const reduceBudget = 20000
+
+// reduceClones is snapshot tree reduction (Curator §3.2.4): every clone
+// gets the records it reads through to its parent copied into it, so
+// lookups stop walking the chain; a fully reduced clone is unlinked and
+// its pin on the parent released.
+func (c *Curator) reduceClones(ctx context.Context, rec *JobRecord) {
+	buckets, err := c.layer.ListBuckets(ctx)
+	if err != nil {
+		rec.addErr(err)
+		return
+	}
+	budget := reduceBudget
+	for _, b := range buckets {
+		if b.Parent == nil || budget <= 0 {
+			continue
+		}
+		n, done, err := c.layer.ReduceClone(ctx, b.Name, budget)
+		budget -= n
+		rec.Done["reduce-snapshot-tree"] += n
+		if err != nil {
+			rec.addErr(fmt.Errorf("reduce clone %s: %w", b.Name, err))
+			continue
+		}
+		if done {
+			c.log.Info("clone reduced: it no longer reads through its parent", "bucket", b.Name, "copied", n)
+		}
 	}
 }
 

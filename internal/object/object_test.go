@@ -22,7 +22,7 @@ import (
 )
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	kv    *meta.Pebble
 	local *Local
@@ -31,7 +31,7 @@ type env struct {
 }
 
 // newEnv builds a layer over real Pebble and real directory devices.
-func newEnv(t *testing.T, specs ...string) *env {
+func newEnv(t testing.TB, specs ...string) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir()}
 	if len(specs) == 0 {

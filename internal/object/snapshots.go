@@ -220,3 +220,68 @@ func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo,
 	}
 	return pin, nil
 }
+
+// ReduceClone is snapshot tree reduction (Curator §3.2.4) for one clone:
+// it copies up to budget of the records the clone reads through to its
+// parent into the clone itself (metadata only: the copies share the
+// parent's extents), so reads stop walking up the chain. When nothing is
+// left to copy it unlinks the clone from its parent and releases the pin
+// it held there. It returns how many records it copied and whether the
+// clone is now independent. Safe to interrupt at any point: a copied key
+// is the clone's own, an uncopied one still reads through.
+func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (copied int, done bool, err error) {
+	b, _, err := l.getBucketFresh(ctx, bucket)
+	if err != nil {
+		return 0, false, err
+	}
+	if b.Parent == nil {
+		return 0, true, nil
+	}
+	parent := view{bucket: b.Parent.Bucket, rev: b.Parent.Rev}
+	after := ""
+	for {
+		page, err := l.listView(ctx, b.Parent.Bucket, parent, ListOptions{After: after, MaxKeys: 256})
+		if err != nil {
+			return copied, false, err
+		}
+		for _, o := range page.Objects {
+			after = o.Key
+			_, curRev, err := l.current(ctx, bucket, o.Key)
+			if err != nil {
+				return copied, false, err
+			}
+			if curRev != 0 {
+				continue // the clone's own record (or tombstone) wins
+			}
+			if copied >= budget {
+				return copied, false, nil
+			}
+			rec := o.Object
+			// Visible in the clone since it was made: From 1 keeps the
+			// clone's own snapshots seeing it once the parent is gone.
+			rec.From, rec.Seq = 1, 0
+			var t meta.Txn
+			t.If(meta.ObjectKey(bucket, o.Key), 0)
+			t.Put(meta.ObjectKey(bucket, o.Key), meta.Encode(rec))
+			if _, err := l.kv.Commit(ctx, &t); err != nil && !errors.Is(err, meta.ErrConflict) {
+				return copied, false, err
+			}
+			copied++
+		}
+		if !page.Truncated {
+			break
+		}
+	}
+	// Everything the parent showed is the clone's own now.
+	parentName, pin := b.Parent.Bucket, b.Parent.Snapshot
+	if _, err := l.changeBucket(ctx, bucket, func(b *meta.Bucket) error {
+		b.Parent = nil
+		return nil
+	}); err != nil {
+		return copied, false, err
+	}
+	if err := l.removePin(context.WithoutCancel(ctx), parentName, pin, true); err != nil && !errors.Is(err, ErrNoSuchSnapshot) && !errors.Is(err, ErrNoSuchBucket) {
+		return copied, true, err
+	}
+	return copied, true, nil
+}
