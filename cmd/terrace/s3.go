@@ -9,7 +9,7 @@ import (
 
 func init() {
 	s3Starter = func(ctx context.Context, n *server.Node) error {
-		be := s3.NewBackend(n.Layer, s3.BackendOptions{Logger: n.Log.With("component", "s3")})
+		be := s3.NewBackend(n.Layer, s3.BackendOptions{Logger: n.Log.With("component", "s3"), Keys: n.Keys})
 		n.Log.Info("S3 gateway listening", "address", n.Config.S3Address)
 		return s3.Serve(ctx, be, s3.ServeConfig{
 			Address: n.Config.S3Address, RootUser: n.Config.RootUser, RootPassword: n.Config.RootPassword, Region: n.Config.Region,

@@ -153,6 +153,8 @@ type Part struct {
 	ETag    string      `json:"e"`
 	Mtime   int64       `json:"m"`
 	Extents []ExtentRef `json:"x"`
+	// Attrs are the gateway's attributes of the part (its checksum).
+	Attrs map[string]string `json:"a,omitempty"`
 }
 
 // Key builders. IDs are fixed-width hex so that key order is numeric order.

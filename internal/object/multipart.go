@@ -90,6 +90,11 @@ func checkPartNum(n int) error {
 
 // UploadPart stores one part. Re-uploading a part number replaces it.
 func (l *Layer) UploadPart(ctx context.Context, bucket, uploadID string, num int, body io.Reader, size int64, contentMD5 string) (PartInfo, error) {
+	return l.uploadPart(ctx, bucket, uploadID, num, body, PartOptions{Size: size, ContentMD5: contentMD5})
+}
+
+func (l *Layer) uploadPart(ctx context.Context, bucket, uploadID string, num int, body io.Reader, opts PartOptions) (PartInfo, error) {
+	size, contentMD5 := opts.Size, opts.ContentMD5
 	if err := checkPartNum(num); err != nil {
 		return PartInfo{}, err
 	}
@@ -110,7 +115,12 @@ func (l *Layer) UploadPart(ctx context.Context, bucket, uploadID string, num int
 		w.abort(ctx)
 		return PartInfo{}, ErrBadDigest
 	}
-	p := meta.Part{Size: w.size, ETag: w.etag(), Mtime: l.opts.Now().UnixNano(), Extents: w.refs()}
+	etag, attrs, err := applyTrailer(opts.Trailer, w.etag(), nil)
+	if err != nil {
+		w.abort(ctx)
+		return PartInfo{}, err
+	}
+	p := meta.Part{Size: w.size, ETag: etag, Mtime: l.opts.Now().UnixNano(), Extents: w.refs(), Attrs: attrs}
 	err = w.commit(ctx, func(t *meta.Txn) {
 		t.If(meta.UploadKey(bucket, uploadID), urev)
 		t.Put(meta.PartKey(bucket, uploadID, num), meta.Encode(p))

@@ -20,6 +20,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // BackendOptions configure a Backend. Zero values mean defaults.
@@ -30,6 +31,9 @@ type BackendOptions struct {
 	// MaxDeleteObjects bounds the keys of one DeleteObjects request. S3's
 	// limit is 1000; versitygw does not enforce it.
 	MaxDeleteObjects int
+	// Keys is the cluster's master keyring, which seals SSE-S3 data keys.
+	// Without it SSE-S3 requests answer NotImplemented.
+	Keys *sse.Keyring
 }
 
 // EnsureDefaults fills zero fields.

@@ -35,7 +35,7 @@ func (b *Backend) listPage(ctx context.Context, op, bucket, prefix, delim, after
 func listEntries(res object.ListResult, owner *types.Owner) ([]s3response.Object, []types.CommonPrefix) {
 	objs := make([]s3response.Object, 0, len(res.Objects))
 	for _, oi := range res.Objects {
-		etag, key, size, mtime := quoteETag(oi.ETag), oi.Key, oi.Size, lastModified(oi.Object)
+		etag, key, size, mtime := quoteETag(oi.ETag), oi.Key, listSize(oi.Object), lastModified(oi.Object)
 		objs = append(objs, s3response.Object{
 			ETag: &etag, Key: &key, Size: &size, LastModified: &mtime, Owner: owner,
 			StorageClass: types.ObjectStorageClass(storageClass(oi.Object)),

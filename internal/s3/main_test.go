@@ -28,6 +28,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // The end-to-end tests share one in-process gateway (embedgw allows one per
@@ -44,7 +45,9 @@ const tooWideClass = "TERRACE_TOO_WIDE"
 
 var srv struct {
 	url   string
+	dir   string // devices live under dir/dev
 	layer *object.Layer
+	keys  *sse.Keyring
 }
 
 func TestMain(m *testing.M) {
@@ -58,6 +61,16 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	srv.dir = dir
+	mk, err := sse.NewMasterKey("test-1")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if srv.keys, err = sse.NewKeyring(mk); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	layer, closeLayer, err := openLayer(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open layer:", err)
@@ -72,7 +85,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	be := NewBackend(layer, BackendOptions{Logger: log})
+	be := NewBackend(layer, BackendOptions{Logger: log, Keys: srv.keys})
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	errc := make(chan error, 1)

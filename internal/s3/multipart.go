@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"errors"
+	"io"
 	"sort"
 	"strconv"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
 
+	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // upload returns an upload record after checking that it belongs to key
@@ -59,13 +62,67 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 		ContentLanguage: in.ContentLanguage, CacheControl: in.CacheControl, Expires: in.Expires,
 		WebsiteRedirectLocation: in.WebsiteRedirectLocation,
 	}
+	enc, err := b.writeSSE(ctx, bucket)
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	headers := ch.toMap()
+	var rec *objectSSE
+	if enc.mode != "" {
+		// One data key for the whole object; every part is its own
+		// stream under it (package sse).
+		if _, rec, err = b.newObjectKey(enc); err != nil {
+			return s3response.InitiateMultipartUploadResult{}, b.mapErr("CreateMultipartUpload", err, bucket)
+		}
+		headers = withSSE(headers, rec)
+	}
 	id, err := b.layer.CreateUpload(ctx, bucket, key, object.PutOptions{
-		Class: requestClass(ctx, string(in.StorageClass)), Headers: ch.toMap(), UserMeta: userMeta(in.Metadata), Tags: tags,
+		Class: requestClass(ctx, string(in.StorageClass)), Headers: headers, UserMeta: userMeta(in.Metadata), Tags: tags,
 	})
 	if err != nil {
 		return s3response.InitiateMultipartUploadResult{}, b.mapErr("CreateMultipartUpload", err, bucket)
 	}
+	setSSEResponse(ctx, rec)
 	return s3response.InitiateMultipartUploadResult{Bucket: bucket, Key: key, UploadId: id}, nil
+}
+
+// uploadKey returns the data key of an encrypted upload (nil for a plain
+// one), checking that an SSE-C upload's part requests carry its key.
+func (b *Backend) uploadKey(ctx context.Context, up object.Upload) (*objectSSE, []byte, error) {
+	rec, err := sseOf(up.Headers)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := parseSSERequest(ctx, hSSECPrefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec == nil || rec.Mode != modeC {
+		if req.mode == modeC {
+			return nil, nil, errSSECNotApplicable
+		}
+		if rec == nil {
+			return nil, nil, nil
+		}
+	}
+	if rec.Mode == modeS3 {
+		if b.opts.Keys == nil {
+			return nil, nil, errSSENoMasterKey
+		}
+		dk, err := b.opts.Keys.Open(sse.PurposeObjectKey, rec.Key)
+		return rec, dk, err
+	}
+	if req.mode != modeC {
+		return nil, nil, errSSECPartMissing
+	}
+	if req.keyMD5 != rec.KeyMD5 {
+		return nil, nil, errSSECPartMismatch
+	}
+	dk, err := sse.OpenWithKEK(sse.CustomerKEK(req.customerKey), sse.PurposeObjectKey, rec.Key)
+	if err != nil {
+		return nil, nil, errSSECPartMismatch
+	}
+	return rec, dk, nil
 }
 
 // UploadPart stores one part; its ETag is the part's MD5.
@@ -74,8 +131,13 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 	if in.PartNumber == nil {
 		return nil, s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
 	}
-	if _, err := b.upload(ctx, "UploadPart", bucket, key, uploadID); err != nil {
+	up, err := b.upload(ctx, "UploadPart", bucket, key, uploadID)
+	if err != nil {
 		return nil, err
+	}
+	rec, dk, err := b.uploadKey(ctx, up)
+	if err != nil {
+		return nil, b.mapErr("UploadPart", err, bucket)
 	}
 	declared := int64(-1)
 	if in.ContentLength != nil {
@@ -89,10 +151,17 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.layer.UploadPart(ctx, bucket, uploadID, int(*in.PartNumber), body, -1, "")
+	popts := object.PartOptions{Size: -1}
+	if dk != nil {
+		if body, popts.Trailer, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
+			return nil, b.mapErr("UploadPart", err, bucket)
+		}
+	}
+	p, err := b.layer.UploadPartWith(ctx, bucket, uploadID, int(*in.PartNumber), body, popts)
 	if err != nil {
 		return nil, b.uploadErr("UploadPart", err, bucket, uploadID)
 	}
+	setSSEResponse(ctx, rec)
 	etag := quoteETag(p.ETag)
 	return &s3.UploadPartOutput{ETag: &etag}, nil
 }
@@ -104,14 +173,27 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	if in.PartNumber == nil {
 		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
 	}
-	if _, err := b.upload(ctx, "UploadPartCopy", bucket, key, uploadID); err != nil {
+	up, err := b.upload(ctx, "UploadPartCopy", bucket, key, uploadID)
+	if err != nil {
 		return s3response.CopyPartResult{}, err
+	}
+	rec, dk, err := b.uploadKey(ctx, up)
+	if err != nil {
+		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, bucket)
 	}
 	srcBucket, srcKey, err := parseCopySource(deref(in.CopySource))
 	if err != nil {
 		return s3response.CopyPartResult{}, err
 	}
 	src, err := b.layer.Head(ctx, srcBucket, srcKey)
+	if err != nil {
+		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
+	}
+	plainSrc, srcRec, err := plainView(src.Object)
+	if err != nil {
+		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
+	}
+	srcDK, err := b.dataKey(ctx, srcRec, hCopySSECPrefix)
 	if err != nil {
 		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
 	}
@@ -130,16 +212,47 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	}); err != nil {
 		return s3response.CopyPartResult{}, err
 	}
-	off, n, err := copySourceRange(src.Size, deref(in.CopySourceRange))
+	off, n, err := copySourceRange(plainSrc.Size, deref(in.CopySourceRange))
 	if err != nil {
 		return s3response.CopyPartResult{}, err
 	}
-	p, err := b.layer.UploadPartCopy(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n)
+	var p object.PartInfo
+	if srcRec == nil && rec == nil {
+		p, err = b.layer.UploadPartCopy(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n)
+	} else {
+		// Either side is encrypted: copy the plaintext through the
+		// gateway, decrypting and (for an encrypted upload) re-encrypting.
+		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, src.Object, srcDK, off, n, rec, dk)
+	}
 	if err != nil {
 		return s3response.CopyPartResult{}, b.uploadErr("UploadPartCopy", err, bucket, uploadID)
 	}
+	setSSEResponse(ctx, rec)
 	etag := quoteETag(p.ETag)
 	return s3response.CopyPartResult{ETag: &etag, LastModified: time.Unix(0, p.Mtime).UTC()}, nil
+}
+
+// copyPartPlain makes a part from plaintext bytes [off, off+n) of a
+// source, encrypting them when the upload is encrypted.
+func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, src meta.Object, srcDK []byte,
+	off, n int64, rec *objectSSE, dk []byte) (object.PartInfo, error) {
+	var body io.Reader = &emptyReader{}
+	if n > 0 {
+		rc, err := b.openPlain(ctx, srcBucket, srcKey, src, srcDK, off, n)
+		if err != nil {
+			return object.PartInfo{}, err
+		}
+		defer rc.Close()
+		body = rc
+	}
+	opts := object.PartOptions{Size: -1}
+	if dk != nil {
+		var err error
+		if body, opts.Trailer, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
+			return object.PartInfo{}, err
+		}
+	}
+	return b.layer.UploadPartWith(ctx, bucket, uploadID, num, body, opts)
 }
 
 // allParts lists every stored part of an upload in number order.
@@ -169,8 +282,13 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	if in.MultipartUpload == nil || len(in.MultipartUpload.Parts) == 0 {
 		return res, "", s3err.GetAPIError(s3err.ErrMalformedXML)
 	}
-	if _, err := b.upload(ctx, "CompleteMultipartUpload", bucket, key, uploadID); err != nil {
+	up, err := b.upload(ctx, "CompleteMultipartUpload", bucket, key, uploadID)
+	if err != nil {
 		return res, "", err
+	}
+	rec, err := sseOf(up.Headers)
+	if err != nil {
+		return res, "", b.mapErr("CompleteMultipartUpload", err, bucket)
 	}
 	parts := make([]object.CompletePart, 0, len(in.MultipartUpload.Parts))
 	for _, p := range in.MultipartUpload.Parts {
@@ -182,20 +300,25 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 		}
 		parts = append(parts, object.CompletePart{Num: int(*p.PartNumber), ETag: *p.ETag})
 	}
-	if in.MpuObjectSize != nil {
+	if in.MpuObjectSize != nil || rec != nil {
 		stored, err := b.allParts(ctx, bucket, uploadID)
 		if err != nil {
 			return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 		}
 		sizes := map[int]int64{}
 		for _, p := range stored {
-			sizes[p.Num] = p.Size
+			sizes[p.Num] = partPlainSize(p.Size, rec)
 		}
 		var total int64
-		for _, p := range parts {
+		for i, p := range parts {
+			// The layer checks the 5 MiB minimum on stored sizes, which
+			// an encrypted part exceeds a little; check the plaintext.
+			if sz, ok := sizes[p.Num]; ok && rec != nil && i < len(parts)-1 && sz < object.MinPartBytes {
+				return res, "", s3err.GetEntityTooSmallErr(sz, object.MinPartBytes)
+			}
 			total += sizes[p.Num]
 		}
-		if total != *in.MpuObjectSize {
+		if in.MpuObjectSize != nil && total != *in.MpuObjectSize {
 			return res, "", s3err.GetIncorrectMpObjectSizeErr(*in.MpuObjectSize, total)
 		}
 	}
@@ -203,6 +326,7 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	if err != nil {
 		return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 	}
+	setSSEResponse(ctx, rec)
 	etag := quoteETag(info.ETag)
 	loc := "/" + bucket + "/" + key
 	return s3response.CompleteMultipartUploadResult{Location: &loc, Bucket: &bucket, Key: &key, ETag: &etag}, "", nil
@@ -243,13 +367,28 @@ func (b *Backend) ListParts(ctx context.Context, in *s3.ListPartsInput) (s3respo
 		IsTruncated: truncated, StorageClass: classOr(up.Class),
 		ChecksumAlgorithm: "null", ChecksumType: "null",
 	}
+	rec, err := sseOf(up.Headers)
+	if err != nil {
+		return s3response.ListPartsResult{}, b.mapErr("ListParts", err, bucket)
+	}
 	for _, p := range parts {
 		out.Parts = append(out.Parts, s3response.Part{
-			PartNumber: p.Num, ETag: quoteETag(p.ETag), Size: p.Size, LastModified: time.Unix(0, p.Mtime).UTC(),
+			PartNumber: p.Num, ETag: quoteETag(p.ETag), Size: partPlainSize(p.Size, rec), LastModified: time.Unix(0, p.Mtime).UTC(),
 		})
 		out.NextPartNumberMarker = p.Num
 	}
 	return out, nil
+}
+
+// partPlainSize is a stored part's size as clients see it.
+func partPlainSize(stored int64, rec *objectSSE) int64 {
+	if rec == nil {
+		return stored
+	}
+	if p, err := sse.PlainSize(stored); err == nil {
+		return p
+	}
+	return stored
 }
 
 func classOr(c string) types.StorageClass {

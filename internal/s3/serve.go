@@ -12,6 +12,8 @@ import (
 	"github.com/versity/versitygw/auth"
 	"github.com/versity/versitygw/debuglogger"
 	"github.com/versity/versitygw/embedgw"
+	"github.com/versity/versitygw/s3api"
+	"github.com/versity/versitygw/s3api/middlewares"
 )
 
 // ServeConfig configures Serve. Zero values mean defaults.
@@ -44,6 +46,9 @@ type ServeConfig struct {
 	Debug bool
 	// Ready, if not nil, is closed once the gateway answers on Address.
 	Ready chan<- struct{}
+	// IAM, if not nil, resolves access keys to accounts (users in the
+	// metadata store); nil means the root account only.
+	IAM auth.IAMService
 }
 
 // EnsureDefaults fills zero fields.
@@ -114,10 +119,20 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 	if cfg.Ready != nil {
 		go waitReady(gctx, "http://"+cfg.Address+cfg.HealthPath, cfg.Ready)
 	}
+	var iam auth.IAMService = newRootOnlyIAM(cfg.RootUser, cfg.RootPassword)
+	if cfg.IAM != nil {
+		iam = cfg.IAM
+	}
+	env := routeEnv{be: be, root: middlewares.RootUserConfig{Access: cfg.RootUser, Secret: cfg.RootPassword}, iam: iam, region: cfg.Region}
+	var opts []s3api.Option
+	for _, r := range be.routes(env) {
+		opts = append(opts, env.option(r))
+	}
 	err = embedgw.RunVersityGW(gctx, be, &embedgw.Config{
 		RootUserAccess:    cfg.RootUser,
 		RootUserSecret:    cfg.RootPassword,
-		IAMService:        newRootOnlyIAM(cfg.RootUser, cfg.RootPassword),
+		IAMService:        iam,
+		S3Options:         opts,
 		Region:            cfg.Region,
 		Ports:             []string{cfg.Address},
 		MaxConnections:    cfg.MaxConnections,
@@ -179,4 +194,10 @@ func waitReady(ctx context.Context, url string, ready chan<- struct{}) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// routes are the bucket sub-resource operations Terrace serves itself
+// (see routes.go).
+func (b *Backend) routes(e routeEnv) []bucketRoute {
+	return b.bucketEncryptionRoutes(e)
 }

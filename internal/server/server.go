@@ -23,6 +23,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // Node is a running Terrace node.
@@ -34,6 +35,8 @@ type Node struct {
 	Layer   *object.Layer
 	Devices []*device.Device
 	Reg     *prometheus.Registry
+	// Keys is the master keyring (SSE-S3 data keys, user secrets).
+	Keys *sse.Keyring
 
 	admin   *http.Server
 	cluster *clusterParts
@@ -58,6 +61,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
 	n := &Node{Config: cfg, Log: log, Reg: prometheus.NewRegistry()}
+	if err := n.openKeys(os.Getenv); err != nil {
+		return nil, err
+	}
 	counts := map[model.Tier]int{}
 	for _, sp := range specs {
 		id := model.DeviceID(fmt.Sprintf("%s/%s%d", cfg.NodeID, sp.Tier, counts[sp.Tier]))
