@@ -497,11 +497,11 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 // rewriteAttrs are the destination attributes a rewriting copy takes from
 // the request.
 type rewriteAttrs struct {
-	class              string
-	replaceMeta        bool
-	headers, umeta     map[string]string
-	replaceTags        bool
-	tags               map[string]string
+	class          string
+	replaceMeta    bool
+	headers, umeta map[string]string
+	replaceTags    bool
+	tags           map[string]string
 }
 
 // rewriteCopy copies by reading the source's plaintext and writing it as
