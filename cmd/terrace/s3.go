@@ -13,6 +13,7 @@ func init() {
 		n.Log.Info("S3 gateway listening", "address", n.Config.S3Address)
 		return s3.Serve(ctx, be, s3.ServeConfig{
 			Address: n.Config.S3Address, RootUser: n.Config.RootUser, RootPassword: n.Config.RootPassword, Region: n.Config.Region,
+			IAM: s3.NewStoreIAM(n.Users, n.Config.RootUser),
 		})
 	}
 }

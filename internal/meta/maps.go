@@ -26,6 +26,8 @@ const (
 	PrefixPolicy      = "p/"
 	PrefixJob         = "j/"
 	PrefixSeq         = "s/"
+	// PrefixIAM holds S3 users and their access-key index (package users).
+	PrefixIAM = "i/"
 )
 
 // Bucket is a bucket record.

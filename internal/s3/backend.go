@@ -60,6 +60,10 @@ type Backend struct {
 	layer *object.Layer
 	opts  BackendOptions
 	log   *slog.Logger
+	// iam and rootUser are set by Serve: grantee checks of object ACLs,
+	// the owner of buckets without an ACL.
+	iam      auth.IAMService
+	rootUser string
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -113,7 +117,7 @@ func (b *Backend) ListBuckets(ctx context.Context, in s3response.ListBucketsInpu
 	if err != nil {
 		return s3response.ListAllMyBucketsResult{}, b.mapErr("ListBuckets", err, "")
 	}
-	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner}, Prefix: in.Prefix}
+	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner, DisplayName: in.Owner}, Prefix: in.Prefix}
 	for _, bk := range all {
 		if !strings.HasPrefix(bk.Name, in.Prefix) || bk.Name <= in.ContinuationToken {
 			continue
@@ -205,6 +209,9 @@ func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, ac
 	// The record exists; attach the sub-resources. A crash in between
 	// leaves a bucket without ACL, which versitygw treats as owned by the
 	// root account.
+	if acl, err = normalizeACL(acl); err != nil {
+		return err
+	}
 	err = b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
 		setAttr(bk, attrACL, acl)
 		setAttr(bk, attrOwnership, []byte(in.ObjectOwnership))
@@ -293,8 +300,13 @@ func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([
 	return b.getAttr(ctx, "GetBucketAcl", *in.Bucket, attrACL, nil)
 }
 
-// PutBucketAcl stores an ACL.
+// PutBucketAcl stores an ACL (grantees in AWS's syntax normalized to
+// identities).
 func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, data []byte) error {
+	data, err := normalizeACL(data)
+	if err != nil {
+		return err
+	}
 	return b.putAttr(ctx, "PutBucketAcl", bucket, attrACL, data)
 }
 
@@ -389,4 +401,20 @@ func (b *Backend) GetBucketTagging(ctx context.Context, bucket string) (map[stri
 // DeleteBucketTagging removes bucket tags.
 func (b *Backend) DeleteBucketTagging(ctx context.Context, bucket string) error {
 	return b.PutBucketTagging(ctx, bucket, nil)
+}
+
+// ownerOf returns a bucket's owner (the root account for a bucket without
+// one recorded, "" for a bucket that does not exist).
+func (b *Backend) ownerOf(ctx context.Context, bucket string) (string, error) {
+	bk, _, err := b.layer.GetBucket(ctx, bucket)
+	if errors.Is(err, object.ErrNoSuchBucket) {
+		return "", nil
+	}
+	if err != nil {
+		return "", b.mapErr("BucketOwner", err, bucket)
+	}
+	if o := bucketOwner(bk); o != "" {
+		return o, nil
+	}
+	return b.rootUser, nil
 }

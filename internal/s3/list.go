@@ -8,6 +8,7 @@ import (
 	"github.com/versity/versitygw/backend"
 	"github.com/versity/versitygw/s3response"
 
+	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
@@ -16,28 +17,39 @@ const nullVersion = "null"
 
 // listPage lists one page after the given key. maxKeys 0 answers an empty,
 // complete page (S3); the layer caps pages at 1000 keys.
-func (b *Backend) listPage(ctx context.Context, op, bucket, prefix, delim, after string, maxKeys int32) (object.ListResult, *types.Owner, error) {
+// listOwner says whose name listings report as an object's owner (nil:
+// none, when FetchOwner is off).
+type listOwner func(o meta.Object) *types.Owner
+
+func (b *Backend) listPage(ctx context.Context, op, bucket, prefix, delim, after string, maxKeys int32) (object.ListResult, listOwner, error) {
 	bk, _, err := b.layer.GetBucket(ctx, bucket)
 	if err != nil {
 		return object.ListResult{}, nil, b.mapErr(op, err, bucket)
 	}
-	owner := bucketOwner(bk)
+	owner := func(o meta.Object) *types.Owner {
+		id := objectOwner(bk, o)
+		return &types.Owner{ID: &id, DisplayName: &id}
+	}
 	if maxKeys <= 0 {
-		return object.ListResult{}, &types.Owner{ID: &owner}, nil
+		return object.ListResult{}, owner, nil
 	}
 	res, err := b.layer.List(ctx, bucket, object.ListOptions{Prefix: prefix, Delimiter: delim, After: after, MaxKeys: int(maxKeys)})
 	if err != nil {
 		return object.ListResult{}, nil, b.mapErr(op, err, bucket)
 	}
-	return res, &types.Owner{ID: &owner}, nil
+	return res, owner, nil
 }
 
-func listEntries(res object.ListResult, owner *types.Owner) ([]s3response.Object, []types.CommonPrefix) {
+func listEntries(res object.ListResult, owner listOwner) ([]s3response.Object, []types.CommonPrefix) {
 	objs := make([]s3response.Object, 0, len(res.Objects))
 	for _, oi := range res.Objects {
 		etag, key, size, mtime := quoteETag(oi.ETag), oi.Key, listSize(oi.Object), lastModified(oi.Object)
+		var ow *types.Owner
+		if owner != nil {
+			ow = owner(oi.Object)
+		}
 		objs = append(objs, s3response.Object{
-			ETag: &etag, Key: &key, Size: &size, LastModified: &mtime, Owner: owner,
+			ETag: &etag, Key: &key, Size: &size, LastModified: &mtime, Owner: ow,
 			StorageClass: types.ObjectStorageClass(storageClass(oi.Object)),
 		})
 	}

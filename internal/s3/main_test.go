@@ -29,6 +29,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/sse"
+	"github.com/terrace-storage/terrace/internal/users"
 )
 
 // The end-to-end tests share one in-process gateway (embedgw allows one per
@@ -48,6 +49,7 @@ var srv struct {
 	dir   string // devices live under dir/dev
 	layer *object.Layer
 	keys  *sse.Keyring
+	users *users.Store
 }
 
 func TestMain(m *testing.M) {
@@ -78,6 +80,7 @@ func runMain(m *testing.M) int {
 	}
 	defer closeLayer()
 	srv.layer = layer
+	srv.users = users.New(layer.KV(), srv.keys, testUser)
 
 	addr, err := freeAddr()
 	if err != nil {
@@ -90,7 +93,8 @@ func runMain(m *testing.M) int {
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Serve(ctx, be, ServeConfig{Address: addr, RootUser: testUser, RootPassword: testSecret, Ready: ready})
+		errc <- Serve(ctx, be, ServeConfig{Address: addr, RootUser: testUser, RootPassword: testSecret, Ready: ready,
+			IAM: NewStoreIAM(srv.users, testUser)})
 	}()
 	select {
 	case <-ready:

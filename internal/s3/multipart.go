@@ -66,7 +66,11 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 	if err != nil {
 		return s3response.InitiateMultipartUploadResult{}, err
 	}
-	headers := ch.toMap()
+	aclh, err := b.uploadACLHeaders(ctx, bucket)
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	headers := mergeHeaders(ch.toMap(), aclh)
 	var rec *objectSSE
 	if enc.mode != "" {
 		// One data key for the whole object; every part is its own

@@ -85,7 +85,11 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		ContentLanguage: in.ContentLanguage, CacheControl: in.CacheControl, Expires: in.Expires,
 		WebsiteRedirectLocation: in.WebsiteRedirectLocation,
 	}
-	headers := ch.toMap()
+	aclh, err := b.uploadACLHeaders(ctx, bucket)
+	if err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	headers := mergeHeaders(ch.toMap(), aclh)
 	var trailer object.TrailerFunc
 	var rec *objectSSE
 	if enc.mode != "" {
@@ -465,23 +469,29 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	var info object.ObjectInfo
 	var dstRec *objectSSE
 	sameBytes := dstEnc.mode == srcMode && (srcMode == "" || (srcMode == modeS3 && (class == "" || class == src.Class)))
+	aclh, err := b.uploadACLHeaders(ctx, dstBucket)
+	if err != nil {
+		return s3response.CopyObjectOutput{}, err
+	}
 	if sameBytes {
 		// Shares the source's extents (or, unencrypted under a new
 		// vector, rewrites identical bytes). An encrypted source keeps
 		// its vector and class: the layer would recompute the ETag from
-		// ciphertext if it rewrote.
-		opts := object.CopyOptions{ReplaceMeta: replaceMeta, ReplaceTags: replaceTags, Class: class, UserMeta: umeta, Tags: tags}
+		// ciphertext if it rewrote. The copy's attributes are always
+		// given: the copy gets its own owner and ACL, not the source's.
+		if !replaceMeta {
+			headers, umeta = contentHeadersOf(src.Headers).toMap(), src.UserMeta
+		}
+		opts := object.CopyOptions{ReplaceMeta: true, ReplaceTags: replaceTags, Class: class, UserMeta: umeta, Tags: tags,
+			Headers: mergeHeaders(mergeHeaders(headers, systemHeaders(src.Headers)), aclh)}
 		if srcMode != "" {
 			opts.Class = ""
-		}
-		if replaceMeta {
-			opts.Headers = mergeHeaders(headers, systemHeaders(src.Headers))
 		}
 		dstRec = srcRec
 		info, err = b.layer.Copy(ctx, srcBucket, srcKey, dstBucket, dstKey, opts)
 	} else {
 		info, dstRec, err = b.rewriteCopy(ctx, srcBucket, srcKey, src, plainSrc, srcDK, dstBucket, dstKey, dstEnc, rewriteAttrs{
-			class: class, replaceMeta: replaceMeta, headers: headers, umeta: umeta, replaceTags: replaceTags, tags: tags,
+			class: class, replaceMeta: replaceMeta, headers: headers, umeta: umeta, replaceTags: replaceTags, tags: tags, acl: aclh,
 		})
 	}
 	if err != nil {
@@ -502,6 +512,7 @@ type rewriteAttrs struct {
 	headers, umeta map[string]string
 	replaceTags    bool
 	tags           map[string]string
+	acl            map[string]string // owner and ACL headers of the copy
 }
 
 // rewriteCopy copies by reading the source's plaintext and writing it as
@@ -524,7 +535,7 @@ func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey string, src
 	}
 	// The bytes are the same plaintext: a whole-object checksum still
 	// holds; a composite one (of parts) does not describe a simple object.
-	headers = mergeHeaders(headers, fullObjectChecksums(src.Headers))
+	headers = mergeHeaders(mergeHeaders(headers, fullObjectChecksums(src.Headers)), a.acl)
 	umeta, tags := a.umeta, a.tags
 	if !a.replaceMeta {
 		umeta = src.UserMeta
@@ -601,25 +612,4 @@ func (b *Backend) PutObjectTagging(ctx context.Context, bucket, key, version str
 // DeleteObjectTagging removes an object's tags.
 func (b *Backend) DeleteObjectTagging(ctx context.Context, bucket, key, version string) error {
 	return b.PutObjectTagging(ctx, bucket, key, version, nil)
-}
-
-// GetObjectAcl answers with the bucket owner holding full control: objects
-// carry no ACLs of their own.
-func (b *Backend) GetObjectAcl(ctx context.Context, in *s3.GetObjectAclInput) (*s3.GetObjectAclOutput, error) {
-	bucket := deref(in.Bucket)
-	if _, err := b.head(ctx, "GetObjectAcl", bucket, deref(in.Key), in.VersionId); err != nil {
-		return nil, err
-	}
-	bk, _, err := b.layer.GetBucket(ctx, bucket)
-	if err != nil {
-		return nil, b.mapErr("GetObjectAcl", err, bucket)
-	}
-	owner := bucketOwner(bk)
-	return &s3.GetObjectAclOutput{
-		Owner: &types.Owner{ID: &owner},
-		Grants: []types.Grant{{
-			Grantee:    &types.Grantee{ID: &owner, Type: types.TypeCanonicalUser},
-			Permission: types.PermissionFullControl,
-		}},
-	}, nil
 }

@@ -123,8 +123,12 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 	if cfg.IAM != nil {
 		iam = cfg.IAM
 	}
+	be.iam, be.rootUser = iam, cfg.RootUser
+	if si, ok := iam.(*StoreIAM); ok {
+		si.owner = be.ownerOf
+	}
 	env := routeEnv{be: be, root: middlewares.RootUserConfig{Access: cfg.RootUser, Secret: cfg.RootPassword}, iam: iam, region: cfg.Region}
-	var opts []s3api.Option
+	opts := []s3api.Option{s3api.WithMiddleware("/", be.aclResponses())}
 	for _, r := range be.routes(env) {
 		opts = append(opts, env.option(r))
 	}

@@ -532,19 +532,13 @@ func (p *plainReader) Close() error {
 	return nil
 }
 
-// isSSEError reports errors of the sse package (authentication or format
-// failures of stored data), which are internal errors, not client ones.
-func isSSEError(err error) bool {
-	return errors.Is(err, sse.ErrAuth) || errors.Is(err, sse.ErrFormat) || errors.Is(err, sse.ErrUnknownKey)
-}
-
 // systemHeaders are the stored headers that describe the bytes rather
 // than the representation (encryption record, checksums): a copy that
-// replaces metadata keeps them.
+// shares the bytes keeps them.
 func systemHeaders(h map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range h {
-		if strings.HasPrefix(k, "x-terrace-") || strings.HasPrefix(k, "x-amz-checksum-") {
+		if k == hdrSSE || strings.HasPrefix(k, "x-amz-checksum-") {
 			if out == nil {
 				out = map[string]string{}
 			}

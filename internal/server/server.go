@@ -24,6 +24,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
 	"github.com/terrace-storage/terrace/internal/sse"
+	"github.com/terrace-storage/terrace/internal/users"
 )
 
 // Node is a running Terrace node.
@@ -37,6 +38,8 @@ type Node struct {
 	Reg     *prometheus.Registry
 	// Keys is the master keyring (SSE-S3 data keys, user secrets).
 	Keys *sse.Keyring
+	// Users are the S3 users other than root.
+	Users *users.Store
 
 	admin   *http.Server
 	cluster *clusterParts
@@ -106,6 +109,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		}
 	}
 	n.KV = kv
+	n.Users = users.New(kv, n.Keys, cfg.RootUser)
 	pol, err := newPolicy(cfg.Placement)
 	if err != nil {
 		kv.Close()

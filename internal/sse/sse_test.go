@@ -189,13 +189,11 @@ func TestLayoutPlan(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 2))
 	key, _ := NewDataKey()
-	var parts [][]byte
 	var plain, object []byte
 	var sizes []int64
 	for _, n := range []int{PackageSize + 3, 0, 10, 2 * PackageSize, 1} {
 		p := randBytes(r, n)
 		ct := encrypt(t, key, p)
-		parts = append(parts, ct)
 		plain = append(plain, p...)
 		object = append(object, ct...)
 		sizes = append(sizes, int64(len(ct)))
