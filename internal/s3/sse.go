@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -30,9 +29,8 @@ import (
 // they are read from, and answered on, the underlying fasthttp request.
 
 // hdrSSE is the key, in an object's or upload's stored headers, of its
-// encryption record (objectSSE as JSON). Stored headers are only ever
-// returned to clients by name (contentHeadersOf), so it never leaks.
-const hdrSSE = "x-terrace-sse"
+// encryption record (sse.ObjectRecord).
+const hdrSSE = sse.ObjectHeader
 
 // hdrChecksumType is the stored checksum's type (FULL_OBJECT or
 // COMPOSITE); the value itself is stored under x-amz-checksum-<alg>.
@@ -53,19 +51,12 @@ const (
 
 // Encryption modes of a stored object.
 const (
-	modeS3 = "S3" // SSE-S3: data key sealed with the cluster master key
-	modeC  = "C"  // SSE-C: data key sealed with the customer's key
+	modeS3 = sse.ModeS3
+	modeC  = sse.ModeC
 )
 
 // objectSSE is an object's (or multipart upload's) encryption record.
-type objectSSE struct {
-	Mode string `json:"m"`
-	// Key is the sealed data key.
-	Key string `json:"k"`
-	// KeyMD5 is the SSE-C customer key's MD5 (base64), as clients send
-	// and AWS returns it.
-	KeyMD5 string `json:"c,omitempty"`
-}
+type objectSSE = sse.ObjectRecord
 
 // sseOf returns a stored encryption record (nil: not encrypted).
 func sseOf(headers map[string]string) (*objectSSE, error) {
@@ -73,11 +64,7 @@ func sseOf(headers map[string]string) (*objectSSE, error) {
 	if !ok {
 		return nil, nil
 	}
-	var rec objectSSE
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil || (rec.Mode != modeS3 && rec.Mode != modeC) || rec.Key == "" {
-		return nil, fmt.Errorf("s3: corrupt encryption record")
-	}
-	return &rec, nil
+	return sse.ParseObjectRecord(raw)
 }
 
 // sseRequest is the encryption a request asks for or presents.
@@ -275,8 +262,7 @@ func withSSE(headers map[string]string, rec *objectSSE) map[string]string {
 		delete(out, hdrSSE)
 		return out
 	}
-	raw, _ := json.Marshal(rec)
-	out[hdrSSE] = string(raw)
+	out[hdrSSE] = rec.Encode()
 	return out
 }
 

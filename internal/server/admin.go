@@ -46,6 +46,7 @@ import (
 //	DELETE /v1/data/B/K                        delete an object
 //	GET    /v1/data/B?prefix=P&delimiter=D&after=A&max=N  list
 //	GET    /v1/users, POST /v1/users/NAME, ...  users (users.go)
+//	POST   /v1/sse/rewrap                      re-seal with the active master key (rewrap.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
@@ -73,7 +74,8 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
-	n.userRoutes(mux) // users.go
+	n.userRoutes(mux)   // users.go
+	n.rewrapRoutes(mux) // rewrap.go
 	return mux
 }
 
