@@ -291,6 +291,11 @@ type CompletePart struct {
 // the object's extent list is the parts' lists concatenated. The ETag is
 // S3's: MD5 of the parts' binary MD5s, "-N".
 func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, parts []CompletePart, pre Precondition) (ObjectInfo, error) {
+	return l.completeUpload(ctx, bucket, uploadID, parts, CompleteOptions{Precondition: pre})
+}
+
+func (l *Layer) completeUpload(ctx context.Context, bucket, uploadID string, parts []CompletePart, opts CompleteOptions) (ObjectInfo, error) {
+	pre := opts.Precondition
 	up, urev, err := l.GetUpload(ctx, bucket, uploadID)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -362,6 +367,9 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 	o.Mtime = l.opts.Now().UnixNano()
 	o.Vector, o.Class = up.Vector, up.Class
 	o.Headers, o.UserMeta, o.Tags = up.Headers, up.UserMeta, up.Tags
+	if len(opts.Headers) > 0 {
+		_, o.Headers, _ = applyTrailer(func() (Trailer, error) { return Trailer{Headers: opts.Headers}, nil }, "", up.Headers)
+	}
 	lost := func() error {
 		if pre != nil {
 			if perr := l.preconditionLost(ctx, bucket, up.Key, pre, orev); perr != nil {

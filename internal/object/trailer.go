@@ -65,3 +65,17 @@ type PartOptions struct {
 func (l *Layer) UploadPartWith(ctx context.Context, bucket, uploadID string, num int, body io.Reader, opts PartOptions) (PartInfo, error) {
 	return l.uploadPart(ctx, bucket, uploadID, num, body, opts)
 }
+
+// CompleteOptions control CompleteUploadWith.
+type CompleteOptions struct {
+	// Precondition makes the completion conditional (see Precondition).
+	Precondition Precondition
+	// Headers are added to the object's stored headers: attributes known
+	// only once the parts are chosen (the gateway's multipart checksum).
+	Headers map[string]string
+}
+
+// CompleteUploadWith is CompleteUpload with options.
+func (l *Layer) CompleteUploadWith(ctx context.Context, bucket, uploadID string, parts []CompletePart, opts CompleteOptions) (ObjectInfo, error) {
+	return l.completeUpload(ctx, bucket, uploadID, parts, opts)
+}

@@ -70,7 +70,11 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 	if err != nil {
 		return s3response.InitiateMultipartUploadResult{}, err
 	}
-	headers := mergeHeaders(ch.toMap(), aclh)
+	csh, err := uploadChecksumHeaders(in.ChecksumAlgorithm, in.ChecksumType)
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	headers := mergeHeaders(mergeHeaders(ch.toMap(), aclh), csh)
 	var rec *objectSSE
 	if enc.mode != "" {
 		// One data key for the whole object; every part is its own
@@ -87,6 +91,8 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 		return s3response.InitiateMultipartUploadResult{}, b.mapErr("CreateMultipartUpload", err, bucket)
 	}
 	setSSEResponse(ctx, rec)
+	setResponseHeader(ctx, "X-Amz-Checksum-Algorithm", csh[hdrUploadChecksumAlg])
+	setResponseHeader(ctx, "X-Amz-Checksum-Type", csh[hdrUploadChecksumType])
 	return s3response.InitiateMultipartUploadResult{Bucket: bucket, Key: key, UploadId: id}, nil
 }
 
@@ -147,27 +153,35 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 	if in.ContentLength != nil {
 		declared = *in.ContentLength
 	}
-	body, err := verifyBody(in.Body, declared, checksumHeaders{
+	alg, _ := uploadChecksum(up.Headers)
+	body, bc, err := verifyBody(in.Body, declared, checksumHeaders{
 		CRC32: in.ChecksumCRC32, CRC32C: in.ChecksumCRC32C, CRC64NVME: in.ChecksumCRC64NVME,
 		SHA1: in.ChecksumSHA1, SHA256: in.ChecksumSHA256, SHA512: in.ChecksumSHA512, MD5: in.ChecksumMD5,
 		XXHASH64: in.ChecksumXXHASH64, XXHASH3: in.ChecksumXXHASH3, XXHASH128: in.ChecksumXXHASH128,
-	})
+	}, alg)
 	if err != nil {
 		return nil, err
 	}
+	if alg != "" && bc != nil && bc.alg != alg {
+		return nil, s3err.GetChecksumTypeMismatchErr(alg, bc.alg)
+	}
 	popts := object.PartOptions{Size: -1}
+	var enc object.TrailerFunc
 	if dk != nil {
-		if body, popts.Trailer, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
+		if body, enc, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
 			return nil, b.mapErr("UploadPart", err, bucket)
 		}
 	}
+	popts.Trailer = withChecksum(enc, bc.partHeaders)
 	p, err := b.layer.UploadPartWith(ctx, bucket, uploadID, int(*in.PartNumber), body, popts)
 	if err != nil {
 		return nil, b.uploadErr("UploadPart", err, bucket, uploadID)
 	}
 	setSSEResponse(ctx, rec)
 	etag := quoteETag(p.ETag)
-	return &s3.UploadPartOutput{ETag: &etag}, nil
+	cs := checksumOut(p.Attrs)
+	return &s3.UploadPartOutput{ETag: &etag, ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME,
+		ChecksumSHA1: cs.SHA1, ChecksumSHA256: cs.SHA256}, nil
 }
 
 // UploadPartCopy makes a part from a range of an existing object. With
@@ -221,12 +235,13 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 		return s3response.CopyPartResult{}, err
 	}
 	var p object.PartInfo
-	if srcRec == nil && rec == nil {
+	if alg, _ := uploadChecksum(up.Headers); srcRec == nil && rec == nil && alg == "" {
 		p, err = b.layer.UploadPartCopy(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n)
 	} else {
-		// Either side is encrypted: copy the plaintext through the
-		// gateway, decrypting and (for an encrypted upload) re-encrypting.
-		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, src.Object, srcDK, off, n, rec, dk)
+		// Either side is encrypted or the part needs a checksum: copy the
+		// plaintext through the gateway, decrypting and (for an encrypted
+		// upload) re-encrypting.
+		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, src.Object, srcDK, off, n, rec, dk, alg)
 	}
 	if err != nil {
 		return s3response.CopyPartResult{}, b.uploadErr("UploadPartCopy", err, bucket, uploadID)
@@ -239,7 +254,7 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 // copyPartPlain makes a part from plaintext bytes [off, off+n) of a
 // source, encrypting them when the upload is encrypted.
 func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, src meta.Object, srcDK []byte,
-	off, n int64, rec *objectSSE, dk []byte) (object.PartInfo, error) {
+	off, n int64, rec *objectSSE, dk []byte, alg types.ChecksumAlgorithm) (object.PartInfo, error) {
 	var body io.Reader = &emptyReader{}
 	if n > 0 {
 		rc, err := b.openPlain(ctx, srcBucket, srcKey, src, srcDK, off, n)
@@ -249,13 +264,18 @@ func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, nu
 		defer rc.Close()
 		body = rc
 	}
+	body, bc, err := verifyBody(body, -1, checksumHeaders{}, alg)
+	if err != nil {
+		return object.PartInfo{}, err
+	}
 	opts := object.PartOptions{Size: -1}
+	var enc object.TrailerFunc
 	if dk != nil {
-		var err error
-		if body, opts.Trailer, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
+		if body, enc, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
 			return object.PartInfo{}, err
 		}
 	}
+	opts.Trailer = withChecksum(enc, bc.partHeaders)
 	return b.layer.UploadPartWith(ctx, bucket, uploadID, num, body, opts)
 }
 
@@ -304,36 +324,85 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 		}
 		parts = append(parts, object.CompletePart{Num: int(*p.PartNumber), ETag: *p.ETag})
 	}
-	if in.MpuObjectSize != nil || rec != nil {
+	alg, ctype := uploadChecksum(up.Headers)
+	var extra map[string]string
+	if in.MpuObjectSize != nil || rec != nil || alg != "" {
 		stored, err := b.allParts(ctx, bucket, uploadID)
 		if err != nil {
 			return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 		}
-		sizes := map[int]int64{}
+		byNum := map[int]object.PartInfo{}
 		for _, p := range stored {
-			sizes[p.Num] = partPlainSize(p.Size, rec)
+			byNum[p.Num] = p
 		}
 		var total int64
+		var cparts []completedPart
 		for i, p := range parts {
+			sp, ok := byNum[p.Num]
+			if !ok {
+				continue // the layer answers InvalidPart
+			}
+			sz := partPlainSize(sp.Size, rec)
 			// The layer checks the 5 MiB minimum on stored sizes, which
 			// an encrypted part exceeds a little; check the plaintext.
-			if sz, ok := sizes[p.Num]; ok && rec != nil && i < len(parts)-1 && sz < object.MinPartBytes {
+			if rec != nil && i < len(parts)-1 && sz < object.MinPartBytes {
 				return res, "", s3err.GetEntityTooSmallErr(sz, object.MinPartBytes)
 			}
-			total += sizes[p.Num]
+			total += sz
+			cp := in.MultipartUpload.Parts[i]
+			cparts = append(cparts, completedPart{num: p.Num, plainSize: sz, stored: sp.Attrs[checksumHeader(alg)],
+				requested: deref(partChecksum(cp, alg))})
 		}
 		if in.MpuObjectSize != nil && total != *in.MpuObjectSize {
 			return res, "", s3err.GetIncorrectMpObjectSizeErr(*in.MpuObjectSize, total)
 		}
+		if len(cparts) == len(parts) {
+			if extra, err = multipartChecksum(alg, ctype, cparts); err != nil {
+				return res, "", b.mapErr("CompleteMultipartUpload", err, bucket)
+			}
+		}
 	}
-	info, err := b.layer.CompleteUpload(ctx, bucket, uploadID, parts, putPrecondition(in.IfMatch, in.IfNoneMatch))
+	info, err := b.layer.CompleteUploadWith(ctx, bucket, uploadID, parts, object.CompleteOptions{
+		Precondition: putPrecondition(in.IfMatch, in.IfNoneMatch), Headers: extra,
+	})
 	if err != nil {
 		return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 	}
 	setSSEResponse(ctx, rec)
-	etag := quoteETag(info.ETag)
+	return completeResult(bucket, key, info.Object), "", nil
+}
+
+// completeResult is CompleteMultipartUpload's answer for a completed
+// object.
+func completeResult(bucket, key string, o meta.Object) s3response.CompleteMultipartUploadResult {
+	etag := quoteETag(o.ETag)
 	loc := "/" + bucket + "/" + key
-	return s3response.CompleteMultipartUploadResult{Location: &loc, Bucket: &bucket, Key: &key, ETag: &etag}, "", nil
+	res := s3response.CompleteMultipartUploadResult{Location: &loc, Bucket: &bucket, Key: &key, ETag: &etag}
+	cs := checksumOut(o.Headers)
+	res.ChecksumCRC32, res.ChecksumCRC32C, res.ChecksumCRC64NVME, res.ChecksumSHA1, res.ChecksumSHA256 = cs.CRC32, cs.CRC32C, cs.CRC64NVME, cs.SHA1, cs.SHA256
+	res.ChecksumSHA512, res.ChecksumMD5, res.ChecksumXXHASH64, res.ChecksumXXHASH3, res.ChecksumXXHASH128 = cs.SHA512, cs.MD5, cs.XXHASH64, cs.XXHASH3, cs.XXHASH128
+	if cs.Type != "" {
+		res.ChecksumType = &cs.Type
+	}
+	return res
+}
+
+// partChecksum is the checksum a CompleteMultipartUpload request lists
+// for a part, for the upload's algorithm.
+func partChecksum(p types.CompletedPart, alg types.ChecksumAlgorithm) *string {
+	switch alg {
+	case types.ChecksumAlgorithmCrc32:
+		return p.ChecksumCRC32
+	case types.ChecksumAlgorithmCrc32c:
+		return p.ChecksumCRC32C
+	case types.ChecksumAlgorithmCrc64nvme:
+		return p.ChecksumCRC64NVME
+	case types.ChecksumAlgorithmSha1:
+		return p.ChecksumSHA1
+	case types.ChecksumAlgorithmSha256:
+		return p.ChecksumSHA256
+	}
+	return nil
 }
 
 // AbortMultipartUpload discards an upload and its parts.
@@ -375,9 +444,15 @@ func (b *Backend) ListParts(ctx context.Context, in *s3.ListPartsInput) (s3respo
 	if err != nil {
 		return s3response.ListPartsResult{}, b.mapErr("ListParts", err, bucket)
 	}
+	if alg, typ := uploadChecksum(up.Headers); alg != "" {
+		out.ChecksumAlgorithm, out.ChecksumType = alg, typ
+	}
 	for _, p := range parts {
+		cs := checksumOut(p.Attrs)
 		out.Parts = append(out.Parts, s3response.Part{
 			PartNumber: p.Num, ETag: quoteETag(p.ETag), Size: partPlainSize(p.Size, rec), LastModified: time.Unix(0, p.Mtime).UTC(),
+			ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+			ChecksumSHA256: cs.SHA256, ChecksumSHA512: cs.SHA512, ChecksumMD5: cs.MD5,
 		})
 		out.NextPartNumberMarker = p.Num
 	}

@@ -72,11 +72,11 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
-	body, err := verifyBody(in.Body, declared, checksumHeaders{
+	body, bc, err := verifyBody(in.Body, declared, checksumHeaders{
 		CRC32: in.ChecksumCRC32, CRC32C: in.ChecksumCRC32C, CRC64NVME: in.ChecksumCRC64NVME,
 		SHA1: in.ChecksumSHA1, SHA256: in.ChecksumSHA256, SHA512: in.ChecksumSHA512, MD5: in.ChecksumMD5,
 		XXHASH64: in.ChecksumXXHASH64, XXHASH3: in.ChecksumXXHASH3, XXHASH128: in.ChecksumXXHASH128,
-	})
+	}, in.ChecksumAlgorithm)
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
@@ -108,7 +108,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		Headers:  headers,
 		UserMeta: userMeta(in.Metadata),
 		Tags:     tags,
-		Trailer:  trailer,
+		Trailer:  withChecksum(trailer, bc.headers),
 
 		Precondition: putPrecondition(in.IfMatch, in.IfNoneMatch),
 	})
@@ -117,7 +117,11 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	}
 	setSSEResponse(ctx, rec)
 	size := listSize(info.Object)
-	return s3response.PutObjectOutput{ETag: quoteETag(info.ETag), Size: &size}, nil
+	cs := checksumOut(info.Headers)
+	return s3response.PutObjectOutput{ETag: quoteETag(info.ETag), Size: &size,
+		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+		ChecksumSHA256: cs.SHA256, ChecksumSHA512: cs.SHA512, ChecksumMD5: cs.MD5, ChecksumXXHASH64: cs.XXHASH64,
+		ChecksumXXHASH3: cs.XXHASH3, ChecksumXXHASH128: cs.XXHASH128, ChecksumType: cs.Type}, nil
 }
 
 // readable resolves what a GET or HEAD of an object answers: the record
@@ -204,7 +208,13 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 	ch := contentHeadersOf(o.Headers)
 	etag := quoteETag(o.ETag)
 	setSSEResponse(ctx, rec)
+	var cs checksumFields
+	if checksumModeEnabled(in.ChecksumMode) && rs.contentRange == nil {
+		cs = checksumOut(o.Headers)
+	}
 	return &s3.HeadObjectOutput{
+		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+		ChecksumSHA256: cs.SHA256, ChecksumType: cs.Type,
 		AcceptRanges:            backend.GetPtrFromString("bytes"),
 		ContentLength:           &rs.n,
 		ContentRange:            rs.contentRange,
@@ -260,7 +270,13 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	ch := contentHeadersOf(o.Headers)
 	etag := quoteETag(o.ETag)
 	setSSEResponse(ctx, rec)
+	var cs checksumFields
+	if checksumModeEnabled(in.ChecksumMode) && rs.contentRange == nil {
+		cs = checksumOut(o.Headers)
+	}
 	return &s3.GetObjectOutput{
+		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+		ChecksumSHA256: cs.SHA256, ChecksumType: cs.Type,
 		AcceptRanges:            backend.GetPtrFromString("bytes"),
 		Body:                    body,
 		ContentLength:           &rs.n,
@@ -299,6 +315,10 @@ func (b *Backend) GetObjectAttributes(ctx context.Context, in *s3.GetObjectAttri
 	etag, size, mtime := o.ETag, o.Size, lastModified(o)
 	res := s3response.GetObjectAttributesResponse{
 		ETag: &etag, ObjectSize: &size, StorageClass: storageClass(o), LastModified: &mtime,
+	}
+	if cs := checksumOut(o.Headers); cs.Type != "" {
+		res.Checksum = &types.Checksum{ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME,
+			ChecksumSHA1: cs.SHA1, ChecksumSHA256: cs.SHA256, ChecksumType: cs.Type}
 	}
 	if len(o.Parts) > 0 {
 		marker := 0
