@@ -34,6 +34,9 @@ type BackendOptions struct {
 	// Keys is the cluster's master keyring, which seals SSE-S3 data keys.
 	// Without it SSE-S3 requests answer NotImplemented.
 	Keys *sse.Keyring
+	// SpoolDir holds (unlinked, encrypted) bodies of uploads sent without
+	// Content-Length while they are stored. Default os.TempDir().
+	SpoolDir string
 }
 
 // EnsureDefaults fills zero fields.
@@ -181,6 +184,9 @@ func (b *Backend) HeadBucket(ctx context.Context, in *s3.HeadBucketInput) (*s3.H
 // BucketAlreadyOwnedByYou for its owner, else BucketAlreadyExists.
 func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, acl []byte) error {
 	bucket := *in.Bucket
+	if !validBucketName(bucket) {
+		return s3err.GetBucketErr(s3err.ErrInvalidBucketName, bucket)
+	}
 	owner := accountOf(ctx, "bucket-owner").Access
 	if in.ObjectLockEnabledForBucket != nil && *in.ObjectLockEnabledForBucket {
 		return s3err.GetAPIError(s3err.ErrNotImplemented)

@@ -308,6 +308,9 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	}
 	up, err := b.upload(ctx, "CompleteMultipartUpload", bucket, key, uploadID)
 	if err != nil {
+		if done, ok := b.completedBefore(ctx, bucket, key, in); ok {
+			return done, "", nil
+		}
 		return res, "", err
 	}
 	rec, err := sseOf(up.Headers)
@@ -366,10 +369,38 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 		Precondition: putPrecondition(in.IfMatch, in.IfNoneMatch), Headers: extra,
 	})
 	if err != nil {
+		if errors.Is(err, object.ErrNoSuchUpload) {
+			if done, ok := b.completedBefore(ctx, bucket, key, in); ok {
+				return done, "", nil // a concurrent retry of this request won
+			}
+		}
 		return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 	}
 	setSSEResponse(ctx, rec)
 	return completeResult(bucket, key, info.Object), "", nil
+}
+
+// completedBefore answers a CompleteMultipartUpload whose upload is gone
+// because this same request already completed it (a retry after a lost
+// answer): AWS answers it again with the object's ETag. The object at key
+// must still be the one those parts made (same multipart ETag).
+func (b *Backend) completedBefore(ctx context.Context, bucket, key string, in *s3.CompleteMultipartUploadInput) (s3response.CompleteMultipartUploadResult, bool) {
+	etags := make([]string, 0, len(in.MultipartUpload.Parts))
+	for _, p := range in.MultipartUpload.Parts {
+		etags = append(etags, deref(p.ETag))
+	}
+	want := multipartETagOf(etags)
+	if want == "" {
+		return s3response.CompleteMultipartUploadResult{}, false
+	}
+	info, err := b.layer.Head(ctx, bucket, key)
+	if err != nil || info.ETag != want {
+		return s3response.CompleteMultipartUploadResult{}, false
+	}
+	if rec, err := sseOf(info.Headers); err == nil {
+		setSSEResponse(ctx, rec)
+	}
+	return completeResult(bucket, key, info.Object), true
 }
 
 // completeResult is CompleteMultipartUpload's answer for a completed

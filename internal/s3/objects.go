@@ -35,18 +35,6 @@ func (b *Backend) head(ctx context.Context, op, bucket, key string, version *str
 	return info, b.mapErr(op, err, bucket)
 }
 
-// putPrecondition turns If-Match / If-None-Match of a write into an
-// object-layer precondition, which the layer checks before writing and
-// again atomically with the commit (nil when neither header is set).
-func putPrecondition(ifMatch, ifNoneMatch *string) object.Precondition {
-	if ifMatch == nil && ifNoneMatch == nil {
-		return nil
-	}
-	return func(etag string, exists bool) error {
-		return backend.EvaluateObjectPutPreconditions(etag, ifMatch, ifNoneMatch, exists)
-	}
-}
-
 // PutObject stores an object under the vector its storage class (or the
 // bucket, or the cluster) names.
 func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
@@ -199,6 +187,7 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 	if err := evalPreconditions(o.ETag, mtime, preconditions{
 		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodifiedSince: in.IfUnmodifiedSince,
 	}); err != nil {
+		setNotModifiedHeaders(ctx, err, quoteETag(o.ETag), mtime)
 		return nil, err
 	}
 	rs, err := resolveRead(o, in.Range, in.PartNumber)
@@ -227,7 +216,7 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 		WebsiteRedirectLocation: ch.WebsiteRedirectLocation,
 		ETag:                    &etag,
 		LastModified:            &mtime,
-		Metadata:                o.UserMeta,
+		Metadata:                responseMeta(o.UserMeta),
 		StorageClass:            storageClass(o),
 		TagCount:                tagCount(o),
 		PartsCount:              rs.partsCount,
@@ -250,6 +239,7 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	if err := evalPreconditions(o.ETag, mtime, preconditions{
 		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodifiedSince: in.IfUnmodifiedSince,
 	}); err != nil {
+		setNotModifiedHeaders(ctx, err, quoteETag(o.ETag), mtime)
 		return nil, err
 	}
 	rs, err := resolveRead(o, in.Range, in.PartNumber)
@@ -290,7 +280,7 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 		WebsiteRedirectLocation: ch.WebsiteRedirectLocation,
 		ETag:                    &etag,
 		LastModified:            &mtime,
-		Metadata:                o.UserMeta,
+		Metadata:                responseMeta(o.UserMeta),
 		StorageClass:            storageClass(o),
 		TagCount:                tagCount(o),
 		PartsCount:              rs.partsCount,

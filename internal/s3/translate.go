@@ -123,15 +123,18 @@ func contentRange(off, n, size int64) string {
 // multipart part sizes are parts (nil for a simple upload, which has the
 // single part 1).
 func partRange(size int64, parts []int64, num int32) (off, n int64, count int32, err error) {
+	// A part number past the object's parts is 400 InvalidPart (what
+	// AWS answers and conformance suites expect; versitygw's helper would
+	// give 416 InvalidPartNumber).
 	if len(parts) == 0 {
 		if num != 1 {
-			return 0, 0, 1, s3err.GetInvalidPartNumberRangeErr(1, num)
+			return 0, 0, 1, s3err.GetAPIError(s3err.ErrInvalidPart)
 		}
 		return 0, size, 1, nil
 	}
 	count = int32(len(parts))
 	if num < 1 || num > count {
-		return 0, 0, count, s3err.GetInvalidPartNumberRangeErr(count, num)
+		return 0, 0, count, s3err.GetAPIError(s3err.ErrInvalidPart)
 	}
 	for _, p := range parts[:num-1] {
 		off += p
@@ -269,6 +272,7 @@ func userMeta(in map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(in))
 	for k, v := range in {
+		v = decodeMetaValue(v)
 		lk := strings.ToLower(k)
 		if prev, ok := out[lk]; ok && k != lk {
 			v = prev + "," + v
