@@ -204,5 +204,5 @@ func waitReady(ctx context.Context, url string, ready chan<- struct{}) {
 // routes are the bucket sub-resource operations Terrace serves itself
 // (see routes.go).
 func (b *Backend) routes(e routeEnv) []bucketRoute {
-	return b.bucketEncryptionRoutes(e)
+	return append(b.bucketEncryptionRoutes(e), b.lifecycleRoutes()...)
 }

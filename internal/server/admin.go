@@ -47,6 +47,7 @@ import (
 //	GET    /v1/data/B?prefix=P&delimiter=D&after=A&max=N  list
 //	GET    /v1/users, POST /v1/users/NAME, ...  users (users.go)
 //	POST   /v1/sse/rewrap                      re-seal with the active master key (rewrap.go)
+//	GET    /v1/lifecycle/report, POST /v1/lifecycle/run  S3 lifecycle rules (lifecycle.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
@@ -74,8 +75,9 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
-	n.userRoutes(mux)   // users.go
-	n.rewrapRoutes(mux) // rewrap.go
+	n.userRoutes(mux)      // users.go
+	n.rewrapRoutes(mux)    // rewrap.go
+	n.lifecycleRoutes(mux) // lifecycle.go
 	return mux
 }
 

@@ -48,6 +48,8 @@ type Config struct {
 
 	// Curator schedules and thresholds (zero: the paper's defaults).
 	Curator CuratorConfig `yaml:"curator"`
+	// Lifecycle tunes the S3 lifecycle runner (lifecycle.go).
+	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 
 	// Cluster mode (any of these set). InitialCluster lists the founding
 	// embedded etcd members as "name=peerURL,..."; a node whose NodeID is

@@ -19,6 +19,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/lifecycle"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
@@ -40,6 +41,8 @@ type Node struct {
 	Keys *sse.Keyring
 	// Users are the S3 users other than root.
 	Users *users.Store
+	// Lifecycle applies S3 lifecycle rules (lifecycle.go).
+	Lifecycle *lifecycle.Runner
 
 	admin   *http.Server
 	cluster *clusterParts
@@ -155,6 +158,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	n.Reg.MustRegister(layer.Collectors()...)
 	n.Reg.MustRegister(newDeviceCollector(n))
 	n.openCurator(pol, topo)
+	n.openLifecycle()
 	return n, nil
 }
 
@@ -245,6 +249,9 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 	}
 	if !n.Config.Curator.Disabled {
 		go n.Curator.Run(bg)
+	}
+	if !n.Config.Lifecycle.Disabled {
+		go n.Lifecycle.Run(bg)
 	}
 	if startS3 != nil {
 		go func() {
