@@ -187,6 +187,9 @@ func (b *Backend) uploadACLHeaders(ctx context.Context, bucket string) (map[stri
 		return nil, err
 	}
 	raw, _ := json.Marshal(acl)
+	if err := b.checkPublicACL(ctx, bucket, raw); err != nil {
+		return nil, err
+	}
 	h[hdrObjectACL] = string(raw)
 	return h, nil
 }
@@ -309,6 +312,9 @@ func (b *Backend) PutObjectAcl(ctx context.Context, in *s3.PutObjectAclInput) er
 		return s3err.GetAPIError(s3err.ErrMissingSecurityHeader)
 	}
 	raw, _ := json.Marshal(acl)
+	if err := b.checkPublicACL(ctx, bucket, raw); err != nil {
+		return err
+	}
 	err = b.layer.UpdateObject(ctx, bucket, key, func(o *meta.Object) error {
 		o.Headers = mergeHeaders(o.Headers, map[string]string{hdrObjectACL: string(raw)})
 		return nil

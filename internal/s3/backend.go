@@ -189,7 +189,7 @@ func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, ac
 	}
 	owner := accountOf(ctx, "bucket-owner").Access
 	if in.ObjectLockEnabledForBucket != nil && *in.ObjectLockEnabledForBucket {
-		return s3err.GetAPIError(s3err.ErrNotImplemented)
+		return errObjectLockUnsupported
 	}
 	var tags map[string]string
 	if in.CreateBucketConfiguration != nil {
@@ -313,11 +313,24 @@ func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, data []byte) 
 	if err != nil {
 		return err
 	}
+	if err := b.checkPublicACL(ctx, bucket, data); err != nil {
+		return err
+	}
 	return b.putAttr(ctx, "PutBucketAcl", bucket, attrACL, data)
 }
 
-// PutBucketPolicy stores a bucket policy.
+// PutBucketPolicy stores a bucket policy (versitygw validated it); a
+// public one is refused when the bucket's public access block says so.
 func (b *Backend) PutBucketPolicy(ctx context.Context, bucket string, policy []byte) error {
+	if policyIsPublic(policy) {
+		p, err := b.bucketPAB(ctx, bucket)
+		if err != nil {
+			return err
+		}
+		if p.BlockPublicPolicy {
+			return errPublicBlocked
+		}
+	}
 	return b.putAttr(ctx, "PutBucketPolicy", bucket, attrPolicy, policy)
 }
 

@@ -128,7 +128,8 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 		si.owner = be.ownerOf
 	}
 	env := routeEnv{be: be, root: middlewares.RootUserConfig{Access: cfg.RootUser, Secret: cfg.RootPassword}, iam: iam, region: cfg.Region}
-	opts := []s3api.Option{s3api.WithMiddleware("/", be.spoolChunked()), s3api.WithMiddleware("/", be.aclResponses())}
+	opts := []s3api.Option{s3api.WithMiddleware("/", be.publicAccessGate()),
+		s3api.WithMiddleware("/", be.spoolChunked()), s3api.WithMiddleware("/", be.aclResponses())}
 	opts = append(opts, env.expectOptions(be.log)...)
 	for _, r := range be.routes(env) {
 		opts = append(opts, env.option(r))
@@ -204,5 +205,5 @@ func waitReady(ctx context.Context, url string, ready chan<- struct{}) {
 // routes are the bucket sub-resource operations Terrace serves itself
 // (see routes.go).
 func (b *Backend) routes(e routeEnv) []bucketRoute {
-	return append(b.bucketEncryptionRoutes(e), b.lifecycleRoutes()...)
+	return append(append(b.bucketEncryptionRoutes(e), b.lifecycleRoutes()...), b.publicAccessBlockRoutes()...)
 }
