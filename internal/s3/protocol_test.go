@@ -276,7 +276,7 @@ func TestChunkedUploadWithoutLength(t *testing.T) {
 	sum := sha256.Sum256(data)
 	payload := hex.EncodeToString(sum[:])
 	req.Header.Set("X-Amz-Content-Sha256", payload)
-	if err := v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testUser, SecretAccessKey: testSecret}, req, payload, "s3", "us-east-1", time.Now()); err != nil {
+	if err := v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testUser, SecretAccessKey: testSecret}, req, payload, "s3", "us-east-1", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -299,7 +299,7 @@ func TestChunkedUploadWithoutLength(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodPut, srv.url+"/"+b+"/bad", io.NopCloser(bytes.NewReader(data[:100])))
 	req.ContentLength = -1
 	req.Header.Set("X-Amz-Content-Sha256", payload)
-	_ = v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testUser, SecretAccessKey: testSecret}, req, payload, "s3", "us-east-1", time.Now())
+	_ = v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testUser, SecretAccessKey: testSecret}, req, payload, "s3", "us-east-1", time.Now())
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -316,14 +316,14 @@ func TestChunkedUploadWithoutLength(t *testing.T) {
 func TestExpectContinueAfterAuth(t *testing.T) {
 	c := client(t, testSecret)
 	b := newBucket(t, c)
-	send := func(secret string) (string, []byte) {
+	send := func(secret string, key string) (string, []byte) {
 		body := bytes.Repeat([]byte("z"), 1000)
-		req, _ := http.NewRequest(http.MethodPut, srv.url+"/"+b+"/expect", bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPut, srv.url+"/"+b+"/"+key, bytes.NewReader(body))
 		sum := sha256.Sum256(body)
 		payload := hex.EncodeToString(sum[:])
 		req.Header.Set("X-Amz-Content-Sha256", payload)
 		req.Header.Set("Expect", "100-continue")
-		_ = v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testUser, SecretAccessKey: secret}, req, payload, "s3", "us-east-1", time.Now())
+		_ = v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testUser, SecretAccessKey: secret}, req, payload, "s3", "us-east-1", time.Now())
 		u, _ := url.Parse(srv.url)
 		conn, err := net.Dial("tcp", u.Host)
 		if err != nil {
@@ -361,11 +361,18 @@ func TestExpectContinueAfterAuth(t *testing.T) {
 		rb, _ := io.ReadAll(resp.Body)
 		return resp.Status, rb
 	}
-	if st, body := send("wrong-secret"); !strings.HasPrefix(st, "403") || !bytes.Contains(body, []byte("SignatureDoesNotMatch")) {
+	if st, body := send("wrong-secret", "expect"); !strings.HasPrefix(st, "403") || !bytes.Contains(body, []byte("SignatureDoesNotMatch")) {
 		t.Fatalf("bad signature with Expect: %s %s", st, body)
 	}
-	if st, body := send(testSecret); st != "100 then 200 OK" {
-		t.Fatalf("good signature with Expect: %s %s", st, body)
+	// Keys that need escaping sign their escaped path.
+	for _, key := range []string{"expect", "foo%2B1/b%20r", "%C3%BC%25x"} {
+		if st, body := send(testSecret, key); st != "100 then 200 OK" {
+			t.Fatalf("good signature with Expect, key %s: %s %s", key, st, body)
+		}
+		k, _ := url.PathUnescape(key)
+		if _, err := c.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &b, Key: &k}); err != nil {
+			t.Fatalf("key %q not stored under its name: %v", k, err)
+		}
 	}
 }
 

@@ -29,7 +29,7 @@ func signed(t *testing.T, ak, secret, method, path string, body []byte, hdr map[
 	sum := sha256.Sum256(body)
 	payload := hex.EncodeToString(sum[:])
 	req.Header.Set("X-Amz-Content-Sha256", payload)
-	err = v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: ak, SecretAccessKey: secret}, req, payload, "s3", "us-east-1", time.Now())
+	err = v4.NewSigner(func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }).SignHTTP(context.Background(), aws.Credentials{AccessKeyID: ak, SecretAccessKey: secret}, req, payload, "s3", "us-east-1", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"reflect"
 	"strings"
@@ -191,15 +192,24 @@ func (e routeEnv) expectHandler(app *fiber.App) func(*fasthttp.RequestCtx) int {
 			return fasthttp.StatusContinue
 		}
 		c := app.AcquireCtx(fctx)
+		// versitygw verifies signatures after its DecodeURL middleware
+		// replaced the request path with its unescaped form (the canonical
+		// request re-escapes it); do the same here, and restore the path
+		// as received for the real pass.
+		orig := append([]byte(nil), fctx.Request.URI().PathOriginal()...)
 		defer func() {
 			for _, k := range requestLocals {
 				k.Delete(c)
 			}
+			fctx.Request.URI().SetPathBytes(orig)
 			app.ReleaseCtx(c)
 			if r := recover(); r != nil {
 				status = fasthttp.StatusContinue // let the handler answer
 			}
 		}()
+		if p, err := url.PathUnescape(string(orig)); err == nil {
+			c.Path(p)
+		}
 		_ = e.setRequestDefaults(c)
 		var err error
 		if isPresigned {
