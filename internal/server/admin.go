@@ -20,6 +20,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // AdminHandler serves the admin API (JSON over HTTP) and /metrics. It is
@@ -286,6 +287,11 @@ func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rc.Close()
+	if _, encrypted := info.Headers[sse.ObjectHeader]; encrypted {
+		// The stored bytes are ciphertext; only the S3 gateway decrypts.
+		writeJSON(w, http.StatusConflict, APIError{Error: "the object is encrypted (SSE); read it through S3", Code: "ObjectEncrypted"})
+		return
+	}
 	// Read the first chunk before committing to a status: an object whose
 	// every replica fails verification then answers 5xx with the reason,
 	// not 200 and an empty, truncated body.
