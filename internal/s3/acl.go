@@ -155,8 +155,10 @@ func objectOwner(bk meta.Bucket, o meta.Object) string {
 
 // uploadACLHeaders returns the stored headers recording the owner and ACL
 // of an object a request writes (x-amz-acl / x-amz-grant-* of PutObject,
-// CreateMultipartUpload, CopyObject). In a BucketOwnerEnforced bucket only
-// bucket-owner-full-control (or no ACL) is accepted, as on AWS.
+// CreateMultipartUpload, CopyObject). A BucketOwnerEnforced bucket accepts
+// only ACLs equivalent to its own rule — the bucket owner has full
+// control: none, bucket-owner-full-control or private (which clients such
+// as rclone send by default; there the owner is the bucket owner).
 func (b *Backend) uploadACLHeaders(ctx context.Context, bucket string) (map[string]string, error) {
 	bk, _, err := b.layer.GetBucket(ctx, bucket)
 	if err != nil {
@@ -166,10 +168,13 @@ func (b *Backend) uploadACLHeaders(ctx context.Context, bucket string) (map[stri
 	grants := grantHeaders(ctx)
 	mode := ownershipOf(bk)
 	if mode == types.ObjectOwnershipBucketOwnerEnforced {
-		if len(grants) > 0 || (canned != "" && canned != types.ObjectCannedACLBucketOwnerFullControl) {
+		switch {
+		case len(grants) > 0:
 			return nil, errACLNotSupported
+		case canned == "", canned == types.ObjectCannedACLBucketOwnerFullControl, canned == types.ObjectCannedACLPrivate:
+			return nil, nil
 		}
-		return nil, nil
+		return nil, errACLNotSupported
 	}
 	owner := requestAccount(ctx).Access
 	if owner == "" {

@@ -298,6 +298,9 @@ func TestObjectOwnership(t *testing.T) {
 		{types.ObjectOwnershipObjectWriter, types.ObjectCannedACLBucketOwnerFullControl, bob, 2, false},
 		{types.ObjectOwnershipBucketOwnerEnforced, "", alice, 1, false},
 		{types.ObjectOwnershipBucketOwnerEnforced, types.ObjectCannedACLPublicRead, "", 0, true},
+		// rclone sends x-amz-acl: private by default; it means what the
+		// bucket enforces anyway.
+		{types.ObjectOwnershipBucketOwnerEnforced, types.ObjectCannedACLPrivate, alice, 1, false},
 	} {
 		name := fmt.Sprintf("%s %q", tc.mode, tc.acl)
 		b := fmt.Sprintf("t%d-ownership", bucketSeq.Add(1))
