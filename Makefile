@@ -1,6 +1,7 @@
 # Terrace — two commands matter:
 #   make run    a real single-node Terrace with emulated mem/ssd/hdd tiers under ./terrace-data
-#   make test   every test: unit, fault, end-to-end and the S3 smoke test with real clients
+#   make test   every test: unit, fault, end-to-end, the S3 smoke test with real clients
+#               and the S3 conformance set
 
 GO      ?= go
 BIN     ?= bin/terrace
@@ -9,7 +10,7 @@ PKGS    ?= ./...
 # staticcheck is pinned and fetched through the Go module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test unit smoke vet fuzz bench clean
+.PHONY: all build run test unit smoke conformance vet fuzz bench clean
 
 all: build
 
@@ -30,7 +31,12 @@ unit:
 smoke: build
 	scripts/smoke.sh $(BIN)
 
-test: vet unit smoke
+# S3 conformance with boto3 and aws-sdk-go-v2, two users and anonymous
+# access, checked against scripts/s3-conformance.expected.
+conformance: build
+	scripts/s3-conformance.sh $(BIN)
+
+test: vet unit smoke conformance
 
 # Short fuzz runs of every fuzz target (FUZZTIME per target).
 FUZZTIME ?= 10s

@@ -29,6 +29,8 @@ const (
 	PrefixPolicy  = "p/"
 	PrefixJob     = "j/"
 	PrefixSeq     = "s/"
+	// PrefixIAM holds S3 users and their access-key index (package users).
+	PrefixIAM = "i/"
 )
 
 // Bucket is a bucket record.
@@ -204,6 +206,8 @@ type Part struct {
 	ETag    string      `json:"e"`
 	Mtime   int64       `json:"m"`
 	Extents []ExtentRef `json:"x"`
+	// Attrs are the gateway's attributes of the part (its checksum).
+	Attrs map[string]string `json:"a,omitempty"`
 }
 
 // Key builders. IDs are fixed-width hex so that key order is numeric order.

@@ -93,6 +93,11 @@ func checkPartNum(n int) error {
 
 // UploadPart stores one part. Re-uploading a part number replaces it.
 func (l *Layer) UploadPart(ctx context.Context, bucket, uploadID string, num int, body io.Reader, size int64, contentMD5 string) (PartInfo, error) {
+	return l.uploadPart(ctx, bucket, uploadID, num, body, PartOptions{Size: size, ContentMD5: contentMD5})
+}
+
+func (l *Layer) uploadPart(ctx context.Context, bucket, uploadID string, num int, body io.Reader, opts PartOptions) (PartInfo, error) {
+	size, contentMD5 := opts.Size, opts.ContentMD5
 	if err := checkPartNum(num); err != nil {
 		return PartInfo{}, err
 	}
@@ -113,7 +118,12 @@ func (l *Layer) UploadPart(ctx context.Context, bucket, uploadID string, num int
 		w.abort(ctx)
 		return PartInfo{}, ErrBadDigest
 	}
-	p := meta.Part{Size: w.size, ETag: w.etag(), Mtime: l.opts.Now().UnixNano(), Extents: w.refs()}
+	etag, attrs, err := applyTrailer(opts.Trailer, w.etag(), nil)
+	if err != nil {
+		w.abort(ctx)
+		return PartInfo{}, err
+	}
+	p := meta.Part{Size: w.size, ETag: etag, Mtime: l.opts.Now().UnixNano(), Extents: w.refs(), Attrs: attrs}
 	err = w.commit(ctx, func(t *meta.Txn) {
 		t.If(meta.UploadKey(bucket, uploadID), urev)
 		t.Put(meta.PartKey(bucket, uploadID, num), meta.Encode(p))
@@ -284,6 +294,11 @@ type CompletePart struct {
 // the object's extent list is the parts' lists concatenated. The ETag is
 // S3's: MD5 of the parts' binary MD5s, "-N".
 func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, parts []CompletePart, pre Precondition) (ObjectInfo, error) {
+	return l.completeUpload(ctx, bucket, uploadID, parts, CompleteOptions{Precondition: pre})
+}
+
+func (l *Layer) completeUpload(ctx context.Context, bucket, uploadID string, parts []CompletePart, opts CompleteOptions) (ObjectInfo, error) {
+	pre := opts.Precondition
 	up, urev, err := l.GetUpload(ctx, bucket, uploadID)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -355,6 +370,9 @@ func (l *Layer) CompleteUpload(ctx context.Context, bucket, uploadID string, par
 	o.Mtime = l.opts.Now().UnixNano()
 	o.Vector, o.Class = up.Vector, up.Class
 	o.Headers, o.UserMeta, o.Tags = up.Headers, up.UserMeta, up.Tags
+	if len(opts.Headers) > 0 {
+		_, o.Headers, _ = applyTrailer(func() (Trailer, error) { return Trailer{Headers: opts.Headers}, nil }, "", up.Headers)
+	}
 	lost := func() error {
 		if pre != nil {
 			if perr := l.preconditionLost(ctx, bucket, up.Key, pre, orev); perr != nil {

@@ -27,6 +27,9 @@ type PutOptions struct {
 	// object's current state (S3 If-Match / If-None-Match); see
 	// Precondition.
 	Precondition Precondition
+	// Trailer, when set, supplies the ETag and extra headers after the
+	// body was read (see Trailer).
+	Trailer TrailerFunc
 }
 
 // Precondition is checked against the object's current state (its ETag,
@@ -119,9 +122,14 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 		w.abort(ctx)
 		return ObjectInfo{}, ErrBadDigest
 	}
+	etag, headers, err := applyTrailer(opts.Trailer, w.etag(), opts.Headers)
+	if err != nil {
+		w.abort(ctx)
+		return ObjectInfo{}, err
+	}
 	obj := meta.Object{
-		Size: w.size, ETag: w.etag(), Mtime: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
-		Headers: opts.Headers, UserMeta: opts.UserMeta, Tags: opts.Tags, Extents: w.refs(),
+		Size: w.size, ETag: etag, Mtime: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
+		Headers: headers, UserMeta: opts.UserMeta, Tags: opts.Tags, Extents: w.refs(),
 	}
 	var explain func() error
 	if opts.Precondition != nil {

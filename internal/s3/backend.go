@@ -20,6 +20,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // BackendOptions configure a Backend. Zero values mean defaults.
@@ -30,6 +31,12 @@ type BackendOptions struct {
 	// MaxDeleteObjects bounds the keys of one DeleteObjects request. S3's
 	// limit is 1000; versitygw does not enforce it.
 	MaxDeleteObjects int
+	// Keys is the cluster's master keyring, which seals SSE-S3 data keys.
+	// Without it SSE-S3 requests answer NotImplemented.
+	Keys *sse.Keyring
+	// SpoolDir holds (unlinked, encrypted) bodies of uploads sent without
+	// Content-Length while they are stored. Default os.TempDir().
+	SpoolDir string
 }
 
 // EnsureDefaults fills zero fields.
@@ -56,6 +63,10 @@ type Backend struct {
 	layer *object.Layer
 	opts  BackendOptions
 	log   *slog.Logger
+	// iam and rootUser are set by Serve: grantee checks of object ACLs,
+	// the owner of buckets without an ACL.
+	iam      auth.IAMService
+	rootUser string
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -109,7 +120,7 @@ func (b *Backend) ListBuckets(ctx context.Context, in s3response.ListBucketsInpu
 	if err != nil {
 		return s3response.ListAllMyBucketsResult{}, b.mapErr("ListBuckets", err, "")
 	}
-	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner}, Prefix: in.Prefix}
+	out := s3response.ListAllMyBucketsResult{Owner: s3response.CanonicalUser{ID: in.Owner, DisplayName: in.Owner}, Prefix: in.Prefix}
 	for _, bk := range all {
 		if !strings.HasPrefix(bk.Name, in.Prefix) || bk.Name <= in.ContinuationToken {
 			continue
@@ -173,9 +184,12 @@ func (b *Backend) HeadBucket(ctx context.Context, in *s3.HeadBucketInput) (*s3.H
 // BucketAlreadyOwnedByYou for its owner, else BucketAlreadyExists.
 func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, acl []byte) error {
 	bucket := *in.Bucket
+	if !validBucketName(bucket) {
+		return s3err.GetBucketErr(s3err.ErrInvalidBucketName, bucket)
+	}
 	owner := accountOf(ctx, "bucket-owner").Access
 	if in.ObjectLockEnabledForBucket != nil && *in.ObjectLockEnabledForBucket {
-		return s3err.GetAPIError(s3err.ErrNotImplemented)
+		return errObjectLockUnsupported
 	}
 	var tags map[string]string
 	if in.CreateBucketConfiguration != nil {
@@ -201,6 +215,9 @@ func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, ac
 	// The record exists; attach the sub-resources. A crash in between
 	// leaves a bucket without ACL, which versitygw treats as owned by the
 	// root account.
+	if acl, err = normalizeACL(acl); err != nil {
+		return err
+	}
 	err = b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
 		setAttr(bk, attrACL, acl)
 		setAttr(bk, attrOwnership, []byte(in.ObjectOwnership))
@@ -289,13 +306,31 @@ func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([
 	return b.getAttr(ctx, "GetBucketAcl", *in.Bucket, attrACL, nil)
 }
 
-// PutBucketAcl stores an ACL.
+// PutBucketAcl stores an ACL (grantees in AWS's syntax normalized to
+// identities).
 func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, data []byte) error {
+	data, err := normalizeACL(data)
+	if err != nil {
+		return err
+	}
+	if err := b.checkPublicACL(ctx, bucket, data); err != nil {
+		return err
+	}
 	return b.putAttr(ctx, "PutBucketAcl", bucket, attrACL, data)
 }
 
-// PutBucketPolicy stores a bucket policy.
+// PutBucketPolicy stores a bucket policy (versitygw validated it); a
+// public one is refused when the bucket's public access block says so.
 func (b *Backend) PutBucketPolicy(ctx context.Context, bucket string, policy []byte) error {
+	if policyIsPublic(policy) {
+		p, err := b.bucketPAB(ctx, bucket)
+		if err != nil {
+			return err
+		}
+		if p.BlockPublicPolicy {
+			return errPublicBlocked
+		}
+	}
 	return b.putAttr(ctx, "PutBucketPolicy", bucket, attrPolicy, policy)
 }
 
@@ -385,4 +420,20 @@ func (b *Backend) GetBucketTagging(ctx context.Context, bucket string) (map[stri
 // DeleteBucketTagging removes bucket tags.
 func (b *Backend) DeleteBucketTagging(ctx context.Context, bucket string) error {
 	return b.PutBucketTagging(ctx, bucket, nil)
+}
+
+// ownerOf returns a bucket's owner (the root account for a bucket without
+// one recorded, "" for a bucket that does not exist).
+func (b *Backend) ownerOf(ctx context.Context, bucket string) (string, error) {
+	bk, _, err := b.layer.GetBucket(ctx, bucket)
+	if errors.Is(err, object.ErrNoSuchBucket) {
+		return "", nil
+	}
+	if err != nil {
+		return "", b.mapErr("BucketOwner", err, bucket)
+	}
+	if o := bucketOwner(bk); o != "" {
+		return o, nil
+	}
+	return b.rootUser, nil
 }

@@ -1,5 +1,7 @@
 // Package s3 is Terrace's S3 gateway: a versitygw backend.Backend over the
-// object layer, and Serve, which runs versitygw's embedded gateway over it.
+// object layer, and Serve, which runs versitygw's embedded gateway over it
+// with Terrace's users (StoreIAM) and a few routes and wrappers of its own.
+// Design: docs/design/0008-s3-users-encryption-lifecycle.md.
 //
 // # What it owns
 //
@@ -7,33 +9,49 @@
 //     object-layer calls and the layer's records back into responses:
 //     ranges, part numbers, copy sources and copy ranges, preconditions,
 //     content headers, user metadata, tags, storage classes, listing
-//     pagination tokens and ETag quoting (translate.go).
+//     pagination tokens and encodings, ETag quoting (translate.go, list.go).
 //   - Mapping object-layer errors to s3err API errors (errors.go); anything
 //     unexpected is logged here and answered as InternalError.
-//   - Verifying x-amz-checksum-* request checksums for PutObject and
-//     UploadPart, which versitygw leaves to the backend (it verifies
-//     Content-MD5 and aws-chunked trailing checksums itself).
-//   - Opaque bucket sub-resources (ACL, policy, ownership, CORS, website,
-//     tagging) stored as bytes in the bucket record's Attrs.
+//   - Encryption at rest (sse.go): SSE-S3 and SSE-C headers, sealing data
+//     keys (package sse does the cryptography), encrypting bodies before the
+//     object layer sees them and decrypting ranged reads, bucket default
+//     encryption (bucketenc.go).
+//   - Checksums (checksum.go): verifying x-amz-checksum-* of writes that
+//     versitygw leaves to the backend, storing them with objects and parts,
+//     composite and full-object multipart checksums.
+//   - Users and access control: StoreIAM (iam.go) is versitygw's
+//     IAMService over package users; object ACLs, object ownership and
+//     AWS's ACL XML (acl.go); public access block (pab.go).
+//   - Lifecycle configuration (lifecycle.go): the XML into a
+//     lifecycle.Config stored with the bucket; package lifecycle runs it.
+//   - Bucket sub-resources versitygw answers with a fixed NotImplemented,
+//     served by routes mounted in front of its table with its own
+//     authentication and authorization chain (routes.go).
+//   - HTTP-level fixes below the backend interface (wire.go, protocol.go):
+//     uploads without Content-Length, Expect: 100-continue after
+//     authentication, bucket-name rules, 304 headers.
 //
 // # What it must not do
 //
-//   - No S3 wire format of its own: no XML, no SigV4 or presigned-URL
-//     verification, no HTTP routing. versitygw does all of that; this package
-//     only sees typed inputs. Wrong signatures are rejected (403) before a
-//     backend method runs.
+//   - No SigV4 or presigned-URL verification and no request routing of its
+//     own: versitygw does that (Terrace's routes and the Expect hook call
+//     versitygw's middlewares). XML of its own only for the documents
+//     versitygw does not handle (ACL answers, encryption, lifecycle and
+//     public-access-block configurations).
 //   - No placement, replication or durability logic: the object layer owns
 //     the write and read paths and the meaning of a replication vector. A
 //     storage class is passed through by name; the layer resolves it with its
 //     configured class table (object.Options.Classes).
-//   - No direct metadata-store access: everything goes through
-//     object.Layer's exported API.
+//   - No direct metadata-store access for data: everything goes through
+//     object.Layer's exported API (its records, meta.Object and
+//     meta.Bucket, are read and updated through it).
+//   - Never log secrets or keys.
 //
 // # Semantics worth knowing
 //
 //   - Buckets are unversioned. Version IDs other than "null" are rejected
 //     with InvalidArgument; ListObjectVersions reports every object as its
-//     single "null" version.
+//     single "null" version; object lock is refused.
 //   - Conditional PUT and CompleteMultipartUpload (If-Match /
 //     If-None-Match) are checked before any data is written and again
 //     atomically with the metadata commit (compare-and-swap on the object
@@ -43,10 +61,15 @@
 //   - CopyObject without x-amz-storage-class keeps the source's class and
 //     replication vector (the object layer's rule), where AWS would reset
 //     the copy to STANDARD.
-//   - The x-amz-storage-class header of PutObject and CreateMultipartUpload
-//     is not part of what versitygw passes; it is read from the underlying
-//     request (fasthttp), which is the context versitygw hands to every
-//     backend call.
+//   - Headers versitygw does not pass (x-amz-storage-class of PutObject and
+//     CreateMultipartUpload, SSE, ACL and grant headers, encoding-type) are
+//     read from the underlying request (fasthttp), which is the context
+//     versitygw hands to every backend call; response headers it does not
+//     write (SSE) are set there too.
+//   - Stored object and upload headers carry, besides content headers, the
+//     encryption record (x-terrace-sse), owner and ACL (x-terrace-owner,
+//     x-terrace-acl) and checksums (x-amz-checksum-*); only content headers
+//     are ever returned as such.
 //   - When every tier able to hold a write is full (object.
 //     ErrInsufficientStorage) the answer is 507 InsufficientStorage, the
 //     code versitygw itself uses for ENOSPC.

@@ -120,7 +120,7 @@ func (b *Backend) mapErr(op string, err error, bucket string) error {
 		return errConflict
 	case errors.Is(err, object.ErrIncompleteBody):
 		return s3err.GetAPIError(s3err.ErrIncompleteBody)
-	case errors.Is(err, meta.ErrConflict):
+	case errors.Is(err, meta.ErrConflict), errors.Is(err, errStaleRead):
 		return errConflict
 	case errors.Is(err, object.ErrNoGoodReplica):
 		b.log.Error("s3: unreadable object data", "op", op, "bucket", bucket, "err", err)

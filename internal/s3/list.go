@@ -8,6 +8,7 @@ import (
 	"github.com/versity/versitygw/backend"
 	"github.com/versity/versitygw/s3response"
 
+	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
@@ -16,28 +17,39 @@ const nullVersion = "null"
 
 // listPage lists one page after the given key. maxKeys 0 answers an empty,
 // complete page (S3); the layer caps pages at 1000 keys.
-func (b *Backend) listPage(ctx context.Context, op, bucket, prefix, delim, after string, maxKeys int32) (object.ListResult, *types.Owner, error) {
+// listOwner says whose name listings report as an object's owner (nil:
+// none, when FetchOwner is off).
+type listOwner func(o meta.Object) *types.Owner
+
+func (b *Backend) listPage(ctx context.Context, op, bucket, prefix, delim, after string, maxKeys int32) (object.ListResult, listOwner, error) {
 	bk, _, err := b.layer.GetBucket(ctx, bucket)
 	if err != nil {
 		return object.ListResult{}, nil, b.mapErr(op, err, bucket)
 	}
-	owner := bucketOwner(bk)
+	owner := func(o meta.Object) *types.Owner {
+		id := objectOwner(bk, o)
+		return &types.Owner{ID: &id, DisplayName: &id}
+	}
 	if maxKeys <= 0 {
-		return object.ListResult{}, &types.Owner{ID: &owner}, nil
+		return object.ListResult{}, owner, nil
 	}
 	res, err := b.layer.List(ctx, bucket, object.ListOptions{Prefix: prefix, Delimiter: delim, After: after, MaxKeys: int(maxKeys)})
 	if err != nil {
 		return object.ListResult{}, nil, b.mapErr(op, err, bucket)
 	}
-	return res, &types.Owner{ID: &owner}, nil
+	return res, owner, nil
 }
 
-func listEntries(res object.ListResult, owner *types.Owner) ([]s3response.Object, []types.CommonPrefix) {
+func listEntries(res object.ListResult, owner listOwner) ([]s3response.Object, []types.CommonPrefix) {
 	objs := make([]s3response.Object, 0, len(res.Objects))
 	for _, oi := range res.Objects {
-		etag, key, size, mtime := quoteETag(oi.ETag), oi.Key, oi.Size, lastModified(oi.Object)
+		etag, key, size, mtime := quoteETag(oi.ETag), oi.Key, listSize(oi.Object), lastModified(oi.Object)
+		var ow *types.Owner
+		if owner != nil {
+			ow = owner(oi.Object)
+		}
 		objs = append(objs, s3response.Object{
-			ETag: &etag, Key: &key, Size: &size, LastModified: &mtime, Owner: owner,
+			ETag: &etag, Key: &key, Size: &size, LastModified: &mtime, Owner: ow,
 			StorageClass: types.ObjectStorageClass(storageClass(oi.Object)),
 		})
 	}
@@ -48,10 +60,27 @@ func listEntries(res object.ListResult, owner *types.Owner) ([]s3response.Object
 	return objs, cps
 }
 
+// encodeEntries applies EncodingType=url to keys and common prefixes.
+func encodeEntries(enc bool, objs []s3response.Object, cps []types.CommonPrefix) {
+	if !enc {
+		return
+	}
+	for i := range objs {
+		objs[i].Key = encodePtr(true, objs[i].Key)
+	}
+	for i := range cps {
+		cps[i].Prefix = encodePtr(true, cps[i].Prefix)
+	}
+}
+
 // ListObjects is ListObjects (v1): marker pagination, NextMarker when
 // truncated.
 func (b *Backend) ListObjects(ctx context.Context, in *s3.ListObjectsInput) (s3response.ListObjectsResult, error) {
 	bucket, prefix, delim, marker := deref(in.Bucket), deref(in.Prefix), deref(in.Delimiter), deref(in.Marker)
+	enc, err := listEncoding(ctx)
+	if err != nil {
+		return s3response.ListObjectsResult{}, err
+	}
 	maxKeys := int32(1000)
 	if in.MaxKeys != nil {
 		maxKeys = *in.MaxKeys
@@ -61,13 +90,17 @@ func (b *Backend) ListObjects(ctx context.Context, in *s3.ListObjectsInput) (s3r
 		return s3response.ListObjectsResult{}, err
 	}
 	objs, cps := listEntries(res, owner)
+	encodeEntries(enc, objs, cps)
 	truncated := res.Truncated
 	out := s3response.ListObjectsResult{
-		Name: &bucket, Prefix: &prefix, Marker: &marker, MaxKeys: &maxKeys, IsTruncated: &truncated,
-		Delimiter: backend.GetPtrFromString(delim), Contents: objs, CommonPrefixes: cps,
+		Name: &bucket, Prefix: encodePtr(enc, &prefix), Marker: encodePtr(enc, &marker), MaxKeys: &maxKeys, IsTruncated: &truncated,
+		Delimiter: encodePtr(enc, backend.GetPtrFromString(delim)), Contents: objs, CommonPrefixes: cps,
+	}
+	if enc {
+		out.EncodingType = types.EncodingTypeUrl
 	}
 	if truncated {
-		out.NextMarker = backend.GetPtrFromString(res.NextAfter)
+		out.NextMarker = encodePtr(enc, backend.GetPtrFromString(res.NextAfter))
 	}
 	return out, nil
 }
@@ -78,6 +111,10 @@ func (b *Backend) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input) 
 	bucket, prefix, delim := deref(in.Bucket), deref(in.Prefix), deref(in.Delimiter)
 	token, startAfter := deref(in.ContinuationToken), deref(in.StartAfter)
 	after, err := decodeToken(token)
+	if err != nil {
+		return s3response.ListObjectsV2Result{}, err
+	}
+	enc, err := listEncoding(ctx)
 	if err != nil {
 		return s3response.ListObjectsV2Result{}, err
 	}
@@ -94,12 +131,21 @@ func (b *Backend) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input) 
 		owner = nil
 	}
 	objs, cps := listEntries(res, owner)
+	encodeEntries(enc, objs, cps)
 	truncated := res.Truncated
 	count := int32(len(objs) + len(cps))
 	out := s3response.ListObjectsV2Result{
-		Name: &bucket, Prefix: &prefix, MaxKeys: &maxKeys, KeyCount: &count, IsTruncated: &truncated,
-		Delimiter: backend.GetPtrFromString(delim), ContinuationToken: backend.GetPtrFromString(token),
-		StartAfter: backend.GetPtrFromString(startAfter), Contents: objs, CommonPrefixes: cps,
+		Name: &bucket, Prefix: encodePtr(enc, &prefix), MaxKeys: &maxKeys, KeyCount: &count, IsTruncated: &truncated,
+		Delimiter: encodePtr(enc, backend.GetPtrFromString(delim)), ContinuationToken: backend.GetPtrFromString(token),
+		StartAfter: encodePtr(enc, backend.GetPtrFromString(startAfter)), Contents: objs, CommonPrefixes: cps,
+	}
+	if hasQuery(ctx, "continuation-token") {
+		// An empty token is echoed as sent (AWS; conformance suites
+		// check <ContinuationToken></ContinuationToken>).
+		out.ContinuationToken = &token
+	}
+	if enc {
+		out.EncodingType = types.EncodingTypeUrl
 	}
 	if truncated {
 		out.NextContinuationToken = backend.GetPtrFromString(encodeToken(res.NextAfter))
@@ -115,11 +161,16 @@ func (b *Backend) ListObjectVersions(ctx context.Context, in *s3.ListObjectVersi
 	if in.MaxKeys != nil {
 		maxKeys = *in.MaxKeys
 	}
+	enc, err := listEncoding(ctx)
+	if err != nil {
+		return s3response.ListVersionsResult{}, err
+	}
 	res, owner, err := b.listPage(ctx, "ListObjectVersions", bucket, prefix, delim, keyMarker, maxKeys)
 	if err != nil {
 		return s3response.ListVersionsResult{}, err
 	}
 	objs, cps := listEntries(res, owner)
+	encodeEntries(enc, objs, cps)
 	versions := make([]s3response.ObjectVersion, 0, len(objs))
 	for _, o := range objs {
 		latest, vid := true, nullVersion
@@ -130,13 +181,16 @@ func (b *Backend) ListObjectVersions(ctx context.Context, in *s3.ListObjectVersi
 	}
 	truncated := res.Truncated
 	out := s3response.ListVersionsResult{
-		Name: &bucket, Prefix: &prefix, KeyMarker: &keyMarker, MaxKeys: &maxKeys, IsTruncated: &truncated,
-		Delimiter: backend.GetPtrFromString(delim), VersionIdMarker: in.VersionIdMarker,
+		Name: &bucket, Prefix: encodePtr(enc, &prefix), KeyMarker: encodePtr(enc, &keyMarker), MaxKeys: &maxKeys, IsTruncated: &truncated,
+		Delimiter: encodePtr(enc, backend.GetPtrFromString(delim)), VersionIdMarker: in.VersionIdMarker,
 		Versions: versions, CommonPrefixes: cps,
+	}
+	if enc {
+		out.EncodingType = types.EncodingTypeUrl
 	}
 	if truncated {
 		next, vid := res.NextAfter, nullVersion
-		out.NextKeyMarker, out.NextVersionIdMarker = &next, &vid
+		out.NextKeyMarker, out.NextVersionIdMarker = encodePtr(enc, &next), &vid
 	}
 	return out, nil
 }

@@ -28,6 +28,8 @@ import (
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/sse"
+	"github.com/terrace-storage/terrace/internal/users"
 )
 
 // The end-to-end tests share one in-process gateway (embedgw allows one per
@@ -44,8 +46,11 @@ const tooWideClass = "TERRACE_TOO_WIDE"
 
 var srv struct {
 	url   string
+	dir   string // devices live under dir/dev
 	layer *object.Layer
-	dir   string // every file the gateway's node writes lives under it
+	kv    meta.KV
+	keys  *sse.Keyring
+	users *users.Store
 }
 
 func TestMain(m *testing.M) {
@@ -59,6 +64,16 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	srv.dir = dir
+	mk, err := sse.NewMasterKey("test-1")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if srv.keys, err = sse.NewKeyring(mk); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	layer, closeLayer, err := openLayer(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open layer:", err)
@@ -66,7 +81,7 @@ func runMain(m *testing.M) int {
 	}
 	defer closeLayer()
 	srv.layer = layer
-	srv.dir = dir
+	srv.users = users.New(srv.kv, srv.keys, testUser)
 
 	addr, err := freeAddr()
 	if err != nil {
@@ -74,12 +89,13 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	be := NewBackend(layer, BackendOptions{Logger: log})
+	be := NewBackend(layer, BackendOptions{Logger: log, Keys: srv.keys})
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- Serve(ctx, be, ServeConfig{Address: addr, RootUser: testUser, RootPassword: testSecret, Ready: ready})
+		errc <- Serve(ctx, be, ServeConfig{Address: addr, RootUser: testUser, RootPassword: testSecret, Ready: ready,
+			IAM: NewStoreIAM(srv.users, testUser)})
 	}()
 	select {
 	case <-ready:
@@ -117,6 +133,7 @@ func openLayer(dir string) (*object.Layer, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	srv.kv = kv
 	local := object.NewLocal("n1", "r1", devs)
 	classes := object.DefaultClasses()
 	classes[tooWideClass] = model.MustParseVector("ssd=3")

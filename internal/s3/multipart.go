@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"errors"
+	"io"
 	"sort"
 	"strconv"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
 
+	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // upload returns an upload record after checking that it belongs to key
@@ -59,13 +62,77 @@ func (b *Backend) CreateMultipartUpload(ctx context.Context, in s3response.Creat
 		ContentLanguage: in.ContentLanguage, CacheControl: in.CacheControl, Expires: in.Expires,
 		WebsiteRedirectLocation: in.WebsiteRedirectLocation,
 	}
+	enc, err := b.writeSSE(ctx, bucket)
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	aclh, err := b.uploadACLHeaders(ctx, bucket)
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	csh, err := uploadChecksumHeaders(in.ChecksumAlgorithm, in.ChecksumType)
+	if err != nil {
+		return s3response.InitiateMultipartUploadResult{}, err
+	}
+	headers := mergeHeaders(mergeHeaders(ch.toMap(), aclh), csh)
+	var rec *objectSSE
+	if enc.mode != "" {
+		// One data key for the whole object; every part is its own
+		// stream under it (package sse).
+		if _, rec, err = b.newObjectKey(enc); err != nil {
+			return s3response.InitiateMultipartUploadResult{}, b.mapErr("CreateMultipartUpload", err, bucket)
+		}
+		headers = withSSE(headers, rec)
+	}
 	id, err := b.layer.CreateUpload(ctx, bucket, key, object.PutOptions{
-		Class: requestClass(ctx, string(in.StorageClass)), Headers: ch.toMap(), UserMeta: userMeta(in.Metadata), Tags: tags,
+		Class: requestClass(ctx, string(in.StorageClass)), Headers: headers, UserMeta: userMeta(in.Metadata), Tags: tags,
 	})
 	if err != nil {
 		return s3response.InitiateMultipartUploadResult{}, b.mapErr("CreateMultipartUpload", err, bucket)
 	}
+	setSSEResponse(ctx, rec)
+	setResponseHeader(ctx, "X-Amz-Checksum-Algorithm", csh[hdrUploadChecksumAlg])
+	setResponseHeader(ctx, "X-Amz-Checksum-Type", csh[hdrUploadChecksumType])
 	return s3response.InitiateMultipartUploadResult{Bucket: bucket, Key: key, UploadId: id}, nil
+}
+
+// uploadKey returns the data key of an encrypted upload (nil for a plain
+// one), checking that an SSE-C upload's part requests carry its key.
+func (b *Backend) uploadKey(ctx context.Context, up object.Upload) (*objectSSE, []byte, error) {
+	rec, err := sseOf(up.Headers)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := parseSSERequest(ctx, hSSECPrefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec == nil || rec.Mode != modeC {
+		if req.mode == modeC {
+			return nil, nil, errSSECNotApplicable
+		}
+		if rec == nil {
+			return nil, nil, nil
+		}
+	}
+	if rec.Mode == modeS3 {
+		if b.opts.Keys == nil {
+			return nil, nil, errSSENoMasterKey
+		}
+		dk, err := b.opts.Keys.Open(sse.PurposeObjectKey, rec.Key)
+		return rec, dk, err
+	}
+	if req.mode != modeC {
+		return nil, nil, errSSECPartMissing
+	}
+	if req.keyMD5 != rec.KeyMD5 {
+		return nil, nil, errSSECPartMismatch
+	}
+	dk, err := sse.OpenWithKEK(sse.CustomerKEK(req.customerKey), sse.PurposeObjectKey, rec.Key)
+	if err != nil {
+		return nil, nil, errSSECPartMismatch
+	}
+	return rec, dk, nil
 }
 
 // UploadPart stores one part; its ETag is the part's MD5.
@@ -74,27 +141,47 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 	if in.PartNumber == nil {
 		return nil, s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
 	}
-	if _, err := b.upload(ctx, "UploadPart", bucket, key, uploadID); err != nil {
+	up, err := b.upload(ctx, "UploadPart", bucket, key, uploadID)
+	if err != nil {
 		return nil, err
+	}
+	rec, dk, err := b.uploadKey(ctx, up)
+	if err != nil {
+		return nil, b.mapErr("UploadPart", err, bucket)
 	}
 	declared := int64(-1)
 	if in.ContentLength != nil {
 		declared = *in.ContentLength
 	}
-	body, err := verifyBody(in.Body, declared, checksumHeaders{
+	alg, _ := uploadChecksum(up.Headers)
+	body, bc, err := verifyBody(in.Body, declared, checksumHeaders{
 		CRC32: in.ChecksumCRC32, CRC32C: in.ChecksumCRC32C, CRC64NVME: in.ChecksumCRC64NVME,
 		SHA1: in.ChecksumSHA1, SHA256: in.ChecksumSHA256, SHA512: in.ChecksumSHA512, MD5: in.ChecksumMD5,
 		XXHASH64: in.ChecksumXXHASH64, XXHASH3: in.ChecksumXXHASH3, XXHASH128: in.ChecksumXXHASH128,
-	})
+	}, alg)
 	if err != nil {
 		return nil, err
 	}
-	p, err := b.layer.UploadPart(ctx, bucket, uploadID, int(*in.PartNumber), body, -1, "")
+	if alg != "" && bc != nil && bc.alg != alg {
+		return nil, s3err.GetChecksumTypeMismatchErr(alg, bc.alg)
+	}
+	popts := object.PartOptions{Size: -1}
+	var enc object.TrailerFunc
+	if dk != nil {
+		if body, enc, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
+			return nil, b.mapErr("UploadPart", err, bucket)
+		}
+	}
+	popts.Trailer = withChecksum(enc, bc.partHeaders)
+	p, err := b.layer.UploadPartWith(ctx, bucket, uploadID, int(*in.PartNumber), body, popts)
 	if err != nil {
 		return nil, b.uploadErr("UploadPart", err, bucket, uploadID)
 	}
+	setSSEResponse(ctx, rec)
 	etag := quoteETag(p.ETag)
-	return &s3.UploadPartOutput{ETag: &etag}, nil
+	cs := checksumOut(p.Attrs)
+	return &s3.UploadPartOutput{ETag: &etag, ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME,
+		ChecksumSHA1: cs.SHA1, ChecksumSHA256: cs.SHA256}, nil
 }
 
 // UploadPartCopy makes a part from a range of an existing object. With
@@ -104,14 +191,27 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	if in.PartNumber == nil {
 		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
 	}
-	if _, err := b.upload(ctx, "UploadPartCopy", bucket, key, uploadID); err != nil {
+	up, err := b.upload(ctx, "UploadPartCopy", bucket, key, uploadID)
+	if err != nil {
 		return s3response.CopyPartResult{}, err
+	}
+	rec, dk, err := b.uploadKey(ctx, up)
+	if err != nil {
+		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, bucket)
 	}
 	srcBucket, srcKey, err := parseCopySource(deref(in.CopySource))
 	if err != nil {
 		return s3response.CopyPartResult{}, err
 	}
 	src, err := b.layer.Head(ctx, srcBucket, srcKey)
+	if err != nil {
+		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
+	}
+	plainSrc, srcRec, err := plainView(src.Object)
+	if err != nil {
+		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
+	}
+	srcDK, err := b.dataKey(ctx, srcRec, hCopySSECPrefix)
 	if err != nil {
 		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
 	}
@@ -130,16 +230,53 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	}); err != nil {
 		return s3response.CopyPartResult{}, err
 	}
-	off, n, err := copySourceRange(src.Size, deref(in.CopySourceRange))
+	off, n, err := copySourceRange(plainSrc.Size, deref(in.CopySourceRange))
 	if err != nil {
 		return s3response.CopyPartResult{}, err
 	}
-	p, err := b.layer.UploadPartCopy(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n)
+	var p object.PartInfo
+	if alg, _ := uploadChecksum(up.Headers); srcRec == nil && rec == nil && alg == "" {
+		p, err = b.layer.UploadPartCopy(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n)
+	} else {
+		// Either side is encrypted or the part needs a checksum: copy the
+		// plaintext through the gateway, decrypting and (for an encrypted
+		// upload) re-encrypting.
+		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, src.Object, srcDK, off, n, rec, dk, alg)
+	}
 	if err != nil {
 		return s3response.CopyPartResult{}, b.uploadErr("UploadPartCopy", err, bucket, uploadID)
 	}
+	setSSEResponse(ctx, rec)
 	etag := quoteETag(p.ETag)
 	return s3response.CopyPartResult{ETag: &etag, LastModified: time.Unix(0, p.Mtime).UTC()}, nil
+}
+
+// copyPartPlain makes a part from plaintext bytes [off, off+n) of a
+// source, encrypting them when the upload is encrypted.
+func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, src meta.Object, srcDK []byte,
+	off, n int64, rec *objectSSE, dk []byte, alg types.ChecksumAlgorithm) (object.PartInfo, error) {
+	var body io.Reader = &emptyReader{}
+	if n > 0 {
+		rc, err := b.openPlain(ctx, srcBucket, srcKey, src, srcDK, off, n)
+		if err != nil {
+			return object.PartInfo{}, err
+		}
+		defer rc.Close()
+		body = rc
+	}
+	body, bc, err := verifyBody(body, -1, checksumHeaders{}, alg)
+	if err != nil {
+		return object.PartInfo{}, err
+	}
+	opts := object.PartOptions{Size: -1}
+	var enc object.TrailerFunc
+	if dk != nil {
+		if body, enc, err = encryptBody(body, dk, rec.Mode == modeS3); err != nil {
+			return object.PartInfo{}, err
+		}
+	}
+	opts.Trailer = withChecksum(enc, bc.partHeaders)
+	return b.layer.UploadPartWith(ctx, bucket, uploadID, num, body, opts)
 }
 
 // allParts lists every stored part of an upload in number order.
@@ -169,8 +306,16 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 	if in.MultipartUpload == nil || len(in.MultipartUpload.Parts) == 0 {
 		return res, "", s3err.GetAPIError(s3err.ErrMalformedXML)
 	}
-	if _, err := b.upload(ctx, "CompleteMultipartUpload", bucket, key, uploadID); err != nil {
+	up, err := b.upload(ctx, "CompleteMultipartUpload", bucket, key, uploadID)
+	if err != nil {
+		if done, ok := b.completedBefore(ctx, bucket, key, in); ok {
+			return done, "", nil
+		}
 		return res, "", err
+	}
+	rec, err := sseOf(up.Headers)
+	if err != nil {
+		return res, "", b.mapErr("CompleteMultipartUpload", err, bucket)
 	}
 	parts := make([]object.CompletePart, 0, len(in.MultipartUpload.Parts))
 	for _, p := range in.MultipartUpload.Parts {
@@ -182,30 +327,113 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 		}
 		parts = append(parts, object.CompletePart{Num: int(*p.PartNumber), ETag: *p.ETag})
 	}
-	if in.MpuObjectSize != nil {
+	alg, ctype := uploadChecksum(up.Headers)
+	var extra map[string]string
+	if in.MpuObjectSize != nil || rec != nil || alg != "" {
 		stored, err := b.allParts(ctx, bucket, uploadID)
 		if err != nil {
 			return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 		}
-		sizes := map[int]int64{}
+		byNum := map[int]object.PartInfo{}
 		for _, p := range stored {
-			sizes[p.Num] = p.Size
+			byNum[p.Num] = p
 		}
 		var total int64
-		for _, p := range parts {
-			total += sizes[p.Num]
+		var cparts []completedPart
+		for i, p := range parts {
+			sp, ok := byNum[p.Num]
+			if !ok {
+				continue // the layer answers InvalidPart
+			}
+			sz := partPlainSize(sp.Size, rec)
+			// The layer checks the 5 MiB minimum on stored sizes, which
+			// an encrypted part exceeds a little; check the plaintext.
+			if rec != nil && i < len(parts)-1 && sz < object.MinPartBytes {
+				return res, "", s3err.GetEntityTooSmallErr(sz, object.MinPartBytes)
+			}
+			total += sz
+			cp := in.MultipartUpload.Parts[i]
+			cparts = append(cparts, completedPart{num: p.Num, plainSize: sz, stored: sp.Attrs[checksumHeader(alg)],
+				requested: deref(partChecksum(cp, alg))})
 		}
-		if total != *in.MpuObjectSize {
+		if in.MpuObjectSize != nil && total != *in.MpuObjectSize {
 			return res, "", s3err.GetIncorrectMpObjectSizeErr(*in.MpuObjectSize, total)
 		}
+		if len(cparts) == len(parts) {
+			if extra, err = multipartChecksum(alg, ctype, cparts); err != nil {
+				return res, "", b.mapErr("CompleteMultipartUpload", err, bucket)
+			}
+		}
 	}
-	info, err := b.layer.CompleteUpload(ctx, bucket, uploadID, parts, putPrecondition(in.IfMatch, in.IfNoneMatch))
+	info, err := b.layer.CompleteUploadWith(ctx, bucket, uploadID, parts, object.CompleteOptions{
+		Precondition: putPrecondition(in.IfMatch, in.IfNoneMatch), Headers: extra,
+	})
 	if err != nil {
+		if errors.Is(err, object.ErrNoSuchUpload) {
+			if done, ok := b.completedBefore(ctx, bucket, key, in); ok {
+				return done, "", nil // a concurrent retry of this request won
+			}
+		}
 		return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 	}
-	etag := quoteETag(info.ETag)
+	setSSEResponse(ctx, rec)
+	return completeResult(bucket, key, info.Object), "", nil
+}
+
+// completedBefore answers a CompleteMultipartUpload whose upload is gone
+// because this same request already completed it (a retry after a lost
+// answer): AWS answers it again with the object's ETag. The object at key
+// must still be the one those parts made (same multipart ETag).
+func (b *Backend) completedBefore(ctx context.Context, bucket, key string, in *s3.CompleteMultipartUploadInput) (s3response.CompleteMultipartUploadResult, bool) {
+	etags := make([]string, 0, len(in.MultipartUpload.Parts))
+	for _, p := range in.MultipartUpload.Parts {
+		etags = append(etags, deref(p.ETag))
+	}
+	want := multipartETagOf(etags)
+	if want == "" {
+		return s3response.CompleteMultipartUploadResult{}, false
+	}
+	info, err := b.layer.Head(ctx, bucket, key)
+	if err != nil || info.ETag != want {
+		return s3response.CompleteMultipartUploadResult{}, false
+	}
+	if rec, err := sseOf(info.Headers); err == nil {
+		setSSEResponse(ctx, rec)
+	}
+	return completeResult(bucket, key, info.Object), true
+}
+
+// completeResult is CompleteMultipartUpload's answer for a completed
+// object.
+func completeResult(bucket, key string, o meta.Object) s3response.CompleteMultipartUploadResult {
+	etag := quoteETag(o.ETag)
 	loc := "/" + bucket + "/" + key
-	return s3response.CompleteMultipartUploadResult{Location: &loc, Bucket: &bucket, Key: &key, ETag: &etag}, "", nil
+	res := s3response.CompleteMultipartUploadResult{Location: &loc, Bucket: &bucket, Key: &key, ETag: &etag}
+	cs := checksumOut(o.Headers)
+	res.ChecksumCRC32, res.ChecksumCRC32C, res.ChecksumCRC64NVME, res.ChecksumSHA1, res.ChecksumSHA256 = cs.CRC32, cs.CRC32C, cs.CRC64NVME, cs.SHA1, cs.SHA256
+	res.ChecksumSHA512, res.ChecksumMD5, res.ChecksumXXHASH64, res.ChecksumXXHASH3, res.ChecksumXXHASH128 = cs.SHA512, cs.MD5, cs.XXHASH64, cs.XXHASH3, cs.XXHASH128
+	if cs.Type != "" {
+		res.ChecksumType = &cs.Type
+	}
+	return res
+}
+
+// partChecksum is the checksum a CompleteMultipartUpload request lists
+// for a part, for the upload's algorithm.
+func partChecksum(p types.CompletedPart, alg types.ChecksumAlgorithm) *string {
+	switch alg {
+	case types.ChecksumAlgorithmCrc32:
+		return p.ChecksumCRC32
+	case types.ChecksumAlgorithmCrc32c:
+		return p.ChecksumCRC32C
+	case types.ChecksumAlgorithmCrc64nvme:
+		return p.ChecksumCRC64NVME
+	case types.ChecksumAlgorithmSha1:
+		return p.ChecksumSHA1
+	case types.ChecksumAlgorithmSha256:
+		return p.ChecksumSHA256
+	}
+	return nil
 }
 
 // AbortMultipartUpload discards an upload and its parts.
@@ -243,13 +471,34 @@ func (b *Backend) ListParts(ctx context.Context, in *s3.ListPartsInput) (s3respo
 		IsTruncated: truncated, StorageClass: classOr(up.Class),
 		ChecksumAlgorithm: "null", ChecksumType: "null",
 	}
+	rec, err := sseOf(up.Headers)
+	if err != nil {
+		return s3response.ListPartsResult{}, b.mapErr("ListParts", err, bucket)
+	}
+	if alg, typ := uploadChecksum(up.Headers); alg != "" {
+		out.ChecksumAlgorithm, out.ChecksumType = alg, typ
+	}
 	for _, p := range parts {
+		cs := checksumOut(p.Attrs)
 		out.Parts = append(out.Parts, s3response.Part{
-			PartNumber: p.Num, ETag: quoteETag(p.ETag), Size: p.Size, LastModified: time.Unix(0, p.Mtime).UTC(),
+			PartNumber: p.Num, ETag: quoteETag(p.ETag), Size: partPlainSize(p.Size, rec), LastModified: time.Unix(0, p.Mtime).UTC(),
+			ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+			ChecksumSHA256: cs.SHA256, ChecksumSHA512: cs.SHA512, ChecksumMD5: cs.MD5,
 		})
 		out.NextPartNumberMarker = p.Num
 	}
 	return out, nil
+}
+
+// partPlainSize is a stored part's size as clients see it.
+func partPlainSize(stored int64, rec *objectSSE) int64 {
+	if rec == nil {
+		return stored
+	}
+	if p, err := sse.PlainSize(stored); err == nil {
+		return p
+	}
+	return stored
 }
 
 func classOr(c string) types.StorageClass {

@@ -35,18 +35,6 @@ func (b *Backend) head(ctx context.Context, op, bucket, key string, version *str
 	return info, b.mapErr(op, err, bucket)
 }
 
-// putPrecondition turns If-Match / If-None-Match of a write into an
-// object-layer precondition, which the layer checks before writing and
-// again atomically with the commit (nil when neither header is set).
-func putPrecondition(ifMatch, ifNoneMatch *string) object.Precondition {
-	if ifMatch == nil && ifNoneMatch == nil {
-		return nil
-	}
-	return func(etag string, exists bool) error {
-		return backend.EvaluateObjectPutPreconditions(etag, ifMatch, ifNoneMatch, exists)
-	}
-}
-
 // PutObject stores an object under the vector its storage class (or the
 // bucket, or the cluster) names.
 func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (s3response.PutObjectOutput, error) {
@@ -68,11 +56,15 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 			return s3response.PutObjectOutput{}, s3err.GetEntityTooLargeErr(declared, limit)
 		}
 	}
-	body, err := verifyBody(in.Body, declared, checksumHeaders{
+	enc, err := b.writeSSE(ctx, bucket)
+	if err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	body, bc, err := verifyBody(in.Body, declared, checksumHeaders{
 		CRC32: in.ChecksumCRC32, CRC32C: in.ChecksumCRC32C, CRC64NVME: in.ChecksumCRC64NVME,
 		SHA1: in.ChecksumSHA1, SHA256: in.ChecksumSHA256, SHA512: in.ChecksumSHA512, MD5: in.ChecksumMD5,
 		XXHASH64: in.ChecksumXXHASH64, XXHASH3: in.ChecksumXXHASH3, XXHASH128: in.ChecksumXXHASH128,
-	})
+	}, in.ChecksumAlgorithm)
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
 	}
@@ -81,20 +73,59 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		ContentLanguage: in.ContentLanguage, CacheControl: in.CacheControl, Expires: in.Expires,
 		WebsiteRedirectLocation: in.WebsiteRedirectLocation,
 	}
+	aclh, err := b.uploadACLHeaders(ctx, bucket)
+	if err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
+	headers := mergeHeaders(ch.toMap(), aclh)
+	var trailer object.TrailerFunc
+	var rec *objectSSE
+	if enc.mode != "" {
+		var dk []byte
+		if dk, rec, err = b.newObjectKey(enc); err != nil {
+			return s3response.PutObjectOutput{}, b.mapErr("PutObject", err, bucket)
+		}
+		if body, trailer, err = encryptBody(body, dk, enc.mode == modeS3); err != nil {
+			return s3response.PutObjectOutput{}, b.mapErr("PutObject", err, bucket)
+		}
+		headers = withSSE(headers, rec)
+	}
 	info, err := b.layer.Put(ctx, bucket, key, body, object.PutOptions{
 		Size:     -1, // read to EOF so that body checksums are verified before commit
 		Class:    requestClass(ctx, ""),
-		Headers:  ch.toMap(),
+		Headers:  headers,
 		UserMeta: userMeta(in.Metadata),
 		Tags:     tags,
+		Trailer:  withChecksum(trailer, bc.headers),
 
 		Precondition: putPrecondition(in.IfMatch, in.IfNoneMatch),
 	})
 	if err != nil {
 		return s3response.PutObjectOutput{}, b.mapErr("PutObject", err, bucket)
 	}
-	size := info.Size
-	return s3response.PutObjectOutput{ETag: quoteETag(info.ETag), Size: &size}, nil
+	setSSEResponse(ctx, rec)
+	size := listSize(info.Object)
+	cs := checksumOut(info.Headers)
+	return s3response.PutObjectOutput{ETag: quoteETag(info.ETag), Size: &size,
+		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+		ChecksumSHA256: cs.SHA256, ChecksumSHA512: cs.SHA512, ChecksumMD5: cs.MD5, ChecksumXXHASH64: cs.XXHASH64,
+		ChecksumXXHASH3: cs.XXHASH3, ChecksumXXHASH128: cs.XXHASH128, ChecksumType: cs.Type}, nil
+}
+
+// readable resolves what a GET or HEAD of an object answers: the record
+// as clients see it (plaintext sizes) and, for an encrypted object, its
+// data key, opened with what the request presents (SSE-C objects need
+// their key).
+func (b *Backend) readable(ctx context.Context, op, bucket string, info object.ObjectInfo) (meta.Object, *objectSSE, []byte, error) {
+	o, rec, err := plainView(info.Object)
+	if err != nil {
+		return o, nil, nil, b.mapErr(op, err, bucket)
+	}
+	dk, err := b.dataKey(ctx, rec, hSSECPrefix)
+	if err != nil {
+		return o, nil, nil, b.mapErr(op, err, bucket)
+	}
+	return o, rec, dk, nil
 }
 
 // readSpec is the byte range a GET or HEAD answers.
@@ -148,11 +179,15 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 	if err != nil {
 		return nil, err
 	}
-	o := info.Object
+	o, rec, _, err := b.readable(ctx, "HeadObject", bucket, info)
+	if err != nil {
+		return nil, err
+	}
 	mtime := lastModified(o)
 	if err := evalPreconditions(o.ETag, mtime, preconditions{
 		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodifiedSince: in.IfUnmodifiedSince,
 	}); err != nil {
+		setNotModifiedHeaders(ctx, err, quoteETag(o.ETag), mtime)
 		return nil, err
 	}
 	rs, err := resolveRead(o, in.Range, in.PartNumber)
@@ -161,7 +196,14 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 	}
 	ch := contentHeadersOf(o.Headers)
 	etag := quoteETag(o.ETag)
+	setSSEResponse(ctx, rec)
+	var cs checksumFields
+	if checksumModeEnabled(in.ChecksumMode) && rs.contentRange == nil {
+		cs = checksumOut(o.Headers)
+	}
 	return &s3.HeadObjectOutput{
+		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+		ChecksumSHA256: cs.SHA256, ChecksumType: cs.Type,
 		AcceptRanges:            backend.GetPtrFromString("bytes"),
 		ContentLength:           &rs.n,
 		ContentRange:            rs.contentRange,
@@ -174,7 +216,7 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 		WebsiteRedirectLocation: ch.WebsiteRedirectLocation,
 		ETag:                    &etag,
 		LastModified:            &mtime,
-		Metadata:                o.UserMeta,
+		Metadata:                responseMeta(o.UserMeta),
 		StorageClass:            storageClass(o),
 		TagCount:                tagCount(o),
 		PartsCount:              rs.partsCount,
@@ -189,11 +231,15 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	if err != nil {
 		return nil, err
 	}
-	o := info.Object
+	o, rec, dk, err := b.readable(ctx, "GetObject", bucket, info)
+	if err != nil {
+		return nil, err
+	}
 	mtime := lastModified(o)
 	if err := evalPreconditions(o.ETag, mtime, preconditions{
 		IfMatch: in.IfMatch, IfNoneMatch: in.IfNoneMatch, IfModSince: in.IfModifiedSince, IfUnmodifiedSince: in.IfUnmodifiedSince,
 	}); err != nil {
+		setNotModifiedHeaders(ctx, err, quoteETag(o.ETag), mtime)
 		return nil, err
 	}
 	rs, err := resolveRead(o, in.Range, in.PartNumber)
@@ -203,22 +249,24 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	var body io.ReadCloser = io.NopCloser(&emptyReader{})
 	if rs.n > 0 {
 		// The record read above and the one Get reads may differ under a
-		// concurrent overwrite; Get re-reads it, so headers and body could
-		// disagree. Compare ETags and report a conflict rather than serve
-		// a mix.
-		ginfo, rc, err := b.layer.Get(ctx, bucket, key, rs.off, rs.n)
+		// concurrent overwrite; openPlain compares ETags and sizes and
+		// reports a conflict rather than serve a mix.
+		rc, err := b.openPlain(ctx, bucket, key, info.Object, dk, rs.off, rs.n)
 		if err != nil {
 			return nil, b.mapErr("GetObject", err, bucket)
-		}
-		if ginfo.ETag != o.ETag || ginfo.Size != o.Size {
-			rc.Close()
-			return nil, errConflict
 		}
 		body = rc
 	}
 	ch := contentHeadersOf(o.Headers)
 	etag := quoteETag(o.ETag)
+	setSSEResponse(ctx, rec)
+	var cs checksumFields
+	if checksumModeEnabled(in.ChecksumMode) && rs.contentRange == nil {
+		cs = checksumOut(o.Headers)
+	}
 	return &s3.GetObjectOutput{
+		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
+		ChecksumSHA256: cs.SHA256, ChecksumType: cs.Type,
 		AcceptRanges:            backend.GetPtrFromString("bytes"),
 		Body:                    body,
 		ContentLength:           &rs.n,
@@ -232,7 +280,7 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 		WebsiteRedirectLocation: ch.WebsiteRedirectLocation,
 		ETag:                    &etag,
 		LastModified:            &mtime,
-		Metadata:                o.UserMeta,
+		Metadata:                responseMeta(o.UserMeta),
 		StorageClass:            storageClass(o),
 		TagCount:                tagCount(o),
 		PartsCount:              rs.partsCount,
@@ -250,10 +298,17 @@ func (b *Backend) GetObjectAttributes(ctx context.Context, in *s3.GetObjectAttri
 	if err != nil {
 		return s3response.GetObjectAttributesResponse{}, err
 	}
-	o := info.Object
+	o, _, _, err := b.readable(ctx, "GetObjectAttributes", deref(in.Bucket), info)
+	if err != nil {
+		return s3response.GetObjectAttributesResponse{}, err
+	}
 	etag, size, mtime := o.ETag, o.Size, lastModified(o)
 	res := s3response.GetObjectAttributesResponse{
 		ETag: &etag, ObjectSize: &size, StorageClass: storageClass(o), LastModified: &mtime,
+	}
+	if cs := checksumOut(o.Headers); cs.Type != "" {
+		res.Checksum = &types.Checksum{ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME,
+			ChecksumSHA1: cs.SHA1, ChecksumSHA256: cs.SHA256, ChecksumType: cs.Type}
 	}
 	if len(o.Parts) > 0 {
 		marker := 0
@@ -345,11 +400,14 @@ func (b *Backend) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput) 
 	return res, nil
 }
 
-// CopyObject copies an object. With equal vectors the copy shares the
-// source's extents (no data moves); a storage class whose vector differs
-// rewrites the bytes. COPY (default) keeps the source's content headers and
-// user metadata, REPLACE takes the request's; tags likewise with the
-// tagging directive.
+// CopyObject copies an object. When neither side changes the bytes (both
+// unencrypted, or both SSE-S3 under the same vector) the layer's copy
+// shares the source's extents and no data moves; otherwise the gateway
+// reads the source's plaintext (with the copy-source SSE-C key if it has
+// one) and writes it again under the destination's encryption (the
+// request's, else the destination bucket's default) and class. COPY
+// (default) keeps the source's content headers and user metadata, REPLACE
+// takes the request's; tags likewise with the tagging directive.
 func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput) (s3response.CopyObjectOutput, error) {
 	dstBucket, dstKey := deref(in.Bucket), deref(in.Key)
 	if err := checkKey(dstKey); err != nil {
@@ -365,6 +423,18 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	src, err := b.layer.Head(ctx, srcBucket, srcKey)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, srcBucket)
+	}
+	plainSrc, srcRec, err := plainView(src.Object)
+	if err != nil {
+		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, srcBucket)
+	}
+	srcDK, err := b.dataKey(ctx, srcRec, hCopySSECPrefix)
+	if err != nil {
+		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, srcBucket)
+	}
+	dstEnc, err := b.writeSSE(ctx, dstBucket)
+	if err != nil {
+		return s3response.CopyObjectOutput{}, err
 	}
 	if o := deref(in.ExpectedSourceBucketOwner); o != "" {
 		sb, _, err := b.layer.GetBucket(ctx, srcBucket)
@@ -384,31 +454,139 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	replaceMeta := in.MetadataDirective == types.MetadataDirectiveReplace
 	replaceTags := in.TaggingDirective == types.TaggingDirectiveReplace
 	class := requestClass(ctx, string(in.StorageClass))
-	if srcBucket == dstBucket && srcKey == dstKey && !replaceMeta && !replaceTags && (class == "" || class == src.Class) {
+	srcMode := ""
+	if srcRec != nil {
+		srcMode = srcRec.Mode
+	}
+	encChanges := dstEnc.mode != srcMode || (srcMode == modeC && dstEnc.keyMD5 != srcRec.KeyMD5)
+	if srcBucket == dstBucket && srcKey == dstKey && !replaceMeta && !replaceTags && !encChanges && (class == "" || class == src.Class) {
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrInvalidCopyDest)
 	}
-	opts := object.CopyOptions{ReplaceMeta: replaceMeta, ReplaceTags: replaceTags, Class: class}
+	var headers, umeta, tags map[string]string
 	if replaceMeta {
-		opts.Headers = contentHeaders{
+		headers = contentHeaders{
 			ContentType: in.ContentType, ContentEncoding: in.ContentEncoding, ContentDisposition: in.ContentDisposition,
 			ContentLanguage: in.ContentLanguage, CacheControl: in.CacheControl, Expires: in.Expires,
 			WebsiteRedirectLocation: in.WebsiteRedirectLocation,
 		}.toMap()
-		opts.UserMeta = userMeta(in.Metadata)
+		umeta = userMeta(in.Metadata)
 	}
 	if replaceTags {
-		if opts.Tags, err = parseTagging(deref(in.Tagging)); err != nil {
+		if tags, err = parseTagging(deref(in.Tagging)); err != nil {
 			return s3response.CopyObjectOutput{}, err
 		}
 	}
-	info, err := b.layer.Copy(ctx, srcBucket, srcKey, dstBucket, dstKey, opts)
+	var info object.ObjectInfo
+	var dstRec *objectSSE
+	sameBytes := dstEnc.mode == srcMode && (srcMode == "" || (srcMode == modeS3 && (class == "" || class == src.Class)))
+	aclh, err := b.uploadACLHeaders(ctx, dstBucket)
+	if err != nil {
+		return s3response.CopyObjectOutput{}, err
+	}
+	if sameBytes {
+		// Shares the source's extents (or, unencrypted under a new
+		// vector, rewrites identical bytes). An encrypted source keeps
+		// its vector and class: the layer would recompute the ETag from
+		// ciphertext if it rewrote. The copy's attributes are always
+		// given: the copy gets its own owner and ACL, not the source's.
+		if !replaceMeta {
+			headers, umeta = contentHeadersOf(src.Headers).toMap(), src.UserMeta
+		}
+		opts := object.CopyOptions{ReplaceMeta: true, ReplaceTags: replaceTags, Class: class, UserMeta: umeta, Tags: tags,
+			Headers: mergeHeaders(mergeHeaders(headers, systemHeaders(src.Headers)), aclh)}
+		if srcMode != "" {
+			opts.Class = ""
+		}
+		dstRec = srcRec
+		info, err = b.layer.Copy(ctx, srcBucket, srcKey, dstBucket, dstKey, opts)
+	} else {
+		info, dstRec, err = b.rewriteCopy(ctx, srcBucket, srcKey, src, plainSrc, srcDK, dstBucket, dstKey, dstEnc, rewriteAttrs{
+			class: class, replaceMeta: replaceMeta, headers: headers, umeta: umeta, replaceTags: replaceTags, tags: tags, acl: aclh,
+		})
+	}
 	if err != nil {
 		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, dstBucket)
 	}
+	setSSEResponse(ctx, dstRec)
 	etag, mtime := quoteETag(info.ETag), lastModified(info.Object)
 	return s3response.CopyObjectOutput{
 		CopyObjectResult: &s3response.CopyObjectResult{ETag: &etag, LastModified: &mtime},
 	}, nil
+}
+
+// rewriteAttrs are the destination attributes a rewriting copy takes from
+// the request.
+type rewriteAttrs struct {
+	class          string
+	replaceMeta    bool
+	headers, umeta map[string]string
+	replaceTags    bool
+	tags           map[string]string
+	acl            map[string]string // owner and ACL headers of the copy
+}
+
+// rewriteCopy copies by reading the source's plaintext and writing it as
+// a new object under the destination's encryption. The result is a simple
+// (single-part) object, as an AWS CopyObject of a multipart object is.
+func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey string, src object.ObjectInfo, plainSrc meta.Object, srcDK []byte,
+	dstBucket, dstKey string, enc sseRequest, a rewriteAttrs) (object.ObjectInfo, *objectSSE, error) {
+	var body io.Reader = &emptyReader{}
+	if plainSrc.Size > 0 {
+		rc, err := b.openPlain(ctx, srcBucket, srcKey, src.Object, srcDK, 0, plainSrc.Size)
+		if err != nil {
+			return object.ObjectInfo{}, nil, err
+		}
+		defer rc.Close()
+		body = rc
+	}
+	headers := a.headers
+	if !a.replaceMeta {
+		headers = contentHeadersOf(src.Headers).toMap()
+	}
+	// The bytes are the same plaintext: a whole-object checksum still
+	// holds; a composite one (of parts) does not describe a simple object.
+	headers = mergeHeaders(mergeHeaders(headers, fullObjectChecksums(src.Headers)), a.acl)
+	umeta, tags := a.umeta, a.tags
+	if !a.replaceMeta {
+		umeta = src.UserMeta
+	}
+	if !a.replaceTags {
+		tags = src.Tags
+	}
+	opts := object.PutOptions{Size: -1, Class: a.class, UserMeta: umeta, Tags: cloneTags(tags)}
+	if a.class == "" {
+		opts.Class, opts.Vector = src.Class, src.Vector
+	}
+	var rec *objectSSE
+	if enc.mode != "" {
+		dk, r, err := b.newObjectKey(enc)
+		if err != nil {
+			return object.ObjectInfo{}, nil, err
+		}
+		rec = r
+		if body, opts.Trailer, err = encryptBody(body, dk, enc.mode == modeS3); err != nil {
+			return object.ObjectInfo{}, nil, err
+		}
+		headers = withSSE(headers, rec)
+	}
+	opts.Headers = headers
+	info, err := b.layer.Put(ctx, dstBucket, dstKey, body, opts)
+	return info, rec, err
+}
+
+// mergeHeaders returns a ∪ b (b wins), nil if both are empty.
+func mergeHeaders(a, b map[string]string) map[string]string {
+	if len(a) == 0 && len(b) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }
 
 // GetObjectTagging returns an object's tags.
@@ -444,25 +622,4 @@ func (b *Backend) PutObjectTagging(ctx context.Context, bucket, key, version str
 // DeleteObjectTagging removes an object's tags.
 func (b *Backend) DeleteObjectTagging(ctx context.Context, bucket, key, version string) error {
 	return b.PutObjectTagging(ctx, bucket, key, version, nil)
-}
-
-// GetObjectAcl answers with the bucket owner holding full control: objects
-// carry no ACLs of their own.
-func (b *Backend) GetObjectAcl(ctx context.Context, in *s3.GetObjectAclInput) (*s3.GetObjectAclOutput, error) {
-	bucket := deref(in.Bucket)
-	if _, err := b.head(ctx, "GetObjectAcl", bucket, deref(in.Key), in.VersionId); err != nil {
-		return nil, err
-	}
-	bk, _, err := b.layer.GetBucket(ctx, bucket)
-	if err != nil {
-		return nil, b.mapErr("GetObjectAcl", err, bucket)
-	}
-	owner := bucketOwner(bk)
-	return &s3.GetObjectAclOutput{
-		Owner: &types.Owner{ID: &owner},
-		Grants: []types.Grant{{
-			Grantee:    &types.Grantee{ID: &owner, Type: types.TypeCanonicalUser},
-			Permission: types.PermissionFullControl,
-		}},
-	}, nil
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/versity/versitygw/auth"
 	"github.com/versity/versitygw/debuglogger"
 	"github.com/versity/versitygw/embedgw"
+	"github.com/versity/versitygw/s3api"
+	"github.com/versity/versitygw/s3api/middlewares"
 )
 
 // ServeConfig configures Serve. Zero values mean defaults.
@@ -48,6 +50,9 @@ type ServeConfig struct {
 	KeyFile  string
 	// Ready, if not nil, is closed once the gateway answers on Address.
 	Ready chan<- struct{}
+	// IAM, if not nil, resolves access keys to accounts (users in the
+	// metadata store); nil means the root account only.
+	IAM auth.IAMService
 }
 
 // EnsureDefaults fills zero fields.
@@ -122,10 +127,26 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 		}
 		go waitReady(gctx, scheme+cfg.Address+cfg.HealthPath, cfg.Ready)
 	}
+	var iam auth.IAMService = newRootOnlyIAM(cfg.RootUser, cfg.RootPassword)
+	if cfg.IAM != nil {
+		iam = cfg.IAM
+	}
+	be.iam, be.rootUser = iam, cfg.RootUser
+	if si, ok := iam.(*StoreIAM); ok {
+		si.owner = be.ownerOf
+	}
+	env := routeEnv{be: be, root: middlewares.RootUserConfig{Access: cfg.RootUser, Secret: cfg.RootPassword}, iam: iam, region: cfg.Region}
+	opts := []s3api.Option{s3api.WithMiddleware("/", be.publicAccessGate()),
+		s3api.WithMiddleware("/", be.spoolChunked()), s3api.WithMiddleware("/", be.aclResponses())}
+	opts = append(opts, env.expectOptions(be.log)...)
+	for _, r := range be.routes(env) {
+		opts = append(opts, env.option(r))
+	}
 	err = embedgw.RunVersityGW(gctx, be, &embedgw.Config{
 		RootUserAccess:    cfg.RootUser,
 		RootUserSecret:    cfg.RootPassword,
-		IAMService:        newRootOnlyIAM(cfg.RootUser, cfg.RootPassword),
+		IAMService:        iam,
+		S3Options:         opts,
 		Region:            cfg.Region,
 		Ports:             []string{cfg.Address},
 		MaxConnections:    cfg.MaxConnections,
@@ -191,4 +212,10 @@ func waitReady(ctx context.Context, url string, ready chan<- struct{}) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// routes are the bucket sub-resource operations Terrace serves itself
+// (see routes.go).
+func (b *Backend) routes(e routeEnv) []bucketRoute {
+	return append(append(b.bucketEncryptionRoutes(e), b.lifecycleRoutes()...), b.publicAccessBlockRoutes()...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"maps"
 	"strconv"
 	"strings"
@@ -14,8 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/valyala/fasthttp"
 	"github.com/versity/versitygw/backend"
-	"github.com/versity/versitygw/s3api/middlewares"
-	"github.com/versity/versitygw/s3api/utils"
 	"github.com/versity/versitygw/s3err"
 
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -128,15 +125,18 @@ func contentRange(off, n, size int64) string {
 // multipart part sizes are parts (nil for a simple upload, which has the
 // single part 1).
 func partRange(size int64, parts []int64, num int32) (off, n int64, count int32, err error) {
+	// A part number past the object's parts is 400 InvalidPart (what
+	// AWS answers and conformance suites expect; versitygw's helper would
+	// give 416 InvalidPartNumber).
 	if len(parts) == 0 {
 		if num != 1 {
-			return 0, 0, 1, s3err.GetInvalidPartNumberRangeErr(1, num)
+			return 0, 0, 1, s3err.GetAPIError(s3err.ErrInvalidPart)
 		}
 		return 0, size, 1, nil
 	}
 	count = int32(len(parts))
 	if num < 1 || num > count {
-		return 0, 0, count, s3err.GetInvalidPartNumberRangeErr(count, num)
+		return 0, 0, count, s3err.GetAPIError(s3err.ErrInvalidPart)
 	}
 	for _, p := range parts[:num-1] {
 		off += p
@@ -274,6 +274,7 @@ func userMeta(in map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(in))
 	for k, v := range in {
+		v = decodeMetaValue(v)
 		lk := strings.ToLower(k)
 		if prev, ok := out[lk]; ok && k != lk {
 			v = prev + "," + v
@@ -370,63 +371,4 @@ func requestHeader(ctx context.Context, name string) string {
 		return ""
 	}
 	return string(rc.Request.Header.Peek(name))
-}
-
-// checksumHeaders are the x-amz-checksum-* values of a PutObject or
-// UploadPart request.
-type checksumHeaders struct {
-	CRC32, CRC32C, CRC64NVME, SHA1, SHA256, SHA512, MD5, XXHASH64, XXHASH3, XXHASH128 *string
-}
-
-// verifyBody wraps a request body so that reading it to EOF fails when the
-// body does not match its declared checksum or is shorter than declared.
-// Trailing checksums of aws-chunked bodies are verified by versitygw's
-// chunk reader (the body then implements middlewares.ChecksumReader);
-// header checksums are verified here, with versitygw's hash reader.
-// declared < 0 means unknown length.
-func verifyBody(body io.Reader, declared int64, cs checksumHeaders) (io.Reader, error) {
-	if body == nil {
-		body = strings.NewReader("")
-	}
-	if cr, ok := body.(middlewares.ChecksumReader); !ok || cr.Algorithm() == "" {
-		for _, c := range []struct {
-			v  *string
-			ht utils.HashType
-		}{
-			{cs.CRC32, utils.HashTypeCRC32}, {cs.CRC32C, utils.HashTypeCRC32C},
-			{cs.CRC64NVME, utils.HashTypeCRC64NVME}, {cs.SHA1, utils.HashTypeSha1},
-			{cs.SHA256, utils.HashTypeSha256}, {cs.SHA512, utils.HashTypeSha512},
-			{cs.MD5, utils.HashTypeMd5}, {cs.XXHASH64, utils.HashTypeXXHASH64},
-			{cs.XXHASH3, utils.HashTypeXXHASH3}, {cs.XXHASH128, utils.HashTypeXXHASH128},
-		} {
-			if c.v == nil || *c.v == "" {
-				continue
-			}
-			hr, err := utils.NewHashReader(body, *c.v, c.ht)
-			if err != nil {
-				return nil, s3err.GetAPIError(s3err.ErrInvalidChecksumHeader)
-			}
-			body = hr
-			break
-		}
-	}
-	return &lengthReader{r: body, declared: declared}, nil
-}
-
-// lengthReader fails a body that ends before its declared length. The
-// object layer is given an unknown size so that it reads to EOF, which is
-// when the checksum readers underneath verify.
-type lengthReader struct {
-	r        io.Reader
-	declared int64
-	n        int64
-}
-
-func (l *lengthReader) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	l.n += int64(n)
-	if err == io.EOF && l.declared >= 0 && l.n < l.declared {
-		return n, s3err.GetAPIError(s3err.ErrIncompleteBody)
-	}
-	return n, err
 }

@@ -101,7 +101,7 @@ func TestPartRange(t *testing.T) {
 		count      int32
 		wantStatus int
 	}{
-		{1, 0, 5, 3, 0}, {2, 5, 5, 3, 0}, {3, 10, 2, 3, 0}, {4, 0, 0, 3, 416}, {0, 0, 0, 3, 416},
+		{1, 0, 5, 3, 0}, {2, 5, 5, 3, 0}, {3, 10, 2, 3, 0}, {4, 0, 0, 3, 400}, {0, 0, 0, 3, 400},
 	} {
 		off, n, count, err := partRange(12, parts, tc.num)
 		if statusOf(err) != tc.wantStatus || (err == nil && (off != tc.off || n != tc.n || count != tc.count)) {
@@ -111,7 +111,7 @@ func TestPartRange(t *testing.T) {
 	if off, n, _, err := partRange(7, nil, 1); err != nil || off != 0 || n != 7 {
 		t.Errorf("simple object part 1: %d %d %v", off, n, err)
 	}
-	if _, _, _, err := partRange(7, nil, 2); statusOf(err) != 416 {
+	if _, _, _, err := partRange(7, nil, 2); statusOf(err) != 400 {
 		t.Errorf("simple object part 2: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
+	"github.com/terrace-storage/terrace/internal/sse"
 )
 
 // AdminHandler serves the admin API (JSON over HTTP) and /metrics. Every
@@ -50,6 +51,9 @@ import (
 //	GET    /v1/data/B/K                        get an object
 //	DELETE /v1/data/B/K                        delete an object
 //	GET    /v1/data/B?prefix=P&delimiter=D&after=A&max=N  list
+//	GET    /v1/users, POST /v1/users/NAME, ...  users (users.go)
+//	POST   /v1/sse/rewrap                      re-seal with the active master key (rewrap.go)
+//	GET    /v1/lifecycle/report, POST /v1/lifecycle/run  S3 lifecycle rules (lifecycle.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
@@ -80,6 +84,9 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
+	n.userRoutes(mux)      // users.go
+	n.rewrapRoutes(mux)    // rewrap.go
+	n.lifecycleRoutes(mux) // lifecycle.go
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
 	return v.Wrap(mux)
@@ -290,6 +297,11 @@ func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rc.Close()
+	if _, encrypted := info.Headers[sse.ObjectHeader]; encrypted {
+		// The stored bytes are ciphertext; only the S3 gateway decrypts.
+		writeJSON(w, http.StatusConflict, APIError{Error: "the object is encrypted (SSE); read it through S3", Code: "ObjectEncrypted"})
+		return
+	}
 	// Read the first chunk before committing to a status: an object whose
 	// every replica fails verification then answers 5xx with the reason,
 	// not 200 and an empty, truncated body.

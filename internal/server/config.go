@@ -67,6 +67,8 @@ type Config struct {
 
 	// Curator schedules and thresholds (zero: the paper's defaults).
 	Curator CuratorConfig `yaml:"curator"`
+	// Lifecycle tunes the S3 lifecycle runner (lifecycle.go).
+	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 
 	// Cluster mode (any of these set). InitialCluster lists the founding
 	// embedded etcd members as "name=peerURL,..."; a node whose NodeID is
@@ -79,6 +81,10 @@ type Config struct {
 	// ClusterSecret authenticates node-to-node RPCs (HMAC); required in
 	// cluster mode.
 	ClusterSecret string `yaml:"cluster_secret"`
+	// MasterKeyFile is the master keyring sealing SSE-S3 data keys and
+	// user secrets (see openKeys); default: derived from the cluster
+	// secret in a cluster, <data_dir>/master.key on a single node.
+	MasterKeyFile string `yaml:"master_key_file"`
 }
 
 // Clustered reports whether the node runs as part of a multi-node cluster.
@@ -131,6 +137,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	}
 	set(&c.InitialCluster, "TERRACE_INITIAL_CLUSTER")
 	set(&c.RPCAddress, "TERRACE_RPC_ADDRESS")
+	set(&c.MasterKeyFile, "TERRACE_MASTER_KEY_FILE")
 	if v := getenv("TERRACE_META_ENDPOINTS"); v != "" {
 		c.MetaEndpoints = strings.Split(v, ",")
 	}

@@ -21,10 +21,13 @@ import (
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/lifecycle"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
+	"github.com/terrace-storage/terrace/internal/sse"
+	"github.com/terrace-storage/terrace/internal/users"
 )
 
 // Node is a running Terrace node.
@@ -36,6 +39,12 @@ type Node struct {
 	Layer   *object.Layer
 	Devices []*device.Device
 	Reg     *prometheus.Registry
+	// Keys is the master keyring (SSE-S3 data keys, user secrets).
+	Keys *sse.Keyring
+	// Users are the S3 users other than root.
+	Users *users.Store
+	// Lifecycle applies S3 lifecycle rules (lifecycle.go).
+	Lifecycle *lifecycle.Runner
 
 	admin *http.Server
 	// adminKeys authenticate admin API requests: the root account, then
@@ -68,6 +77,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	n := &Node{Config: cfg, Log: log, Reg: prometheus.NewRegistry()}
 	n.adminKeys = adminauth.Keyrings{adminauth.StaticKeyring{cfg.RootUser: {Secret: cfg.RootPassword, Admin: true}}}
+	if err := n.openKeys(os.Getenv); err != nil {
+		return nil, err
+	}
 	counts := map[model.Tier]int{}
 	for _, sp := range specs {
 		id := model.DeviceID(fmt.Sprintf("%s/%s%d", cfg.NodeID, sp.Tier, counts[sp.Tier]))
@@ -110,6 +122,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		}
 	}
 	n.KV = kv
+	n.Users = users.New(kv, n.Keys, cfg.RootUser)
+	n.AddAdminKeyring(userKeyring{n.Users})
 	pol, err := newPolicy(cfg.Placement)
 	if err != nil {
 		kv.Close()
@@ -156,6 +170,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	n.Reg.MustRegister(layer.Collectors()...)
 	n.Reg.MustRegister(newDeviceCollector(n))
 	n.openCurator(pol, topo)
+	n.openLifecycle()
 	return n, nil
 }
 
@@ -256,6 +271,9 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 	}
 	if !n.Config.Curator.Disabled {
 		go n.Curator.Run(bg)
+	}
+	if !n.Config.Lifecycle.Disabled {
+		go n.Lifecycle.Run(bg)
 	}
 	if startS3 != nil {
 		go func() {

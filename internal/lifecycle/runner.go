@@ -1,0 +1,360 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/sse"
+)
+
+// Leader says whether this node runs background work (the Curator's
+// elector); nil means always (a single node).
+type Leader interface{ IsLeader() bool }
+
+// Options configure a Runner. Zero values mean defaults.
+type Options struct {
+	// Interval between runs. Default 1h (S3 applies rules once a day; an
+	// hour keeps the lag small at the cost of one listing per hour).
+	Interval time.Duration
+	// Day is the length of a lifecycle day. Default 24h; shorter only
+	// for demos and tests.
+	Day time.Duration
+	// Now is the clock. Default time.Now.
+	Now    func() time.Time
+	Leader Leader
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Interval <= 0 {
+		o.Interval = time.Hour
+	}
+	if o.Day <= 0 {
+		o.Day = 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Runner applies the lifecycle rules of every bucket.
+type Runner struct {
+	l    *object.Layer
+	opts Options
+	runs sync.Mutex // one run at a time
+
+	mu   sync.Mutex
+	last *RunReport
+
+	actions *prometheus.CounterVec
+	bytes   *prometheus.CounterVec
+	runsC   prometheus.Counter
+}
+
+// New returns a runner over l.
+func New(l *object.Layer, opts Options) *Runner {
+	opts.EnsureDefaults()
+	return &Runner{l: l, opts: opts,
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terrace_lifecycle_actions_total",
+			Help: "Lifecycle actions applied, by kind (expire, transition, abort)."}, []string{"kind"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "terrace_lifecycle_bytes_total",
+			Help: "Bytes expired or transitioned by lifecycle rules, by kind."}, []string{"kind"}),
+		runsC: prometheus.NewCounter(prometheus.CounterOpts{Name: "terrace_lifecycle_runs_total",
+			Help: "Lifecycle runs completed."}),
+	}
+}
+
+// Collectors returns the runner's metrics.
+func (r *Runner) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{r.actions, r.bytes, r.runsC}
+}
+
+// Options returns the runner's options.
+func (r *Runner) Options() Options { return r.opts }
+
+// Run applies the rules every Interval until ctx ends (on the leader).
+func (r *Runner) Run(ctx context.Context) {
+	t := time.NewTicker(r.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.opts.Leader != nil && !r.opts.Leader.IsLeader() {
+			continue
+		}
+		if rep, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.opts.Logger.Warn("lifecycle run failed", "err", err)
+		} else if rep.Expired+rep.Transitioned+rep.Aborted > 0 {
+			r.opts.Logger.Info("lifecycle run", "expired", rep.Expired, "transitioned", rep.Transitioned,
+				"aborted_uploads", rep.Aborted, "scanned", rep.Scanned, "took", rep.End.Sub(rep.Start).Round(time.Millisecond))
+		}
+	}
+}
+
+// RuleReport counts one rule's work (applied, or pending in a dry run).
+type RuleReport struct {
+	Bucket            string   `json:"bucket"`
+	Rule              string   `json:"rule"`
+	Expire            int      `json:"expire"`
+	ExpireBytes       int64    `json:"expire_bytes"`
+	Transition        int      `json:"transition"`
+	TransitionBytes   int64    `json:"transition_bytes"`
+	AbortUploads      int      `json:"abort_uploads"`
+	Waiting           int      `json:"waiting"` // objects with an action due later
+	WaitingBytes      int64    `json:"waiting_bytes"`
+	NextDue           string   `json:"next_due,omitempty"`
+	TransitionClasses []string `json:"transition_classes,omitempty"`
+}
+
+// RunReport describes a run (or, with DryRun, what a run would do now).
+type RunReport struct {
+	DryRun       bool         `json:"dry_run"`
+	Start        time.Time    `json:"start"`
+	End          time.Time    `json:"end"`
+	Buckets      int          `json:"buckets"`
+	Scanned      int          `json:"scanned"`
+	Expired      int          `json:"expired"`
+	Transitioned int          `json:"transitioned"`
+	Aborted      int          `json:"aborted_uploads"`
+	Skipped      int          `json:"skipped"` // changed since the decision, or failed
+	Rules        []RuleReport `json:"rules"`
+}
+
+// Last returns the last completed run (nil before the first).
+func (r *Runner) Last() *RunReport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// RunOnce applies every bucket's rules now.
+func (r *Runner) RunOnce(ctx context.Context) (RunReport, error) {
+	r.runs.Lock()
+	defer r.runs.Unlock()
+	rep, err := r.pass(ctx, false)
+	if err == nil {
+		r.runsC.Inc()
+		r.mu.Lock()
+		r.last = &rep
+		r.mu.Unlock()
+	}
+	return rep, err
+}
+
+// Pending reports, per rule, what a run would do now and what waits for
+// a later day: bytes pending by rule. Nothing is changed.
+func (r *Runner) Pending(ctx context.Context) (RunReport, error) {
+	return r.pass(ctx, true)
+}
+
+// ParseBucketConfig returns a bucket's lifecycle configuration (ok false
+// if it has none).
+func ParseBucketConfig(b meta.Bucket) (Config, bool, error) {
+	raw, ok := b.Attrs[BucketAttr]
+	if !ok || len(raw) == 0 {
+		return Config{}, false, nil
+	}
+	var c Config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Config{}, false, fmt.Errorf("lifecycle: bucket %s: corrupt configuration: %w", b.Name, err)
+	}
+	return c, true, nil
+}
+
+// plainSize is the size rules see: an encrypted object's plaintext size.
+func plainSize(o meta.Object) int64 {
+	if _, ok := o.Headers[sse.ObjectHeader]; !ok {
+		return o.Size
+	}
+	streams := o.Parts
+	if len(streams) == 0 {
+		streams = []int64{o.Size}
+	}
+	if l, err := sse.NewLayout(streams); err == nil {
+		return l.Plain
+	}
+	return o.Size
+}
+
+func (r *Runner) pass(ctx context.Context, dry bool) (RunReport, error) {
+	now := r.opts.Now()
+	rep := RunReport{DryRun: dry, Start: now}
+	buckets, err := r.l.ListBuckets(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, b := range buckets {
+		cfg, ok, err := ParseBucketConfig(b)
+		if err != nil {
+			r.opts.Logger.Warn("lifecycle: skipping bucket", "bucket", b.Name, "err", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		rep.Buckets++
+		byRule := map[string]*RuleReport{}
+		rule := func(id string) *RuleReport {
+			if rr, ok := byRule[id]; ok {
+				return rr
+			}
+			rr := &RuleReport{Bucket: b.Name, Rule: id}
+			byRule[id] = rr
+			return rr
+		}
+		if err := r.objects(ctx, b.Name, cfg, now, dry, &rep, rule); err != nil {
+			if errors.Is(err, object.ErrNoSuchBucket) {
+				continue
+			}
+			return rep, err
+		}
+		if err := r.uploads(ctx, b.Name, cfg, now, dry, &rep, rule); err != nil && !errors.Is(err, object.ErrNoSuchBucket) {
+			return rep, err
+		}
+		for _, rr := range byRule {
+			sort.Strings(rr.TransitionClasses)
+			rep.Rules = append(rep.Rules, *rr)
+		}
+	}
+	sort.Slice(rep.Rules, func(i, j int) bool {
+		if rep.Rules[i].Bucket != rep.Rules[j].Bucket {
+			return rep.Rules[i].Bucket < rep.Rules[j].Bucket
+		}
+		return rep.Rules[i].Rule < rep.Rules[j].Rule
+	})
+	rep.End = r.opts.Now()
+	return rep, nil
+}
+
+func (r *Runner) objects(ctx context.Context, bucket string, cfg Config, now time.Time, dry bool, rep *RunReport, rule func(string) *RuleReport) error {
+	after := ""
+	for {
+		page, err := r.l.List(ctx, bucket, object.ListOptions{After: after, MaxKeys: 1000})
+		if err != nil {
+			return err
+		}
+		for _, oi := range page.Objects {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			rep.Scanned++
+			o := Object{Key: oi.Key, Size: plainSize(oi.Object), Modified: time.Unix(0, oi.Mtime), Tags: oi.Tags, Class: oi.Class}
+			a := cfg.Decide(o, now, r.opts.Day)
+			if a.Kind == None {
+				if next, id := cfg.NextDue(o, now, r.opts.Day); !next.IsZero() {
+					rr := rule(id)
+					rr.Waiting++
+					rr.WaitingBytes += oi.Size
+					if n := next.UTC().Format(time.RFC3339); rr.NextDue == "" || n < rr.NextDue {
+						rr.NextDue = n
+					}
+				}
+				continue
+			}
+			rr := rule(a.Rule)
+			same := func(cur object.ObjectInfo) bool { return cur.ETag == oi.ETag && cur.Mtime == oi.Mtime }
+			switch a.Kind {
+			case Expire:
+				if dry {
+					rr.Expire++
+					rr.ExpireBytes += oi.Size
+					continue
+				}
+				deleted, err := r.l.DeleteIf(ctx, bucket, oi.Key, same)
+				if err != nil || !deleted {
+					rep.Skipped++
+					continue
+				}
+				rr.Expire++
+				rr.ExpireBytes += oi.Size
+				rep.Expired++
+				r.actions.WithLabelValues("expire").Inc()
+				r.bytes.WithLabelValues("expire").Add(float64(oi.Size))
+			case TransitionTo:
+				if !contains(rr.TransitionClasses, a.Class) {
+					rr.TransitionClasses = append(rr.TransitionClasses, a.Class)
+				}
+				if dry {
+					rr.Transition++
+					rr.TransitionBytes += oi.Size
+					continue
+				}
+				done, started, err := r.l.Transition(ctx, bucket, oi.Key, a.Class, same)
+				if err == nil && started {
+					// One move at a time: transitions rewrite bytes, and a
+					// rule may match millions of objects.
+					select {
+					case err = <-done:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				if err != nil || !started {
+					if err != nil {
+						r.opts.Logger.Warn("lifecycle transition failed", "bucket", bucket, "key", oi.Key, "class", a.Class, "err", err)
+					}
+					rep.Skipped++
+					continue
+				}
+				rr.Transition++
+				rr.TransitionBytes += oi.Size
+				rep.Transitioned++
+				r.actions.WithLabelValues("transition").Inc()
+				r.bytes.WithLabelValues("transition").Add(float64(oi.Size))
+			}
+		}
+		if !page.Truncated {
+			return nil
+		}
+		after = page.NextAfter
+	}
+}
+
+func (r *Runner) uploads(ctx context.Context, bucket string, cfg Config, now time.Time, dry bool, rep *RunReport, rule func(string) *RuleReport) error {
+	ups, _, err := r.l.ListUploads(ctx, bucket, "", 0)
+	if err != nil {
+		return err
+	}
+	for _, u := range ups {
+		abort, id := cfg.DecideUpload(u.Key, time.Unix(0, u.Created), now, r.opts.Day)
+		if !abort {
+			continue
+		}
+		if !dry {
+			if err := r.l.AbortUpload(ctx, bucket, u.ID); err != nil {
+				rep.Skipped++ // completed or aborted meanwhile
+				continue
+			}
+			rep.Aborted++
+			r.actions.WithLabelValues("abort").Inc()
+		}
+		rule(id).AbortUploads++
+	}
+	return nil
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

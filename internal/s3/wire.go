@@ -1,0 +1,228 @@
+package s3
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"unsafe"
+
+	"github.com/gofiber/fiber/v3"
+	"github.com/valyala/fasthttp"
+	"github.com/versity/versitygw/s3api"
+	"github.com/versity/versitygw/s3api/middlewares"
+	"github.com/versity/versitygw/s3api/utils"
+	"github.com/versity/versitygw/s3err"
+
+	"github.com/terrace-storage/terrace/internal/sse"
+)
+
+// HTTP-level fixes in front of versitygw: uploads without Content-Length
+// and Expect: 100-continue.
+
+// maxSpoolBytes bounds a body without Content-Length: S3's single-PUT
+// limit.
+const maxSpoolBytes = 5 << 30
+
+// spoolChunked makes object uploads sent with Transfer-Encoding: chunked
+// and no Content-Length work: versitygw refuses them (411
+// MissingContentLength) because it needs the length up front, which is
+// how streaming clients upload data of unknown size. The body is spooled
+// to an unlinked temporary file — encrypted with a throwaway in-memory
+// key, so no plaintext reaches the disk — and handed on with its length.
+// Signatures are unaffected: a client cannot sign a Content-Length it did
+// not send, and the payload hash still covers the bytes.
+func (b *Backend) spoolChunked() fiber.Handler {
+	return func(ctx fiber.Ctx) error {
+		req := ctx.Request()
+		if string(req.Header.Method()) != http.MethodPut || req.Header.ContentLength() != -1 {
+			return ctx.Next()
+		}
+		path := strings.TrimPrefix(string(req.URI().PathOriginal()), "/")
+		if _, key, _ := strings.Cut(path, "/"); key == "" {
+			return ctx.Next() // bucket sub-resources read their small bodies themselves
+		}
+		f, n, err := b.spool(req.BodyStream())
+		if err != nil {
+			b.log.Warn("s3: spooling a chunked upload failed", "err", err)
+			var code s3err.S3Error = s3err.GetAPIError(s3err.ErrIncompleteBody)
+			if errors.Is(err, errSpoolTooLarge) {
+				code = s3err.GetEntityTooLargeErr(maxSpoolBytes+1, maxSpoolBytes)
+			}
+			ctx.Response().Header.SetContentType("application/xml")
+			return ctx.Status(code.StatusCode()).Send(code.XMLBody("", ""))
+		}
+		defer f.close()
+		req.SetBodyStream(f.reader, int(n))
+		return ctx.Next()
+	}
+}
+
+var errSpoolTooLarge = errors.New("s3: body exceeds the single-upload limit")
+
+// spooled is a spooled body: a decrypting reader over an unlinked file.
+type spooled struct {
+	file   *os.File
+	reader io.Reader
+}
+
+func (s *spooled) close() { s.file.Close() }
+
+func (b *Backend) spool(body io.Reader) (*spooled, int64, error) {
+	if body == nil {
+		body = strings.NewReader("")
+	}
+	f, err := os.CreateTemp(b.opts.SpoolDir, "terrace-spool-*")
+	if err != nil {
+		return nil, 0, err
+	}
+	os.Remove(f.Name()) // unlinked: nothing is left behind, even on a crash
+	key, err := sse.NewDataKey()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	counter := &countingReader{r: io.LimitReader(body, maxSpoolBytes+1)}
+	enc, err := sse.NewEncrypter(key, counter)
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if _, err := io.Copy(f, enc); err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	n := counter.n
+	if n > maxSpoolBytes {
+		f.Close()
+		return nil, 0, errSpoolTooLarge
+	}
+	s := &spooled{file: f, reader: strings.NewReader("")}
+	if n > 0 {
+		var hdr [sse.HeaderSize]byte
+		if _, err := f.ReadAt(hdr[:], 0); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		st, err := sse.OpenStream(key, hdr[:])
+		if err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		if s.reader, err = st.NewReader(io.NewSectionReader(f, sse.HeaderSize, 1<<62), n, 0, n); err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+	}
+	return s, n, nil
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// expectOptions make versitygw answer Expect: 100-continue only after the
+// request's signature checked out. fasthttp sends "100 Continue" before
+// any handler runs (versitygw sets no ExpectHandler), so a client with a
+// wrong secret or an unknown key would be invited to send a body that is
+// then thrown away. The handler runs versitygw's own signature middleware
+// on the request headers; a refusal is answered with the S3 error and the
+// connection closed before the body is sent.
+//
+// versitygw gives no access to its fiber app (which owns the fasthttp
+// server); the app is taken from the S3ApiServer an s3api.Option sees,
+// by field name, once the server is listening — before it serves a
+// connection, so no request races the assignment. If versitygw renames
+// the field the hook is skipped with a warning (and the Expect test
+// fails), never a crash.
+func (e routeEnv) expectOptions(log *slog.Logger) []s3api.Option {
+	var srv *s3api.S3ApiServer
+	return []s3api.Option{
+		func(s *s3api.S3ApiServer) { srv = s },
+		s3api.WithOnListen(func() {
+			app := fiberAppOf(srv)
+			if app == nil {
+				log.Warn("s3: cannot reach versitygw's HTTP server; Expect: 100-continue is answered before authentication")
+				return
+			}
+			app.Server().ExpectHandler = e.expectHandler(app)
+		}),
+	}
+}
+
+// fiberAppOf reads S3ApiServer's unexported fiber app.
+func fiberAppOf(s *s3api.S3ApiServer) *fiber.App {
+	if s == nil {
+		return nil
+	}
+	f := reflect.ValueOf(s).Elem().FieldByName("app")
+	if !f.IsValid() || f.Type() != reflect.TypeOf((*fiber.App)(nil)) || f.IsNil() {
+		return nil
+	}
+	return (*fiber.App)(unsafe.Pointer(f.Pointer()))
+}
+
+// requestLocals are the request locals the signature middlewares set;
+// they are cleared after the early check so the real request starts
+// clean.
+var requestLocals = []utils.ContextKey{
+	utils.ContextKeyRegion, utils.ContextKeyStartTime, utils.ContextKeyRootAccessKey, utils.ContextKeyAccount,
+	utils.ContextKeyIsRoot, utils.ContextKeyAuthenticated, utils.ContextKeyPublicBucket, utils.ContextKeyBodyReader,
+}
+
+func (e routeEnv) expectHandler(app *fiber.App) func(*fasthttp.RequestCtx) int {
+	verify := middlewares.VerifyV4Signature(e.root, e.iam, e.region, true, true, false)
+	presigned := middlewares.VerifyPresignedV4Signature(e.root, e.iam, e.region, true)
+	return func(fctx *fasthttp.RequestCtx) (status int) {
+		isPresigned := fctx.QueryArgs().Has("X-Amz-Signature")
+		if len(fctx.Request.Header.Peek("Authorization")) == 0 && !isPresigned {
+			// Anonymous: whether the bucket is public is for the request
+			// handler to decide.
+			return fasthttp.StatusContinue
+		}
+		c := app.AcquireCtx(fctx)
+		// versitygw verifies signatures after its DecodeURL middleware
+		// replaced the request path with its unescaped form (the canonical
+		// request re-escapes it); do the same here, and restore the path
+		// as received for the real pass.
+		orig := append([]byte(nil), fctx.Request.URI().PathOriginal()...)
+		defer func() {
+			for _, k := range requestLocals {
+				k.Delete(c)
+			}
+			fctx.Request.URI().SetPathBytes(orig)
+			app.ReleaseCtx(c)
+			if r := recover(); r != nil {
+				status = fasthttp.StatusContinue // let the handler answer
+			}
+		}()
+		if p, err := url.PathUnescape(string(orig)); err == nil {
+			c.Path(p)
+		}
+		_ = e.setRequestDefaults(c)
+		var err error
+		if isPresigned {
+			err = presigned(c)
+		} else {
+			err = verify(c)
+		}
+		var se s3err.S3Error
+		if err == nil || !errors.As(err, &se) {
+			return fasthttp.StatusContinue
+		}
+		fctx.Response.Header.SetContentType("application/xml")
+		fctx.Response.SetBody(se.XMLBody("", ""))
+		return se.StatusCode()
+	}
+}

@@ -1,0 +1,27 @@
+// Package users is Terrace's user store: the S3 accounts other than the
+// root account, kept in the metadata store (etcd in a cluster, Pebble on
+// one node) so that every node sees a user the moment it is created,
+// changed or removed. The S3 gateway resolves access keys through it (its
+// auth.IAMService adapter lives in package s3); the admin API and the
+// `terrace user` commands manage it.
+//
+// A user has a name (its identity: bucket owner, ACL grantee and bucket
+// policy principal), one access key and a secret. Secrets are generated
+// here, returned once to the operator, and stored only sealed with the
+// cluster master keyring (package sse); rotating a user's keys replaces
+// both the access key and the secret and leaves the identity, and so every
+// bucket and grant the user owns, untouched.
+//
+// Records live under meta.PrefixIAM:
+//
+//	i/u/<name>        the user record
+//	i/k/<access key>  a copy of the record, the index authentication reads
+//
+// Both are always written in one transaction, guarded by compare-and-swap,
+// so the index never names a user that does not exist.
+//
+// It owns user records and credential generation. It must not know about
+// S3 requests, buckets or ACLs, and never logs or prints secrets (User has
+// no secret field; Credentials is only returned to the caller that created
+// or rotated them).
+package users
