@@ -80,6 +80,21 @@ func (l *Layer) CreateBucket(ctx context.Context, name, owner string, vector mod
 // deletion leaves it as it was. Callers that compare-and-swap the record
 // use getBucketFresh.
 func (l *Layer) GetBucket(ctx context.Context, name string) (meta.Bucket, int64, error) {
+	if base, snap, ok := splitSnapshotName(name); ok {
+		// A snapshot is served as a read-only bucket with its source's
+		// settings (owner, ACL, policy).
+		b, rev, err := l.GetBucket(ctx, base)
+		if err != nil {
+			return meta.Bucket{}, 0, fmt.Errorf("%w: %s", ErrNoSuchBucket, name)
+		}
+		for _, s := range b.Snapshots {
+			if s.Name == snap && s.Clone == "" && s.Rev != 0 {
+				b.Name, b.Snapshots, b.Parent = name, nil, nil
+				return b, rev, nil
+			}
+		}
+		return meta.Bucket{}, 0, fmt.Errorf("%w: %s", ErrNoSuchBucket, name)
+	}
 	if e, ok := l.buckets.get(name, l.opts.Now()); ok {
 		return e.v.Bucket, e.v.rev, nil
 	}
@@ -191,6 +206,9 @@ func (l *Layer) guardedCommit(ctx context.Context, bucket string, bv bucketView,
 // UpdateBucket applies fn to the bucket record with compare-and-swap. It
 // leaves the guard alone, so uploads in flight are not disturbed.
 func (l *Layer) UpdateBucket(ctx context.Context, name string, fn func(*meta.Bucket) error) error {
+	if err := writable(name); err != nil {
+		return err
+	}
 	for attempt := 0; attempt < 16; attempt++ {
 		b, rev, err := l.getBucketFresh(ctx, name)
 		if err != nil {

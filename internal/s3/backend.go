@@ -238,21 +238,24 @@ func (b *Backend) DeleteBucket(ctx context.Context, bucket string) error {
 	return b.mapErr("DeleteBucket", b.layer.DeleteBucket(ctx, bucket), bucket)
 }
 
-// GetBucketVersioning reports every bucket as never versioned (an empty
-// configuration, as AWS answers for such buckets).
+// GetBucketVersioning reports the bucket's versioning state (an empty
+// configuration for a never-versioned bucket, as AWS answers).
 func (b *Backend) GetBucketVersioning(ctx context.Context, bucket string) (s3response.GetBucketVersioningOutput, error) {
-	if _, _, err := b.layer.GetBucket(ctx, bucket); err != nil {
+	bk, _, err := b.layer.GetBucket(ctx, bucket)
+	if err != nil {
 		return s3response.GetBucketVersioningOutput{}, b.mapErr("GetBucketVersioning", err, bucket)
 	}
-	return s3response.GetBucketVersioningOutput{}, nil
+	var out s3response.GetBucketVersioningOutput
+	if bk.Versioning != object.VersioningOff {
+		st := types.BucketVersioningStatus(bk.Versioning)
+		out.Status = &st
+	}
+	return out, nil
 }
 
-// PutBucketVersioning is refused: Terrace buckets are unversioned.
-func (b *Backend) PutBucketVersioning(ctx context.Context, bucket string, _ types.BucketVersioningStatus) error {
-	if _, _, err := b.layer.GetBucket(ctx, bucket); err != nil {
-		return b.mapErr("PutBucketVersioning", err, bucket)
-	}
-	return s3err.GetAPIError(s3err.ErrVersioningNotConfigured)
+// PutBucketVersioning enables or suspends versioning.
+func (b *Backend) PutBucketVersioning(ctx context.Context, bucket string, status types.BucketVersioningStatus) error {
+	return b.mapErr("PutBucketVersioning", b.layer.SetVersioning(ctx, bucket, string(status)), bucket)
 }
 
 // GetObjectLockConfiguration reports that no bucket has object lock, which

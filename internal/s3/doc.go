@@ -49,9 +49,11 @@
 //
 // # Semantics worth knowing
 //
-//   - Buckets are unversioned. Version IDs other than "null" are rejected
-//     with InvalidArgument; ListObjectVersions reports every object as its
-//     single "null" version; object lock is refused.
+//   - Versioning (Enabled / Suspended), version IDs on every write,
+//     reads, copies and deletes by versionId, delete markers and
+//     ListObjectVersions are the object layer's history model; objects
+//     written before versioning was enabled are their "null" version.
+//     Snapshots are served as read-only buckets named B--snap-NAME.
 //   - Conditional PUT and CompleteMultipartUpload (If-Match /
 //     If-None-Match) are checked before any data is written and again
 //     atomically with the metadata commit (compare-and-swap on the object

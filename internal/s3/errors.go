@@ -118,6 +118,12 @@ func (b *Backend) mapErr(op string, err error, bucket string) error {
 		return errConditionalConflict
 	case errors.Is(err, object.ErrBucketBusy):
 		return errConflict
+	case errors.Is(err, object.ErrNoSuchVersion):
+		return s3err.GetAPIError(s3err.ErrNoSuchVersion)
+	case errors.Is(err, object.ErrReadOnly):
+		return s3err.GetAPIError(s3err.ErrAccessDenied)
+	case errors.Is(err, object.ErrInvalidVersioning):
+		return s3err.GetAPIError(s3err.ErrMalformedXML)
 	case errors.Is(err, object.ErrIncompleteBody):
 		return s3err.GetAPIError(s3err.ErrIncompleteBody)
 	case errors.Is(err, meta.ErrConflict), errors.Is(err, errStaleRead):

@@ -153,8 +153,9 @@ func (b *Backend) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input) 
 	return out, nil
 }
 
-// ListObjectVersions lists every object as its one "null" version, which
-// is what an unversioned S3 bucket answers.
+// ListObjectVersions lists every version and delete marker, newest first
+// within a key; objects written before versioning was enabled are their
+// "null" version, and a never-versioned bucket lists each object as that.
 func (b *Backend) ListObjectVersions(ctx context.Context, in *s3.ListObjectVersionsInput) (s3response.ListVersionsResult, error) {
 	bucket, prefix, delim, keyMarker := deref(in.Bucket), deref(in.Prefix), deref(in.Delimiter), deref(in.KeyMarker)
 	maxKeys := int32(1000)
@@ -165,31 +166,56 @@ func (b *Backend) ListObjectVersions(ctx context.Context, in *s3.ListObjectVersi
 	if err != nil {
 		return s3response.ListVersionsResult{}, err
 	}
-	res, owner, err := b.listPage(ctx, "ListObjectVersions", bucket, prefix, delim, keyMarker, maxKeys)
-	if err != nil {
+	if err := checkVersion(in.VersionIdMarker); err != nil {
 		return s3response.ListVersionsResult{}, err
 	}
-	objs, cps := listEntries(res, owner)
-	encodeEntries(enc, objs, cps)
-	versions := make([]s3response.ObjectVersion, 0, len(objs))
-	for _, o := range objs {
-		latest, vid := true, nullVersion
-		versions = append(versions, s3response.ObjectVersion{
-			ETag: o.ETag, Key: o.Key, Size: o.Size, LastModified: o.LastModified, Owner: o.Owner,
-			IsLatest: &latest, VersionId: &vid, StorageClass: types.ObjectVersionStorageClass(o.StorageClass),
-		})
+	bk, _, err := b.layer.GetBucket(ctx, bucket)
+	if err != nil {
+		return s3response.ListVersionsResult{}, b.mapErr("ListObjectVersions", err, bucket)
 	}
-	truncated := res.Truncated
 	out := s3response.ListVersionsResult{
-		Name: &bucket, Prefix: encodePtr(enc, &prefix), KeyMarker: encodePtr(enc, &keyMarker), MaxKeys: &maxKeys, IsTruncated: &truncated,
+		Name: &bucket, Prefix: encodePtr(enc, &prefix), KeyMarker: encodePtr(enc, &keyMarker), MaxKeys: &maxKeys,
 		Delimiter: encodePtr(enc, backend.GetPtrFromString(delim)), VersionIdMarker: in.VersionIdMarker,
-		Versions: versions, CommonPrefixes: cps,
+		Versions: []s3response.ObjectVersion{}, CommonPrefixes: []types.CommonPrefix{},
 	}
 	if enc {
 		out.EncodingType = types.EncodingTypeUrl
 	}
+	truncated := false
+	out.IsTruncated = &truncated
+	if maxKeys <= 0 {
+		return out, nil
+	}
+	res, err := b.layer.ListVersions(ctx, bucket, object.VersionListOptions{Prefix: prefix, Delimiter: delim,
+		KeyMarker: keyMarker, VersionMarker: deref(in.VersionIdMarker), MaxKeys: int(maxKeys)})
+	if err != nil {
+		return s3response.ListVersionsResult{}, b.mapErr("ListObjectVersions", err, bucket)
+	}
+	for _, v := range res.Versions {
+		key, vid, latest, mtime := v.Key, v.VersionID, v.IsLatest, lastModified(v.Object)
+		if enc {
+			key = urlEncode(key)
+		}
+		id := objectOwner(bk, v.Object)
+		owner := &types.Owner{ID: &id, DisplayName: &id}
+		if v.DeleteMarker {
+			out.DeleteMarkers = append(out.DeleteMarkers, types.DeleteMarkerEntry{Key: &key, VersionId: &vid, IsLatest: &latest, LastModified: &mtime, Owner: owner})
+			continue
+		}
+		etag, size := quoteETag(v.ETag), listSize(v.Object)
+		out.Versions = append(out.Versions, s3response.ObjectVersion{ETag: &etag, Key: &key, Size: &size, LastModified: &mtime,
+			Owner: owner, IsLatest: &latest, VersionId: &vid, StorageClass: types.ObjectVersionStorageClass(storageClass(v.Object))})
+	}
+	for _, p := range res.CommonPrefixes {
+		p := p
+		if enc {
+			p = urlEncode(p)
+		}
+		out.CommonPrefixes = append(out.CommonPrefixes, types.CommonPrefix{Prefix: &p})
+	}
+	truncated = res.Truncated
 	if truncated {
-		next, vid := res.NextAfter, nullVersion
+		next, vid := res.NextKeyMarker, res.NextVersionMarker
 		out.NextKeyMarker, out.NextVersionIdMarker = encodePtr(enc, &next), &vid
 	}
 	return out, nil

@@ -199,11 +199,11 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	if err != nil {
 		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, bucket)
 	}
-	srcBucket, srcKey, err := parseCopySource(deref(in.CopySource))
+	srcBucket, srcKey, srcVersion, err := parseCopySource(deref(in.CopySource))
 	if err != nil {
 		return s3response.CopyPartResult{}, err
 	}
-	src, err := b.layer.Head(ctx, srcBucket, srcKey)
+	src, err := b.layer.HeadVersion(ctx, srcBucket, srcKey, srcVersion)
 	if err != nil {
 		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
 	}
@@ -235,13 +235,13 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 		return s3response.CopyPartResult{}, err
 	}
 	var p object.PartInfo
-	if alg, _ := uploadChecksum(up.Headers); srcRec == nil && rec == nil && alg == "" {
+	if alg, _ := uploadChecksum(up.Headers); srcRec == nil && rec == nil && alg == "" && srcVersion == "" {
 		p, err = b.layer.UploadPartCopy(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n)
 	} else {
 		// Either side is encrypted or the part needs a checksum: copy the
 		// plaintext through the gateway, decrypting and (for an encrypted
 		// upload) re-encrypting.
-		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, src.Object, srcDK, off, n, rec, dk, alg)
+		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, srcVersion, src.Object, srcDK, off, n, rec, dk, alg)
 	}
 	if err != nil {
 		return s3response.CopyPartResult{}, b.uploadErr("UploadPartCopy", err, bucket, uploadID)
@@ -253,11 +253,11 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 
 // copyPartPlain makes a part from plaintext bytes [off, off+n) of a
 // source, encrypting them when the upload is encrypted.
-func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, src meta.Object, srcDK []byte,
+func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey, srcVersion string, src meta.Object, srcDK []byte,
 	off, n int64, rec *objectSSE, dk []byte, alg types.ChecksumAlgorithm) (object.PartInfo, error) {
 	var body io.Reader = &emptyReader{}
 	if n > 0 {
-		rc, err := b.openPlain(ctx, srcBucket, srcKey, src, srcDK, off, n)
+		rc, err := b.openPlain(ctx, srcBucket, srcKey, srcVersion, src, srcDK, off, n)
 		if err != nil {
 			return object.PartInfo{}, err
 		}
@@ -377,7 +377,7 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 		return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 	}
 	setSSEResponse(ctx, rec)
-	return completeResult(bucket, key, info.Object), "", nil
+	return completeResult(bucket, key, info.Object), info.VersionID, nil
 }
 
 // completedBefore answers a CompleteMultipartUpload whose upload is gone

@@ -6,8 +6,10 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/valyala/fasthttp"
 	"github.com/versity/versitygw/backend"
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
@@ -31,8 +33,36 @@ func (b *Backend) head(ctx context.Context, op, bucket, key string, version *str
 	if err := checkVersion(version); err != nil {
 		return object.ObjectInfo{}, err
 	}
-	info, err := b.layer.Head(ctx, bucket, key)
+	info, err := b.layer.HeadVersion(ctx, bucket, key, deref(version))
+	if vid, ok := object.DeleteMarkerOf(err); ok {
+		// S3 answers a delete marker with its version and
+		// x-amz-delete-marker; for a GET or HEAD of the marker's own
+		// version ID the status is 405, else 404.
+		setVersionResponse(ctx, vid)
+		if deref(version) != "" {
+			return info, errDeleteMarkerTarget{s3err.GetAPIError(s3err.ErrMethodNotAllowed)}
+		}
+		return info, errDeleteMarkerTarget{s3err.GetAPIError(s3err.ErrNoSuchKey)}
+	}
+	if err == nil {
+		setVersionResponse(ctx, info.VersionID)
+	}
 	return info, b.mapErr(op, err, bucket)
+}
+
+// errDeleteMarkerTarget is the answer to a read of a delete marker; the
+// GET and HEAD handlers return a non-nil output with it so that
+// versitygw adds x-amz-delete-marker.
+type errDeleteMarkerTarget struct{ s3err.APIError }
+
+// setVersionResponse adds x-amz-version-id to the response (versioned
+// objects only: unversioned buckets have no version IDs to show).
+func setVersionResponse(ctx context.Context, vid string) {
+	rc, ok := ctx.(*fasthttp.RequestCtx)
+	if !ok || rc == nil || vid == "" {
+		return
+	}
+	rc.Response.Header.Set("x-amz-version-id", vid)
 }
 
 // PutObject stores an object under the vector its storage class (or the
@@ -106,7 +136,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	setSSEResponse(ctx, rec)
 	size := listSize(info.Object)
 	cs := checksumOut(info.Headers)
-	return s3response.PutObjectOutput{ETag: quoteETag(info.ETag), Size: &size,
+	return s3response.PutObjectOutput{ETag: quoteETag(info.ETag), Size: &size, VersionID: info.VersionID,
 		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
 		ChecksumSHA256: cs.SHA256, ChecksumSHA512: cs.SHA512, ChecksumMD5: cs.MD5, ChecksumXXHASH64: cs.XXHASH64,
 		ChecksumXXHASH3: cs.XXHASH3, ChecksumXXHASH128: cs.XXHASH128, ChecksumType: cs.Type}, nil
@@ -176,6 +206,11 @@ func tagCount(o meta.Object) *int32 {
 func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.HeadObjectOutput, error) {
 	bucket, key := deref(in.Bucket), deref(in.Key)
 	info, err := b.head(ctx, "HeadObject", bucket, key, in.VersionId)
+	var dm errDeleteMarkerTarget
+	if errors.As(err, &dm) {
+		mtime := lastModified(info.Object)
+		return &s3.HeadObjectOutput{DeleteMarker: aws.Bool(true), LastModified: &mtime}, dm.APIError
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +263,11 @@ func (b *Backend) HeadObject(ctx context.Context, in *s3.HeadObjectInput) (*s3.H
 func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.GetObjectOutput, error) {
 	bucket, key := deref(in.Bucket), deref(in.Key)
 	info, err := b.head(ctx, "GetObject", bucket, key, in.VersionId)
+	var dm errDeleteMarkerTarget
+	if errors.As(err, &dm) {
+		mtime := lastModified(info.Object)
+		return &s3.GetObjectOutput{DeleteMarker: aws.Bool(true), LastModified: &mtime}, dm.APIError
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +291,7 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 		// The record read above and the one Get reads may differ under a
 		// concurrent overwrite; openPlain compares ETags and sizes and
 		// reports a conflict rather than serve a mix.
-		rc, err := b.openPlain(ctx, bucket, key, info.Object, dk, rs.off, rs.n)
+		rc, err := b.openPlain(ctx, bucket, key, deref(in.VersionId), info.Object, dk, rs.off, rs.n)
 		if err != nil {
 			return nil, b.mapErr("GetObject", err, bucket)
 		}
@@ -366,10 +406,18 @@ func (b *Backend) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput) (*
 			return nil, err
 		}
 	}
-	if err := b.layer.Delete(ctx, bucket, key); err != nil {
+	res, err := b.layer.DeleteObject(ctx, bucket, key, deref(in.VersionId))
+	if err != nil {
 		return nil, b.mapErr("DeleteObject", err, bucket)
 	}
-	return &s3.DeleteObjectOutput{}, nil
+	out := &s3.DeleteObjectOutput{}
+	if res.VersionID != "" {
+		out.VersionId = &res.VersionID
+	}
+	if res.DeleteMarker {
+		out.DeleteMarker = aws.Bool(true)
+	}
+	return out, nil
 }
 
 // DeleteObjects deletes up to MaxDeleteObjects keys, reporting each.
@@ -387,7 +435,7 @@ func (b *Backend) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput) 
 	}
 	res := s3response.DeleteResult{Deleted: []types.DeletedObject{}, Error: []types.Error{}}
 	for _, obj := range in.Delete.Objects {
-		_, err := b.DeleteObject(ctx, &s3.DeleteObjectInput{
+		out, err := b.DeleteObject(ctx, &s3.DeleteObjectInput{
 			Bucket: in.Bucket, Key: obj.Key, VersionId: obj.VersionId, IfMatch: obj.ETag,
 			IfMatchLastModifiedTime: obj.LastModifiedTime, IfMatchSize: obj.Size,
 		})
@@ -395,7 +443,14 @@ func (b *Backend) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput) 
 			res.Error = append(res.Error, s3err.ObjectDeleteError(obj.Key, obj.VersionId, err))
 			continue
 		}
-		res.Deleted = append(res.Deleted, types.DeletedObject{Key: obj.Key, VersionId: obj.VersionId})
+		d := types.DeletedObject{Key: obj.Key, VersionId: obj.VersionId}
+		if out.DeleteMarker != nil && *out.DeleteMarker {
+			d.DeleteMarker = out.DeleteMarker
+			if obj.VersionId == nil || *obj.VersionId == "" {
+				d.DeleteMarkerVersionId = out.VersionId
+			}
+		}
+		res.Deleted = append(res.Deleted, d)
 	}
 	return res, nil
 }
@@ -416,11 +471,11 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	if in.ObjectLockMode != "" || in.ObjectLockLegalHoldStatus == types.ObjectLockLegalHoldStatusOn {
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrMissingObjectLockConfigurationNoSpaces)
 	}
-	srcBucket, srcKey, err := parseCopySource(deref(in.CopySource))
+	srcBucket, srcKey, srcVersion, err := parseCopySource(deref(in.CopySource))
 	if err != nil {
 		return s3response.CopyObjectOutput{}, err
 	}
-	src, err := b.layer.Head(ctx, srcBucket, srcKey)
+	src, err := b.layer.HeadVersion(ctx, srcBucket, srcKey, srcVersion)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, srcBucket)
 	}
@@ -459,7 +514,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		srcMode = srcRec.Mode
 	}
 	encChanges := dstEnc.mode != srcMode || (srcMode == modeC && dstEnc.keyMD5 != srcRec.KeyMD5)
-	if srcBucket == dstBucket && srcKey == dstKey && !replaceMeta && !replaceTags && !encChanges && (class == "" || class == src.Class) {
+	if srcBucket == dstBucket && srcKey == dstKey && srcVersion == "" && !replaceMeta && !replaceTags && !encChanges && (class == "" || class == src.Class) {
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrInvalidCopyDest)
 	}
 	var headers, umeta, tags map[string]string
@@ -492,7 +547,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		if !replaceMeta {
 			headers, umeta = contentHeadersOf(src.Headers).toMap(), src.UserMeta
 		}
-		opts := object.CopyOptions{ReplaceMeta: true, ReplaceTags: replaceTags, Class: class, UserMeta: umeta, Tags: tags,
+		opts := object.CopyOptions{ReplaceMeta: true, ReplaceTags: replaceTags, Class: class, UserMeta: umeta, Tags: tags, SrcVersion: srcVersion,
 			Headers: mergeHeaders(mergeHeaders(headers, systemHeaders(src.Headers)), aclh)}
 		if srcMode != "" {
 			opts.Class = ""
@@ -500,7 +555,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		dstRec = srcRec
 		info, err = b.layer.Copy(ctx, srcBucket, srcKey, dstBucket, dstKey, opts)
 	} else {
-		info, dstRec, err = b.rewriteCopy(ctx, srcBucket, srcKey, src, plainSrc, srcDK, dstBucket, dstKey, dstEnc, rewriteAttrs{
+		info, dstRec, err = b.rewriteCopy(ctx, srcBucket, srcKey, srcVersion, src, plainSrc, srcDK, dstBucket, dstKey, dstEnc, rewriteAttrs{
 			class: class, replaceMeta: replaceMeta, headers: headers, umeta: umeta, replaceTags: replaceTags, tags: tags, acl: aclh,
 		})
 	}
@@ -509,9 +564,16 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	}
 	setSSEResponse(ctx, dstRec)
 	etag, mtime := quoteETag(info.ETag), lastModified(info.Object)
-	return s3response.CopyObjectOutput{
+	out := s3response.CopyObjectOutput{
 		CopyObjectResult: &s3response.CopyObjectResult{ETag: &etag, LastModified: &mtime},
-	}, nil
+	}
+	if info.VersionID != "" {
+		out.VersionId = &info.VersionID
+	}
+	if src.VersionID != "" {
+		out.CopySourceVersionId = &src.VersionID
+	}
+	return out, nil
 }
 
 // rewriteAttrs are the destination attributes a rewriting copy takes from
@@ -528,11 +590,11 @@ type rewriteAttrs struct {
 // rewriteCopy copies by reading the source's plaintext and writing it as
 // a new object under the destination's encryption. The result is a simple
 // (single-part) object, as an AWS CopyObject of a multipart object is.
-func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey string, src object.ObjectInfo, plainSrc meta.Object, srcDK []byte,
+func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey, srcVersion string, src object.ObjectInfo, plainSrc meta.Object, srcDK []byte,
 	dstBucket, dstKey string, enc sseRequest, a rewriteAttrs) (object.ObjectInfo, *objectSSE, error) {
 	var body io.Reader = &emptyReader{}
 	if plainSrc.Size > 0 {
-		rc, err := b.openPlain(ctx, srcBucket, srcKey, src.Object, srcDK, 0, plainSrc.Size)
+		rc, err := b.openPlain(ctx, srcBucket, srcKey, srcVersion, src.Object, srcDK, 0, plainSrc.Size)
 		if err != nil {
 			return object.ObjectInfo{}, nil, err
 		}
@@ -611,6 +673,17 @@ func (b *Backend) PutObjectTagging(ctx context.Context, bucket, key, version str
 	}
 	if len(tags) > maxObjectTags {
 		return s3err.GetAPIError(s3err.ErrObjectTaggingLimited)
+	}
+	if version != "" {
+		// Tags of the current version can be changed through its ID;
+		// those of older versions cannot (yet).
+		cur, err := b.layer.Head(ctx, bucket, key)
+		if err != nil {
+			return b.mapErr("PutObjectTagging", err, bucket)
+		}
+		if cur.VersionID != version && !(version == object.NullVersion && cur.VersionID == "") {
+			return s3err.GetAPIError(s3err.ErrNotImplemented)
+		}
 	}
 	err := b.layer.UpdateObject(ctx, bucket, key, func(o *meta.Object) error {
 		o.Tags = cloneTags(tags)

@@ -406,9 +406,9 @@ var errStaleRead = errors.New("s3: object changed during read")
 // the packages covering the range. Every layer read checks it still sees
 // the same object (ETag and size), so headers and body never mix two
 // versions of an overwritten object.
-func (b *Backend) openPlain(ctx context.Context, bucket, key string, o meta.Object, dk []byte, off, n int64) (io.ReadCloser, error) {
+func (b *Backend) openPlain(ctx context.Context, bucket, key, version string, o meta.Object, dk []byte, off, n int64) (io.ReadCloser, error) {
 	get := func(coff, cn int64) (io.ReadCloser, error) {
-		info, rc, err := b.layer.Get(ctx, bucket, key, coff, cn)
+		info, rc, err := b.layer.GetVersion(ctx, bucket, key, version, coff, cn)
 		if err != nil {
 			return nil, err
 		}

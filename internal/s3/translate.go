@@ -16,6 +16,7 @@ import (
 	"github.com/versity/versitygw/s3err"
 
 	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/object"
 )
 
 // This file holds the pure request → object-layer translation helpers.
@@ -46,10 +47,13 @@ func checkKey(key string) error {
 	return nil
 }
 
-// checkVersion accepts only the absent version and "null", the version
-// every object of an unversioned bucket has.
+// checkVersion accepts an absent version, "null", and the version IDs
+// Terrace hands out (16 hex digits); anything else is a malformed ID.
 func checkVersion(v *string) error {
-	if v == nil || *v == "" || *v == "null" {
+	if v == nil || *v == "" || *v == object.NullVersion {
+		return nil
+	}
+	if len(*v) == 16 && strings.Trim(*v, "0123456789abcdef") == "" {
 		return nil
 	}
 	return s3err.GetInvalidArgumentErr(s3err.InvalidArgVersionId, *v)
@@ -75,26 +79,25 @@ func storageClass(o meta.Object) types.StorageClass {
 	return types.StorageClass(o.Class)
 }
 
-// parseCopySource splits x-amz-copy-source into bucket and key. Version IDs
-// other than "null" are rejected (buckets are unversioned).
-func parseCopySource(hdr string) (bucket, key string, err error) {
-	bucket, key, version, err := backend.ParseCopySource(hdr)
+// parseCopySource splits x-amz-copy-source into bucket, key and version.
+func parseCopySource(hdr string) (bucket, key, version string, err error) {
+	bucket, key, version, err = backend.ParseCopySource(hdr)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	if bucket == "" {
-		return "", "", s3err.GetInvalidArgumentErr(s3err.InvalidArgCopySourceBucket, hdr)
+		return "", "", "", s3err.GetInvalidArgumentErr(s3err.InvalidArgCopySourceBucket, hdr)
 	}
 	if key == "" {
-		return "", "", s3err.GetInvalidArgumentErr(s3err.InvalidArgCopySourceObject, hdr)
+		return "", "", "", s3err.GetInvalidArgumentErr(s3err.InvalidArgCopySourceObject, hdr)
 	}
 	if err := checkVersion(&version); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	if err := checkKey(key); err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
-	return bucket, key, nil
+	return bucket, key, version, nil
 }
 
 // objectRange translates a GET/HEAD Range header for an object of size

@@ -261,7 +261,7 @@ func FuzzNames(f *testing.F) {
 		if err != nil && !errors.Is(herr, object.ErrInvalidKey) && s != "" {
 			t.Fatalf("checkKey refused %q (%v), the layer accepts it", s, err)
 		}
-		sb, sk, err := parseCopySource(s)
+		sb, sk, _, err := parseCopySource(s)
 		if err != nil {
 			if statusOf(err) == 0 {
 				t.Fatalf("parseCopySource(%q): %v is not an S3 error", s, err)
