@@ -84,9 +84,9 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
-	n.userRoutes(mux)      // users.go
-	n.rewrapRoutes(mux)    // rewrap.go
-	n.lifecycleRoutes(mux) // lifecycle.go
+	n.userRoutes(mux)                                 // users.go
+	n.rewrapRoutes(mux)                               // rewrap.go
+	n.lifecycleRoutes(mux)                            // lifecycle.go
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
 	return v.Wrap(mux)
