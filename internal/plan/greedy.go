@@ -36,10 +36,16 @@ func (Greedy) Improve(s *Search) {
 	s.listener = func(i int, inst int32, c Cost) { q.push(qItem{c: c, entry: int32(i), inst: inst}) }
 	defer func() { s.listener = nil }()
 	for i := range s.rules {
-		for _, inst := range s.pos[i].list {
-			if s.scope[i] == ScopeEgroup && !s.inBatch(inst) {
-				continue
+		if s.scope[i] == ScopeEgroup && !s.allBatch {
+			// Only the batch's egroups: O(batch), not O(costly egroups).
+			for _, e := range s.batchEgs {
+				if c := s.cost[i][e]; positive(c) {
+					q.push(qItem{c: c, entry: int32(i), inst: e})
+				}
 			}
+			continue
+		}
+		for _, inst := range s.pos[i].list {
 			q.push(qItem{c: s.cost[i][inst], entry: int32(i), inst: inst})
 		}
 	}
@@ -61,22 +67,21 @@ func visit(s *Search, i int, inst int32) bool {
 	best := -1
 	var bestDelta Cost
 	for j, c := range cands {
-		d := s.delta(c.x, c.d)
+		d := s.candDelta(c)
 		if !d.Less(bestDelta) {
 			continue
 		}
 		best, bestDelta = j, d
 		// Mirador: a value that satisfies the visited instance is taken.
 		// The touched list still holds this candidate's evaluation.
-		if fc, ok := s.focusCost(i, inst); ok && !positive(fc) {
+		if fc, ok := s.focusCost(i, inst); ok && !positive(fc) && c.y < 0 {
 			break
 		}
 	}
 	if best < 0 {
 		return false
 	}
-	c := cands[best]
-	return s.apply(c.x, c.d, true)
+	return s.applyCand(cands[best])
 }
 
 // Escape implements Solver: the second pass.

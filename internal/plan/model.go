@@ -116,72 +116,176 @@ const (
 // known devices and distinct within an egroup, non-negative sizes, valid
 // vectors.
 func (m *Model) Validate() error {
+	_, _, err := m.validate()
+	return err
+}
+
+// validate is Validate returning the device index it builds and every
+// replica's device number in egroup order (the solver reuses both rather
+// than hash each replica's device ID again). It is linear in the model and
+// cheap per egroup: vectors are validated once per distinct vector, and
+// IDs given in increasing order (as a metadata scan yields them) need no
+// set to prove them unique.
+func (m *Model) validate() (map[model.DeviceID]int32, []int32, error) {
 	if len(m.Devices) > MaxDevices {
-		return fmt.Errorf("%w: %d devices exceeds the limit of %d", ErrInvalidModel, len(m.Devices), MaxDevices)
+		return nil, nil, fmt.Errorf("%w: %d devices exceeds the limit of %d", ErrInvalidModel, len(m.Devices), MaxDevices)
 	}
 	if len(m.Egroups) > MaxEgroups {
-		return fmt.Errorf("%w: %d egroups exceeds the limit of %d", ErrInvalidModel, len(m.Egroups), MaxEgroups)
+		return nil, nil, fmt.Errorf("%w: %d egroups exceeds the limit of %d", ErrInvalidModel, len(m.Egroups), MaxEgroups)
 	}
 	if math.IsNaN(m.ColdLoad) || math.IsInf(m.ColdLoad, 0) {
-		return fmt.Errorf("%w: cold load %v", ErrInvalidModel, m.ColdLoad)
+		return nil, nil, fmt.Errorf("%w: cold load %v", ErrInvalidModel, m.ColdLoad)
 	}
-	devs := make(map[model.DeviceID]bool, len(m.Devices))
+	devs := make(map[model.DeviceID]int32, len(m.Devices))
 	for i := range m.Devices {
 		d := &m.Devices[i]
+		_, dup := devs[d.ID]
 		switch {
 		case d.ID == "":
-			return fmt.Errorf("%w: device %d has no ID", ErrInvalidModel, i)
-		case devs[d.ID]:
-			return fmt.Errorf("%w: device %s listed twice", ErrInvalidModel, d.ID)
+			return nil, nil, fmt.Errorf("%w: device %d has no ID", ErrInvalidModel, i)
+		case dup:
+			return nil, nil, fmt.Errorf("%w: device %s listed twice", ErrInvalidModel, d.ID)
 		case d.Node == "":
-			return fmt.Errorf("%w: device %s has no node", ErrInvalidModel, d.ID)
+			return nil, nil, fmt.Errorf("%w: device %s has no node", ErrInvalidModel, d.ID)
 		case !model.ValidTierName(string(d.Tier)) || d.Tier == model.TierAny:
-			return fmt.Errorf("%w: device %s has bad tier %q", ErrInvalidModel, d.ID, d.Tier)
+			return nil, nil, fmt.Errorf("%w: device %s has bad tier %q", ErrInvalidModel, d.ID, d.Tier)
 		case d.CapacityBytes < 0 || d.UsedBytes < 0:
-			return fmt.Errorf("%w: device %s has negative capacity or usage", ErrInvalidModel, d.ID)
+			return nil, nil, fmt.Errorf("%w: device %s has negative capacity or usage", ErrInvalidModel, d.ID)
 		case math.IsNaN(d.Load) || math.IsInf(d.Load, 0) || d.Load < 0:
-			return fmt.Errorf("%w: device %s has bad load %v", ErrInvalidModel, d.ID, d.Load)
+			return nil, nil, fmt.Errorf("%w: device %s has bad load %v", ErrInvalidModel, d.ID, d.Load)
 		case int(d.Health) >= len(healthNames):
-			return fmt.Errorf("%w: device %s has unknown health %d", ErrInvalidModel, d.ID, d.Health)
+			return nil, nil, fmt.Errorf("%w: device %s has unknown health %d", ErrInvalidModel, d.ID, d.Health)
 		}
-		devs[d.ID] = true
+		devs[d.ID] = int32(i)
 	}
-	ids := make(map[uint64]bool, len(m.Egroups))
+	increasing := true
+	for i := 1; i < len(m.Egroups) && increasing; i++ {
+		increasing = m.Egroups[i-1].ID < m.Egroups[i].ID
+	}
+	var ids map[uint64]bool
+	if !increasing {
+		ids = make(map[uint64]bool, len(m.Egroups))
+	}
+	var vectors []knownVector // validated already
+	nrep := 0
+	for i := range m.Egroups {
+		nrep += len(m.Egroups[i].Replicas)
+	}
+	replicaDevs := make([]int32, 0, nrep)
 	for i := range m.Egroups {
 		e := &m.Egroups[i]
-		if ids[e.ID] {
-			return fmt.Errorf("%w: egroup %d listed twice", ErrInvalidModel, e.ID)
+		if ids != nil {
+			if ids[e.ID] {
+				return nil, nil, fmt.Errorf("%w: egroup %d listed twice", ErrInvalidModel, e.ID)
+			}
+			ids[e.ID] = true
 		}
-		ids[e.ID] = true
 		if e.SizeBytes < 0 || e.WorkingSetBytes < 0 {
-			return fmt.Errorf("%w: egroup %d has a negative size", ErrInvalidModel, e.ID)
+			return nil, nil, fmt.Errorf("%w: egroup %d has a negative size", ErrInvalidModel, e.ID)
 		}
 		if math.IsNaN(e.Load) || math.IsInf(e.Load, 0) || e.Load < 0 {
-			return fmt.Errorf("%w: egroup %d has bad load %v", ErrInvalidModel, e.ID, e.Load)
+			return nil, nil, fmt.Errorf("%w: egroup %d has bad load %v", ErrInvalidModel, e.ID, e.Load)
 		}
-		if err := e.Vector.Validate(); err != nil {
-			return fmt.Errorf("%w: egroup %d: %v", ErrInvalidModel, e.ID, err)
-		}
-		for t := range e.Vector.Counts {
-			if !model.ValidTierName(string(t)) {
-				return fmt.Errorf("%w: egroup %d: bad tier %q in vector", ErrInvalidModel, e.ID, t)
+		if findKnown(vectors, e.Vector) < 0 {
+			if err := e.Vector.Validate(); err != nil {
+				return nil, nil, fmt.Errorf("%w: egroup %d: %v", ErrInvalidModel, e.ID, err)
+			}
+			for t := range e.Vector.Counts {
+				if !model.ValidTierName(string(t)) {
+					return nil, nil, fmt.Errorf("%w: egroup %d: bad tier %q in vector", ErrInvalidModel, e.ID, t)
+				}
+			}
+			if len(vectors) < maxDistinctVectors {
+				vectors = append(vectors, newKnown(e.Vector))
 			}
 		}
 		if len(e.Replicas) > model.MaxReplicas {
-			return fmt.Errorf("%w: egroup %d has %d replicas, more than %d", ErrInvalidModel, e.ID, len(e.Replicas), model.MaxReplicas)
+			return nil, nil, fmt.Errorf("%w: egroup %d has %d replicas, more than %d", ErrInvalidModel, e.ID, len(e.Replicas), model.MaxReplicas)
 		}
 		for j, r := range e.Replicas {
-			if !devs[r] {
-				return fmt.Errorf("%w: egroup %d has a replica on unknown device %q", ErrInvalidModel, e.ID, r)
+			d, ok := devs[r]
+			if !ok {
+				return nil, nil, fmt.Errorf("%w: egroup %d has a replica on unknown device %q", ErrInvalidModel, e.ID, r)
 			}
+			replicaDevs = append(replicaDevs, d)
 			for _, o := range e.Replicas[:j] {
 				if o == r {
-					return fmt.Errorf("%w: egroup %d has two replicas on %s", ErrInvalidModel, e.ID, r)
+					return nil, nil, fmt.Errorf("%w: egroup %d has two replicas on %s", ErrInvalidModel, e.ID, r)
 				}
 			}
 		}
 	}
-	return nil
+	return devs, replicaDevs, nil
+}
+
+// maxDistinctVectors bounds the vectors remembered as validated (a
+// cluster uses a handful; beyond this each is simply validated again).
+const maxDistinctVectors = 64
+
+// knownVector is a vector flattened for fast comparison: its non-zero
+// counts as pairs, compared against another vector with map lookups only
+// (iterating a map costs more than looking a key up, and a model compares
+// a vector per egroup).
+type knownVector struct {
+	v     model.Vector
+	pairs []tierCount
+	plain bool // no zero counts: equal length plus equal pairs is equality
+}
+
+type tierCount struct {
+	t model.Tier
+	n int
+}
+
+func newKnown(v model.Vector) knownVector {
+	k := knownVector{v: v, plain: true}
+	for t, n := range v.Counts {
+		if n == 0 {
+			k.plain = false
+			continue
+		}
+		k.pairs = append(k.pairs, tierCount{t, n})
+	}
+	return k
+}
+
+func (k *knownVector) equal(v model.Vector) bool {
+	if k.plain && len(v.Counts) == len(k.pairs) {
+		for _, p := range k.pairs {
+			if v.Counts[p.t] != p.n {
+				return false
+			}
+		}
+		return true
+	}
+	return vectorsEqual(k.v, v)
+}
+
+// findKnown returns the index of a vector equal to v, or −1. Most recent
+// first: egroups of one bucket share a vector.
+func findKnown(ks []knownVector, v model.Vector) int {
+	for i := len(ks) - 1; i >= 0; i-- {
+		if ks[i].equal(v) {
+			return i
+		}
+	}
+	return -1
+}
+
+// vectorsEqual compares counts, treating a missing tier as 0, without
+// allocating (model.Vector.Equal formats both vectors).
+func vectorsEqual(a, b model.Vector) bool {
+	for t, n := range a.Counts {
+		if b.Counts[t] != n {
+			return false
+		}
+	}
+	for t, n := range b.Counts {
+		if a.Counts[t] != n {
+			return false
+		}
+	}
+	return true
 }
 
 // Clone returns a deep copy (replica slices and vectors are not shared).

@@ -41,9 +41,9 @@ type Options struct {
 	// SecondPassGroup is how many of the costliest replicas the second
 	// pass clears and re-places together (default 12).
 	SecondPassGroup int
-	// SecondPassBudget bounds the search steps of one group's exhaustive
-	// re-placement (default 50,000: exhaustive for the ~6-replica groups of
-	// small models, about 50 ms otherwise).
+	// SecondPassBudget bounds the rule evaluations one group's exhaustive
+	// re-placement may spend (default 1,000,000: about 50–100 ms, enough
+	// to be exhaustive for the few-replica groups of small models).
 	SecondPassBudget int
 	// SecondPassGroups bounds the groups tried per stuck round (default 8).
 	SecondPassGroups int
@@ -73,7 +73,7 @@ func (o *Options) EnsureDefaults() {
 		o.SecondPassGroup = 12
 	}
 	if o.SecondPassBudget == 0 {
-		o.SecondPassBudget = 50_000
+		o.SecondPassBudget = 1_000_000
 	}
 	if o.SecondPassGroups == 0 {
 		o.SecondPassGroups = 8
@@ -150,8 +150,8 @@ func (m Move) String() string {
 
 // RuleCost is one rule's cost before and after the plan.
 type RuleCost struct {
-	Rule                    string
-	Before, After           Cost
+	Rule                              string
+	Before, After                     Cost
 	ViolationsBefore, ViolationsAfter int
 }
 

@@ -32,7 +32,10 @@ func (r Restarts) Improve(s *Search) {
 	if maxFail <= 0 {
 		maxFail = 200
 	}
-	type step struct{ x, to int32 }
+	type step struct {
+		x, to int32
+		group int
+	}
 	var best []step
 	bestCost := s.total
 	start := s.mark()
@@ -52,8 +55,8 @@ func (r Restarts) Improve(s *Search) {
 				continue
 			}
 			c := cands[s.rng.IntN(len(cands))]
-			if s.delta(c.x, c.d).Less(Cost{}) {
-				s.apply(c.x, c.d, true)
+			if s.candDelta(c).Less(Cost{}) {
+				s.applyCand(c)
 				fails = 0
 			} else {
 				fails++
@@ -63,14 +66,25 @@ func (r Restarts) Improve(s *Search) {
 		if s.total.Less(bestCost) || (best != nil && !bestCost.Less(s.total) && n < len(best)) {
 			best = best[:0]
 			for _, m := range s.moves[firstMove:] {
-				best = append(best, step{m.x, m.to})
+				best = append(best, step{m.x, m.to, m.group})
 			}
 			bestCost = s.total
 		}
 		s.rollback(start)
 	}
+	// Replay the best run; swaps keep their pairing as groups.
+	lastGroup := 0
 	for _, st := range best {
-		if !s.apply(st.x, st.to, true) {
+		if st.group != 0 && st.group != lastGroup {
+			s.groupSeq++
+		}
+		lastGroup = st.group
+		if st.group != 0 {
+			s.group = s.groupSeq
+		}
+		ok := s.apply(st.x, st.to, true)
+		s.group = 0
+		if !ok {
 			return
 		}
 	}

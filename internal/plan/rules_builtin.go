@@ -46,7 +46,9 @@ func builtinSpecs() []RuleSpec {
 			Params: []ParamSpec{
 				{Name: "level", Kind: ParamEnum, Default: "rack", Enum: []string{"node", "rack"}, Doc: "the widest failure domain to spread over"},
 			},
-			New: func(p Params) (Rule, error) { return &failureDomainSpread{p: p, racks: p.String("level") == "rack"}, nil },
+			New: func(p Params) (Rule, error) {
+				return &failureDomainSpread{p: p, racks: p.String("level") == "rack"}, nil
+			},
 		},
 		{
 			Name: "vector_satisfied", Scope: "egroup",

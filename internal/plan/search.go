@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 
 	"github.com/terrace-storage/terrace/internal/model"
@@ -41,6 +43,15 @@ type Search struct {
 	egBatch    []int32
 	batchStamp int32
 	allBatch   bool
+	batchEgs   []int32
+	// batchVars lists, per device, the batch's replicas on it when the
+	// batch started (CSR: batchVars[batchOff[d]:batchOff[d+1]]), so that
+	// visiting a device costs its batch replicas, not all of them. Entries
+	// go stale when a replica moves; a moved replica may not move again in
+	// the pass, and scanning checks the replica is still there.
+	batchOff  []int32
+	batchVars []int32
+	cursor    []int32
 	varStamp   []int32
 	pass       int32
 	round      int
@@ -80,8 +91,43 @@ type rawMove struct {
 	group         int
 }
 
-// cand is a candidate move: variable x to device d.
-type cand struct{ x, d int32 }
+// cand is a candidate move: variable x to device d. A swap first moves y
+// (≥ 0) off d to yd to make room; its two moves form a group.
+type cand struct{ x, d, y, yd int32 }
+
+func move1(x, d int32) cand { return cand{x, d, -1, -1} }
+
+// candDelta is the change in total cost if c were applied.
+func (s *Search) candDelta(c cand) Cost {
+	if c.y < 0 {
+		return s.delta(c.x, c.d)
+	}
+	// A tentative apply must not re-queue instances: the greedy solver
+	// would visit them again with an unchanged cost, forever.
+	l := s.listener
+	s.listener = nil
+	m := s.mark()
+	before := s.total
+	s.apply(c.y, c.yd, false)
+	d := s.total.Sub(before).Add(s.delta(c.x, c.d))
+	s.rollback(m)
+	s.listener = l
+	return d
+}
+
+// applyCand applies c (a swap as a two-move group).
+func (s *Search) applyCand(c cand) bool {
+	if c.y < 0 {
+		return s.apply(c.x, c.d, true)
+	}
+	if len(s.moves)+2 > s.o.MaxMoves {
+		return false
+	}
+	s.groupSeq++
+	s.group = s.groupSeq
+	defer func() { s.group = 0 }()
+	return s.apply(c.y, c.yd, true) && s.apply(c.x, c.d, true)
+}
 
 // posSet is the set of instances of one rule with a positive cost.
 type posSet struct {
@@ -394,9 +440,55 @@ func (s *Search) startBatch(egs []int32, round int) {
 	}
 	s.allBatch = false
 	s.batchStamp++
+	s.batchEgs = egs
 	for _, e := range egs {
 		s.egBatch[e] = s.batchStamp
 	}
+	st := s.st
+	nd := len(st.devID)
+	if s.batchOff == nil {
+		s.batchOff = make([]int32, nd+1)
+	}
+	off := s.batchOff
+	clear(off)
+	for _, e := range egs {
+		for x := st.egStart[e]; x < st.egStart[e+1]; x++ {
+			if d := st.varDev[x]; d >= 0 {
+				off[d+1]++
+			}
+		}
+	}
+	for d := range nd {
+		off[d+1] += off[d]
+	}
+	s.batchVars = s.batchVars[:0]
+	s.batchVars = append(s.batchVars, make([]int32, off[nd])...)
+	fill := s.batchCursor(nd)
+	copy(fill, off[:nd])
+	for _, e := range egs {
+		for x := st.egStart[e]; x < st.egStart[e+1]; x++ {
+			if d := st.varDev[x]; d >= 0 {
+				s.batchVars[fill[d]] = x
+				fill[d]++
+			}
+		}
+	}
+}
+
+func (s *Search) batchCursor(n int) []int32 {
+	if cap(s.cursor) < n {
+		s.cursor = make([]int32, n)
+	}
+	return s.cursor[:n]
+}
+
+// deviceVars returns the replicas on device d a visit may consider: all of
+// them, or in a batch the batch's (possibly stale) entries.
+func (s *Search) deviceVars(d int32) []int32 {
+	if s.allBatch {
+		return s.st.devVars[d]
+	}
+	return s.batchVars[s.batchOff[d]:s.batchOff[d+1]]
 }
 
 func (s *Search) startEscape(round int) {
@@ -458,14 +550,14 @@ func (s *Search) orderBatches(size int) [][]int32 {
 			rest = append(rest, e)
 		}
 	}
-	sort.Slice(costly, func(i, j int) bool {
-		if costly[j].c.Less(costly[i].c) {
-			return true
+	slices.SortFunc(costly, func(a, b keyed) int {
+		switch {
+		case b.c.Less(a.c):
+			return -1
+		case a.c.Less(b.c):
+			return 1
 		}
-		if costly[i].c.Less(costly[j].c) {
-			return false
-		}
-		return costly[i].e < costly[j].e
+		return cmp.Compare(a.e, b.e)
 	})
 	all := make([]int32, 0, n)
 	for _, k := range costly {
@@ -608,11 +700,11 @@ const maxScanReplicas = 4096
 // addVars appends device d's movable replicas passing the hint filters.
 func (s *Search) addVars(vars []int32, d int32, h *Hints) []int32 {
 	st := s.st
-	for _, x := range st.devVars[d] {
+	for _, x := range s.deviceVars(d) {
 		if len(vars) >= maxScanReplicas {
 			break
 		}
-		if s.acceptVar(x, h) {
+		if st.varDev[x] == d && s.acceptVar(x, h) {
 			vars = append(vars, x)
 		}
 	}
@@ -709,24 +801,117 @@ func (s *Search) pullCandidates(i int, inst int32, h *Hints, out []cand) []cand 
 		if h.pullMetric == MetricSize {
 			ord = &st.ordFree[t]
 		}
+		// Only replicas that fit: an underloaded device may be nearly
+		// full, and pulling a replica it cannot hold helps nobody.
 		vars := s.varBuf[:0]
-		taken := 0
-		for j := len(ord.devs) - 1; j >= 0 && taken < k; j-- {
+		taken, scanned := 0, 0
+		for j := len(ord.devs) - 1; j >= 0 && taken < k && scanned < 4*k; j-- {
 			src := ord.devs[j]
 			if src == dst || s.scope[i] == ScopeNode && st.devNode[src] == st.devNode[dst] {
 				continue
 			}
+			scanned++
 			n := len(vars)
-			vars = s.addVars(vars, src, h)
+			for _, x := range s.deviceVars(src) {
+				if len(vars) >= maxScanReplicas {
+					break
+				}
+				if st.varDev[x] == src && s.acceptVar(x, h) && st.canTarget(x, dst) {
+					vars = append(vars, x)
+				}
+			}
 			if len(vars) > n {
 				taken++
 			}
 		}
+		if len(vars) == 0 {
+			out = s.swapCandidates(dst, ord, h, out)
+			continue
+		}
 		vars = s.rank(vars, h, h.pullMetric, h.pullTarget, s.o.CandidateReplicas)
 		s.varBuf = vars
 		for _, x := range vars {
-			if st.canTarget(x, dst) && s.allowedByEgroup(x, dst) {
-				out = append(out, cand{x, dst})
+			if s.allowedByEgroup(x, dst) {
+				out = append(out, move1(x, dst))
+			}
+		}
+	}
+	return out
+}
+
+// swapCandidates handles a pulling device that is too full to take any
+// replica: it pairs one of its replicas y that carries little of the
+// pulled metric per byte (moved to the emptiest device that takes it)
+// with a replica x from the top of the ordering that fits once y is gone.
+// A single move cannot do this — y leaving alone makes the deficit worse
+// — and the pair is small enough to evaluate on the spot rather than wait
+// for the second pass.
+func (s *Search) swapCandidates(dst int32, ord *ordering, h *Hints, out []cand) []cand {
+	st := s.st
+	metric := func(x int32) float64 { return s.metric(h.pullMetric, st.varEg[x]) }
+	// The two replicas of dst with the least metric per byte.
+	var ys [2]int32
+	ny := 0
+	for _, y := range s.deviceVars(dst) {
+		if st.varDev[y] != dst || !s.acceptVar(y, h) {
+			continue
+		}
+		e := st.varEg[y]
+		per := metric(y) / float64(max(1, st.egSize[e]))
+		if ny < len(ys) {
+			ys[ny] = y
+			ny++
+		} else {
+			worst := 0
+			for k := 1; k < ny; k++ {
+				if metric(ys[k])/float64(max(1, st.egSize[st.varEg[ys[k]]])) > metric(ys[worst])/float64(max(1, st.egSize[st.varEg[ys[worst]]])) {
+					worst = k
+				}
+			}
+			if per < metric(ys[worst])/float64(max(1, st.egSize[st.varEg[ys[worst]]])) {
+				ys[worst] = y
+			}
+		}
+	}
+	free := st.devCap[dst] - st.devUsed[dst]
+	t := st.devTier[dst]
+	for _, y := range ys[:ny] {
+		ey := st.varEg[y]
+		yd := int32(-1)
+		for _, d := range st.ordFree[t].devs {
+			if d != dst && st.canTarget(y, d) && s.allowedByEgroup(y, d) {
+				yd = d
+				break
+			}
+		}
+		if yd < 0 {
+			continue
+		}
+		room := free + st.egSize[ey]
+		vars := s.varBuf[:0]
+		taken, scanned := 0, 0
+		for j := len(ord.devs) - 1; j >= 0 && taken < s.o.CandidateDevices && scanned < 4*s.o.CandidateDevices; j-- {
+			src := ord.devs[j]
+			if src == dst || src == yd {
+				continue
+			}
+			scanned++
+			n := len(vars)
+			for _, x := range s.deviceVars(src) {
+				e := st.varEg[x]
+				if len(vars) < maxScanReplicas && st.varDev[x] == src && e != ey && st.egSize[e] <= room && s.acceptVar(x, h) && !st.hasSibling(e, dst) {
+					vars = append(vars, x)
+				}
+			}
+			if len(vars) > n {
+				taken++
+			}
+		}
+		vars = s.rank(vars, h, h.pullMetric, h.pullTarget+metric(y), s.o.CandidateReplicas)
+		s.varBuf = vars
+		for _, x := range vars {
+			if s.allowedByEgroup(x, dst) {
+				out = append(out, cand{x, dst, y, yd})
 			}
 		}
 	}
@@ -785,7 +970,7 @@ func (s *Search) destinations(x int32, h, eh *Hints, out []cand, k int) []cand {
 		}
 		for _, d := range hs.prefer {
 			if ok(d) {
-				out = append(out, cand{x, d})
+				out = append(out, move1(x, d))
 			}
 		}
 	}
@@ -843,7 +1028,7 @@ func (s *Search) destinations(x int32, h, eh *Hints, out []cand, k int) []cand {
 					break
 				}
 				if s.bucketIn(near, h.bucketLevel, d) && ok(d) {
-					out = append(out, cand{x, d})
+					out = append(out, move1(x, d))
 					n++
 				}
 			}
@@ -861,7 +1046,7 @@ func (s *Search) destinations(x int32, h, eh *Hints, out []cand, k int) []cand {
 				}
 				scanned++
 				if ok(d) {
-					out = append(out, cand{x, d})
+					out = append(out, move1(x, d))
 					n++
 				}
 			}

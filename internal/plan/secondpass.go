@@ -187,11 +187,14 @@ func tryGroup(s *Search, group []int32) bool {
 	// Bounded exhaustive re-placement.
 	if !s.zero() {
 		s.rollback(cleared)
-		budget := s.o.SecondPassBudget
+		// The budget counts rule evaluations, not search steps: a step
+		// that changes a tier's totals re-evaluates tier-wide rules on
+		// every device of the tier, so steps vary by orders of magnitude.
+		stop := s.stats.Evaluations + s.o.SecondPassBudget
 		k := s.o.CandidateDevices * 2
 		var dfs func(level int)
 		dfs = func(level int) {
-			if budget <= 0 {
+			if s.stats.Evaluations >= stop {
 				return
 			}
 			if level == len(group) {
@@ -212,10 +215,9 @@ func tryGroup(s *Search, group []int32) bool {
 			}
 			sort.SliceStable(sc, func(a, b int) bool { return sc[a].c.Less(sc[b].c) })
 			for _, c := range sc {
-				if budget <= 0 {
+				if s.stats.Evaluations >= stop {
 					return
 				}
-				budget--
 				m := s.mark()
 				s.apply(x, c.d, false)
 				dfs(level + 1)

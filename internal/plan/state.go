@@ -96,10 +96,11 @@ type vecInfo struct {
 }
 
 func newState(m *Model, rules *RuleSet) (*state, error) {
-	if err := m.Validate(); err != nil {
+	devIdx, replicaDevs, err := m.validate()
+	if err != nil {
 		return nil, err
 	}
-	s := &state{m: m, tierIdx: map[model.Tier]int{}, devIdx: make(map[model.DeviceID]int32, len(m.Devices)), bucketIdx: map[string]int32{}}
+	s := &state{m: m, tierIdx: map[model.Tier]int{}, devIdx: devIdx, bucketIdx: map[string]int32{}}
 	s.view.s = s
 
 	// Tiers.
@@ -107,8 +108,16 @@ func newState(m *Model, rules *RuleSet) (*state, error) {
 	for _, d := range m.Devices {
 		seen[d.Tier] = true
 	}
-	for _, e := range m.Egroups {
-		for t, n := range e.Vector.Counts {
+	var vectors []knownVector
+	for i := range m.Egroups {
+		v := m.Egroups[i].Vector
+		if findKnown(vectors, v) >= 0 {
+			continue
+		}
+		if len(vectors) < maxDistinctVectors {
+			vectors = append(vectors, newKnown(v))
+		}
+		for t, n := range v.Counts {
 			if n > 0 && t != model.TierAny {
 				seen[t] = true
 			}
@@ -142,7 +151,6 @@ func newState(m *Model, rules *RuleSet) (*state, error) {
 	rackIdx := map[string]int32{}
 	for i, d := range m.Devices {
 		s.devID[i] = d.ID
-		s.devIdx[d.ID] = int32(i)
 		s.devTier[i] = int8(s.tierIdx[d.Tier])
 		n, ok := nodeIdx[d.Node]
 		if !ok {
@@ -220,7 +228,6 @@ func newState(m *Model, rules *RuleSet) (*state, error) {
 	s.egVec = make([]int32, ne)
 	s.egCold = make([]bool, ne)
 	s.egStart = make([]int32, ne+1)
-	vecIdx := map[string]int32{}
 	nvars := 0
 	for i := range m.Egroups {
 		e := &m.Egroups[i]
@@ -231,12 +238,13 @@ func newState(m *Model, rules *RuleSet) (*state, error) {
 	s.varEg = make([]int32, nvars)
 	s.varDev = make([]int32, nvars)
 	s.varPos = make([]int32, nvars)
+	var vecKey map[string]int32
+	var known []knownVector
 	perDev := make([]int32, nd)
-	for i := range m.Egroups {
-		for _, r := range m.Egroups[i].Replicas {
-			perDev[s.devIdx[r]]++
-		}
+	for _, d := range replicaDevs {
+		perDev[d]++
 	}
+	rep := 0
 	for d := range s.devVars {
 		s.devVars[d] = make([]int32, 0, perDev[d]+perDev[d]/4+2)
 	}
@@ -254,11 +262,29 @@ func newState(m *Model, rules *RuleSet) (*state, error) {
 			s.bucketNames = append(s.bucketNames, e.Bucket)
 		}
 		s.egBucket[i] = b
-		key := e.Vector.String()
-		v, ok := vecIdx[key]
-		if !ok {
+		// Interning compares counts against the known vectors (a cluster
+		// has a handful); past maxDistinctVectors a string-keyed map takes
+		// over so an unusual model stays linear.
+		var v int32
+		if len(s.vecModel) < maxDistinctVectors {
+			v = int32(findKnown(known, e.Vector))
+		} else {
+			if vecKey == nil {
+				vecKey = map[string]int32{}
+				for k, vm := range s.vecModel {
+					vecKey[vm.String()] = int32(k)
+				}
+			}
+			var ok bool
+			if v, ok = vecKey[e.Vector.String()]; !ok {
+				v = -1
+			}
+		}
+		if v < 0 {
+			if vecKey != nil {
+				vecKey[e.Vector.String()] = int32(len(s.vecs))
+			}
 			v = int32(len(s.vecs))
-			vecIdx[key] = v
 			vi := vecInfo{counts: make([]int8, s.nTiers)}
 			for t, n := range e.Vector.Counts {
 				if t == model.TierAny {
@@ -270,11 +296,13 @@ func newState(m *Model, rules *RuleSet) (*state, error) {
 			}
 			s.vecs = append(s.vecs, vi)
 			s.vecModel = append(s.vecModel, e.Vector)
+			known = append(known, newKnown(e.Vector))
 		}
 		s.egVec[i] = v
 		x := s.egStart[i]
-		for _, r := range e.Replicas {
-			d := s.devIdx[r]
+		for range e.Replicas {
+			d := replicaDevs[rep]
+			rep++
 			s.varEg[x] = int32(i)
 			s.varDev[x] = d
 			s.varPos[x] = int32(len(s.devVars[d]))

@@ -58,12 +58,12 @@ func (v *View) NodeWorkingSet(n int) int64      { return v.s.nodeWS[n] }
 func (v *View) NodeTierCapacity(n, t int) int64 { return v.s.nodeTierCap[n*v.s.nTiers+t] }
 
 // Egroup accessors.
-func (v *View) EgroupID(e int) uint64         { return v.s.egID[e] }
-func (v *View) EgroupSize(e int) int64        { return v.s.egSize[e] }
-func (v *View) EgroupLoad(e int) float64      { return v.s.egLoad[e] }
-func (v *View) EgroupWorkingSet(e int) int64  { return v.s.egWS[e] }
-func (v *View) EgroupBucket(e int) string     { return v.s.bucketNames[v.s.egBucket[e]] }
-func (v *View) EgroupCold(e int) bool         { return v.s.egCold[e] }
+func (v *View) EgroupID(e int) uint64           { return v.s.egID[e] }
+func (v *View) EgroupSize(e int) int64          { return v.s.egSize[e] }
+func (v *View) EgroupLoad(e int) float64        { return v.s.egLoad[e] }
+func (v *View) EgroupWorkingSet(e int) int64    { return v.s.egWS[e] }
+func (v *View) EgroupBucket(e int) string       { return v.s.bucketNames[v.s.egBucket[e]] }
+func (v *View) EgroupCold(e int) bool           { return v.s.egCold[e] }
 func (v *View) EgroupVector(e int) model.Vector { return v.s.vecModel[v.s.egVec[e]] }
 
 // EgroupVectorCount is the vector's count for tier index t (explicit
@@ -86,14 +86,14 @@ func (v *View) TierName(t int) model.Tier { return v.s.tierNames[t] }
 
 // TierIndex returns the index of tier name, or −1 if the model has no such
 // tier.
-func (v *View) TierIndex(name model.Tier) int   { return v.s.tierIndex(name) }
-func (v *View) TierOnlineDevices(t int) int     { return int(v.s.tierOnline[t]) }
-func (v *View) TierCapacity(t int) int64        { return v.s.tierCap[t] }
-func (v *View) TierUsed(t int) int64            { return v.s.tierUsed[t] }
-func (v *View) TierLoad(t int) float64          { return v.s.tierLoad[t] }
-func (v *View) TierInitialUsed(t int) int64     { return v.s.tierUsed0[t] }
-func (v *View) TierColdBytes(t int) int64       { return v.s.tierCold[t] }
-func (v *View) SlowestOnlineTier() int          { return v.s.slowestTier }
+func (v *View) TierIndex(name model.Tier) int { return v.s.tierIndex(name) }
+func (v *View) TierOnlineDevices(t int) int   { return int(v.s.tierOnline[t]) }
+func (v *View) TierCapacity(t int) int64      { return v.s.tierCap[t] }
+func (v *View) TierUsed(t int) int64          { return v.s.tierUsed[t] }
+func (v *View) TierLoad(t int) float64        { return v.s.tierLoad[t] }
+func (v *View) TierInitialUsed(t int) int64   { return v.s.tierUsed0[t] }
+func (v *View) TierColdBytes(t int) int64     { return v.s.tierCold[t] }
+func (v *View) SlowestOnlineTier() int        { return v.s.slowestTier }
 
 // BucketReplicas counts the replicas of bucket on the domain (a device,
 // node or rack number, by level), excluding failed devices; an unknown
