@@ -72,9 +72,10 @@ func visit(s *Search, i int, inst int32) bool {
 			continue
 		}
 		best, bestDelta = j, d
-		// Mirador: a value that satisfies the visited instance is taken.
+		// Mirador: a value that satisfies the variable's rules is taken
+		// at once — here, a move after which nothing it touched costs.
 		// The touched list still holds this candidate's evaluation.
-		if fc, ok := s.focusCost(i, inst); ok && !positive(fc) && c.y < 0 {
+		if c.y < 0 && s.touchedClear() {
 			break
 		}
 	}

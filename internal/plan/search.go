@@ -52,12 +52,12 @@ type Search struct {
 	batchOff  []int32
 	batchVars []int32
 	cursor    []int32
-	varStamp   []int32
-	pass       int32
-	round      int
-	batch      int
-	group      int // second-pass group of the moves being applied (0: none)
-	groupSeq   int
+	varStamp  []int32
+	pass      int32
+	round     int
+	batch     int
+	group     int // second-pass group of the moves being applied (0: none)
+	groupSeq  int
 
 	journal []journalRec
 	moves   []rawMove
@@ -353,15 +353,15 @@ func (s *Search) delta(x, to int32) Cost {
 	return d
 }
 
-// focusCost returns the cost the last evaluation computed for instance
-// (i, inst), and whether it computed one.
-func (s *Search) focusCost(i int, inst int32) (Cost, bool) {
+// touchedClear reports whether the last evaluation left every instance it
+// touched without a positive cost.
+func (s *Search) touchedClear() bool {
 	for _, t := range s.touched {
-		if int(t.entry) == i && t.inst == inst {
-			return t.c, true
+		if positive(t.c) {
+			return false
 		}
 	}
-	return Cost{}, false
+	return true
 }
 
 // apply moves variable x to device to, costs and journals the move, and

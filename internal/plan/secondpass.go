@@ -141,8 +141,17 @@ func tryGroup(s *Search, group []int32) bool {
 	mark := s.mark()
 	before := s.total
 	orig := make([]int32, len(group))
+	// A replica may go back to its old device if that leaves the device
+	// no fuller than it was (it may have been over capacity to begin with).
+	usedBefore := map[int32]int64{}
 	for k, x := range group {
 		orig[k] = st.varDev[x]
+		if d := orig[k]; d >= 0 {
+			usedBefore[d] = st.devUsed[d]
+		}
+	}
+	stay := func(x, d int32) bool {
+		return d >= 0 && !st.hasSibling(st.varEg[x], d) && st.devUsed[d]+st.egSize[st.varEg[x]] <= max(st.devCap[d], usedBefore[d])
 	}
 	for _, x := range group {
 		if st.varDev[x] >= 0 {
@@ -151,20 +160,33 @@ func tryGroup(s *Search, group []int32) bool {
 	}
 	cleared := s.mark()
 
+	// The best complete re-placement: cheapest, then fewest changed
+	// replicas (fewer moves to execute, and fewer chances of a cycle).
 	best := make([]int32, len(group))
 	bestCost := Cost{Hard: 1e300}
+	bestChanged := len(group) + 1
 	haveBest := false
+	changedNow := func() int {
+		n := 0
+		for k, x := range group {
+			if st.varDev[x] != orig[k] {
+				n++
+			}
+		}
+		return n
+	}
 	snapshot := func() {
 		for k, x := range group {
 			if orig[k] >= 0 && st.varDev[x] < 0 {
 				return // incomplete: a replica would be dropped
 			}
 		}
-		if !haveBest || s.total.Less(bestCost) {
+		changed := changedNow()
+		if !haveBest || s.total.Less(bestCost) || (!bestCost.Less(s.total) && changed < bestChanged) {
 			for k, x := range group {
 				best[k] = st.varDev[x]
 			}
-			bestCost, haveBest = s.total, true
+			bestCost, bestChanged, haveBest = s.total, changed, true
 		}
 	}
 
@@ -172,7 +194,7 @@ func tryGroup(s *Search, group []int32) bool {
 	for k, x := range group {
 		var bestD Cost
 		choice := int32(-1)
-		for _, d := range groupCandidates(s, x, orig[k], s.o.CandidateDevices) {
+		for _, d := range groupCandidates(s, x, orig[k], stay, s.o.CandidateDevices) {
 			delta := s.delta(x, d)
 			if choice < 0 || delta.Less(bestD) {
 				choice, bestD = d, delta
@@ -192,9 +214,14 @@ func tryGroup(s *Search, group []int32) bool {
 		// every device of the tier, so steps vary by orders of magnitude.
 		stop := s.stats.Evaluations + s.o.SecondPassBudget
 		k := s.o.CandidateDevices * 2
-		var dfs func(level int)
-		dfs = func(level int) {
+		var dfs func(level, changed int)
+		dfs = func(level, changed int) {
 			if s.stats.Evaluations >= stop {
+				return
+			}
+			// Once a layout with nothing costly is known, only layouts
+			// that change fewer replicas can beat it.
+			if haveBest && bestCost.Hard == 0 && bestCost.Soft <= 0 && changed >= bestChanged {
 				return
 			}
 			if level == len(group) {
@@ -202,7 +229,7 @@ func tryGroup(s *Search, group []int32) bool {
 				return
 			}
 			x := group[level]
-			cands := groupCandidates(s, x, orig[level], k)
+			cands := groupCandidates(s, x, orig[level], stay, k)
 			// Cheapest first, so good layouts are found before the
 			// budget runs out.
 			type scored struct {
@@ -220,14 +247,18 @@ func tryGroup(s *Search, group []int32) bool {
 				}
 				m := s.mark()
 				s.apply(x, c.d, false)
-				dfs(level + 1)
+				next := changed
+				if c.d != orig[level] {
+					next++
+				}
+				dfs(level+1, next)
 				s.rollback(m)
 			}
 			if orig[level] < 0 {
-				dfs(level + 1) // a missing replica may stay missing
+				dfs(level+1, changed) // a missing replica may stay missing
 			}
 		}
-		dfs(0)
+		dfs(0, 0)
 	}
 	s.rollback(mark)
 	if !haveBest || !bestCost.Less(before) {
@@ -258,10 +289,10 @@ func tryGroup(s *Search, group []int32) bool {
 // (staying is not a move) and destinations as the first pass would find
 // them — every ok device when the model is small, so the search is
 // exhaustive there.
-func groupCandidates(s *Search, x, orig int32, k int) []int32 {
+func groupCandidates(s *Search, x, orig int32, stay func(x, d int32) bool, k int) []int32 {
 	st := s.st
 	var out []int32
-	if orig >= 0 && !st.hasSibling(st.varEg[x], orig) {
+	if stay(x, orig) {
 		out = append(out, orig)
 	}
 	if len(st.devID) <= 64 {
@@ -319,10 +350,12 @@ func emitGroup(s *Search, changes []groupChange) bool {
 		}
 		// Every remaining destination is waiting for another: route one
 		// replica through a device with room.
+		// Prefer a device no pending move needs; failing that, any device
+		// with room (its own later arrival will wait for this one to go).
 		c := &pending[0]
-		tmp := int32(-1)
+		tmp, tmpBusy := int32(-1), true
 		for d := range int32(len(st.devID)) {
-			if !st.canTarget(c.x, d) {
+			if d == c.to || !st.canTarget(c.x, d) {
 				continue
 			}
 			busy := false
@@ -331,8 +364,9 @@ func emitGroup(s *Search, changes []groupChange) bool {
 					busy = true
 				}
 			}
-			if !busy && (tmp < 0 || st.usedFrac(d) < st.usedFrac(tmp)) {
-				tmp = d
+			better := tmp < 0 || (tmpBusy && !busy) || (busy == tmpBusy && st.usedFrac(d) < st.usedFrac(tmp))
+			if better {
+				tmp, tmpBusy = d, busy
 			}
 		}
 		if tmp < 0 || !st.readableSource(st.varEg[c.x]) || !s.apply(c.x, tmp, true) {

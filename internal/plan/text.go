@@ -198,8 +198,8 @@ var byteUnits = []struct {
 	mult   int64
 }{{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}}
 
-func parseBytes(s string) (int64, error) {
-	mult := int64(1)
+func parseBytes(in string) (int64, error) {
+	s, mult := in, int64(1)
 	for _, u := range byteUnits {
 		if strings.HasSuffix(s, u.suffix) {
 			mult, s = u.mult, strings.TrimSuffix(s, u.suffix)
@@ -208,7 +208,7 @@ func parseBytes(s string) (int64, error) {
 	}
 	x, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(x) || x < 0 || x*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("bad size %q", s)
+		return 0, fmt.Errorf("bad size %q (want a number of bytes ≥ 0, optionally with K, M, G or T)", in)
 	}
 	return int64(math.Round(x * float64(mult))), nil
 }
