@@ -1019,15 +1019,44 @@ func (s *Search) destinations(x int32, h, eh *Hints, out []cand, k int) []cand {
 	if eh != nil && order == MetricNone {
 		order = eh.order
 	}
-	near := h.nearBucket
-	for _, t := range tiers[:nt] {
+	out = s.walkTiers(x, tiers[:nt], order, h.nearBucket, h.bucketLevel, ok, out, k)
+	if len(out) == start {
+		// Nothing on the hinted or current tiers (full, or no ok device):
+		// the domain is every device, so try the other tiers, fastest
+		// first; the rules decide whether a tier change is worth it.
+		var rest [8]int8
+		nr := 0
+		for t := range st.nTiers {
+			if !containsInt8(tiers[:nt], int8(t)) && nr < len(rest) {
+				rest[nr] = int8(t)
+				nr++
+			}
+		}
+		out = s.walkTiers(x, rest[:nr], order, h.nearBucket, h.bucketLevel, ok, out, k)
+	}
+	return out
+}
+
+func containsInt8(xs []int8, x int8) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// walkTiers appends up to k candidates per domain ordering of each tier.
+func (s *Search) walkTiers(x int32, tiers []int8, order Metric, near int32, nearLevel Scope, ok func(int32) bool, out []cand, k int) []cand {
+	st := s.st
+	for _, t := range tiers {
 		if near >= 0 {
 			n := 0
 			for _, d := range st.ordLoad[t].devs {
 				if n >= k {
 					break
 				}
-				if s.bucketIn(near, h.bucketLevel, d) && ok(d) {
+				if s.bucketIn(near, nearLevel, d) && ok(d) {
 					out = append(out, move1(x, d))
 					n++
 				}

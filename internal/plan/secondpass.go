@@ -206,8 +206,11 @@ func tryGroup(s *Search, group []int32) bool {
 	}
 	snapshot()
 
-	// Bounded exhaustive re-placement.
-	if !s.zero() {
+	// Bounded exhaustive re-placement, unless the greedy one left nothing
+	// costly (an incomplete greedy layout does not count: a replica it
+	// could not place costs nothing under rules that only look at placed
+	// replicas).
+	if !haveBest || bestCost.Hard > 0 || bestCost.Soft > 0 {
 		s.rollback(cleared)
 		// The budget counts rule evaluations, not search steps: a step
 		// that changes a tier's totals re-evaluates tier-wide rules on
