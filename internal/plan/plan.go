@@ -330,10 +330,8 @@ func (p *Plan) String() string {
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, "cost %s -> %s, %d moves\n", p.Initial, p.Final, len(p.Moves))
-	names := make([]string, 0, len(p.Rules))
 	w := 4
 	for _, rc := range p.Rules {
-		names = append(names, rc.Rule)
 		w = max(w, len(rc.Rule))
 	}
 	for _, rc := range p.Rules {

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-
-	"github.com/terrace-storage/terrace/internal/model"
 )
 
 // Search is a solver's handle on a planning run: the current layout, the
@@ -1169,6 +1167,3 @@ func (s *Search) stranded() []uint64 {
 	}
 	return out
 }
-
-// tierName is for messages.
-func (s *Search) tierName(t int) model.Tier { return s.st.tierNames[t] }

@@ -100,15 +100,25 @@ func pickGroup(s *Search, tried map[int32]bool) []int32 {
 		}
 		return costly[a].inst < costly[b].inst
 	})
+	add := func(x int32) {
+		if x >= 0 && len(group) < size && !tried[x] && !in(x) && s.movable(x) {
+			group = append(group, x)
+		}
+	}
 	for _, c := range costly {
 		if len(group) >= size {
 			break
 		}
+		// The replicas the first pass would move for this instance — for a
+		// device that lacks load, those are on other devices — then the
+		// instance's own.
+		for _, cd := range s.candidates(c.i, c.inst, s.candBuf[:0]) {
+			add(cd.x)
+			add(cd.y)
+		}
 		s.hintInstance(c.i, c.inst, &s.hints)
 		for _, x := range s.variablesOf(c.i, c.inst, &s.hints, size) {
-			if len(group) < size && !tried[x] && !in(x) {
-				group = append(group, x)
-			}
+			add(x)
 		}
 	}
 	if len(group) == 0 {
