@@ -153,6 +153,7 @@ func plotSolveTime(path string, rs []Result) error {
 	p.Title.Text = "Planner solve time (Mirador Table 2: device_has_space + load_balanced 20%)"
 	p.X.Label.Text = "objects (devices = objects / 100)"
 	p.Y.Label.Text = "seconds to zero cost"
+	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	var xys plotter.XYs
 	for _, r := range rs {
