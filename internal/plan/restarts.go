@@ -23,7 +23,8 @@ func (Restarts) Name() string { return "restarts" }
 // Escape implements Solver: restarts has no wider search.
 func (Restarts) Escape(*Search) bool { return false }
 
-// Improve implements Solver.
+// Improve implements Solver. It uses only Search's exported API, as a
+// solver outside the package would.
 func (r Restarts) Improve(s *Search) {
 	runs, maxFail := r.Restarts, r.MaxFailures
 	if runs <= 0 {
@@ -32,86 +33,45 @@ func (r Restarts) Improve(s *Search) {
 	if maxFail <= 0 {
 		maxFail = 200
 	}
-	type step struct {
-		x, to int32
-		group int
-	}
-	var best []step
-	bestCost := s.total
-	start := s.mark()
-	firstMove := len(s.moves)
+	rng := s.Rand()
+	var best, applied []Candidate
+	bestCost := s.Cost()
+	start := s.Mark()
+	var costly []Instance
+	var cands []Candidate
 	for run := 0; run < runs; run++ {
+		applied = applied[:0]
 		fails := 0
-		for fails < maxFail && !s.zero() && !s.full() {
-			i, inst, ok := randomCostly(s)
-			if !ok {
+		for fails < maxFail && !s.Done() {
+			costly = s.Costly(costly[:0])
+			if len(costly) == 0 {
 				break
 			}
-			s.stats.Visits++
-			cands := s.candidates(i, inst, s.candBuf[:0])
-			s.candBuf = cands
+			cands = s.Candidates(costly[rng.IntN(len(costly))], cands[:0])
 			if len(cands) == 0 {
 				fails++
 				continue
 			}
-			c := cands[s.rng.IntN(len(cands))]
-			if s.candDelta(c).Less(Cost{}) {
-				s.applyCand(c)
+			c := cands[rng.IntN(len(cands))]
+			if s.Delta(c).Less(Cost{}) && s.Apply(c) {
+				applied = append(applied, c)
 				fails = 0
 			} else {
 				fails++
 			}
 		}
-		n := len(s.moves) - firstMove
-		if s.total.Less(bestCost) || (best != nil && !bestCost.Less(s.total) && n < len(best)) {
-			best = best[:0]
-			for _, m := range s.moves[firstMove:] {
-				best = append(best, step{m.x, m.to, m.group})
-			}
-			bestCost = s.total
+		// Keep the cheapest run, fewest changes on ties.
+		if s.Cost().Less(bestCost) || (best != nil && !bestCost.Less(s.Cost()) && len(applied) < len(best)) {
+			best = append(best[:0], applied...)
+			bestCost = s.Cost()
 		}
-		s.rollback(start)
+		s.Rollback(start)
 	}
-	// Replay the best run; swaps keep their pairing as groups.
-	lastGroup := 0
-	for _, st := range best {
-		if st.group != 0 && st.group != lastGroup {
-			s.groupSeq++
-		}
-		lastGroup = st.group
-		if st.group != 0 {
-			s.group = s.groupSeq
-		}
-		ok := s.apply(st.x, st.to, true)
-		s.group = 0
-		if !ok {
+	// Replaying the same changes from the same start gives the same
+	// layout (everything is deterministic).
+	for _, c := range best {
+		if !s.Apply(c) {
 			return
 		}
 	}
-}
-
-// randomCostly picks a costly instance in the batch uniformly among the
-// rules that have one, then uniformly within the rule.
-func randomCostly(s *Search) (int, int32, bool) {
-	var rules [MaxRules]int
-	n := 0
-	for i := range s.rules {
-		if len(s.pos[i].list) > 0 {
-			rules[n] = i
-			n++
-		}
-	}
-	if n == 0 {
-		return 0, 0, false
-	}
-	for tries := 0; tries < 16; tries++ {
-		i := rules[s.rng.IntN(n)]
-		list := s.pos[i].list
-		inst := list[s.rng.IntN(len(list))]
-		if s.scope[i] == ScopeEgroup && !s.inBatch(inst) {
-			continue
-		}
-		return i, inst, true
-	}
-	return 0, 0, false
 }
