@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,9 @@ type Options struct {
 	ClientLatency func() (recent, baseline time.Duration)
 	// Node is this node's ID (recorded as the owner of the jobs it runs).
 	Node string
+	// PlannerRules are the planner's rules, one per line (terrace plan;
+	// default DefaultPlannerRules).
+	PlannerRules string
 	// Scrub enables checksum verification of every replica on full scans.
 	Scrub bool
 	// SealIdleBeforeScan seals open egroups idle this long before each
@@ -102,6 +106,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.JobTimeLimit == 0 {
 		o.JobTimeLimit = time.Minute
+	}
+	if strings.TrimSpace(o.PlannerRules) == "" {
+		o.PlannerRules = DefaultPlannerRules
 	}
 	if o.SealIdleBeforeScan == 0 {
 		o.SealIdleBeforeScan = 10 * time.Second

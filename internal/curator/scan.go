@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +86,9 @@ type scanResult struct {
 	records map[uint64]meta.Egroup
 	// deadExtents are unreferenced extents older than the grace period.
 	deadExtents []extentInfo
+	// bucketOf names an egroup's bucket (the first object that references
+	// it; full scans only), for the planner's isolate and co_locate rules.
+	bucketOf map[uint64]string
 	// history lists bucket/key pairs with history to collect: tombstones
 	// and versions kept only for snapshots.
 	history [][2]string
@@ -259,6 +263,15 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 			}
 			if _, ok := res.records[x.rec.Egroup]; !ok {
 				res.dangling = append(res.dangling, fmt.Sprintf("%s → extent %s → missing egroup %s", r.owner, meta.FormatID(r.id), meta.FormatID(x.rec.Egroup)))
+			}
+		}
+		res.bucketOf = map[uint64]string{}
+		for _, r := range refOwners {
+			if x, ok := extents[r.id]; ok && !strings.HasPrefix(r.owner, "upload part ") {
+				if _, seen := res.bucketOf[x.rec.Egroup]; !seen {
+					b, _, _ := strings.Cut(r.owner, "/")
+					res.bucketOf[x.rec.Egroup] = b
+				}
 			}
 		}
 		for id := range res.liveByEgroup {

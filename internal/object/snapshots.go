@@ -285,3 +285,118 @@ func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (cop
 	}
 	return copied, true, nil
 }
+
+// Usage is a bucket's space as operators ask about it.
+type Usage struct {
+	Bucket  string `json:"bucket"`
+	Objects int64  `json:"objects"`
+	// LogicalBytes is what a listing adds up to (for a clone, including
+	// what it reads through to its parent).
+	LogicalBytes int64 `json:"logical_bytes"`
+	// ExclusiveBytes are referenced by this bucket's records only: what
+	// deleting it (and its snapshots) frees after the Curator's scans.
+	ExclusiveBytes int64 `json:"exclusive_bytes"`
+	// SharedBytes are also referenced by other buckets, clones or
+	// snapshots, or read through a clone's parent.
+	SharedBytes int64 `json:"shared_bytes"`
+	// HistoryBytes are kept for versions and snapshots (not listed).
+	HistoryBytes int64 `json:"history_bytes"`
+}
+
+// BucketUsage walks every object and version record (an operator's
+// question: it reads the whole object and version maps).
+func (l *Layer) BucketUsage(ctx context.Context, bucket string) (Usage, error) {
+	u := Usage{Bucket: bucket}
+	if _, _, err := l.GetBucket(ctx, bucket); err != nil {
+		return u, err
+	}
+	const (
+		mine = 1 << iota
+		other
+	)
+	owners := map[uint64]uint8{}
+	size := map[uint64]int64{}
+	mineHistory := map[uint64]bool{}
+	walk := func(prefix string, decode func(v []byte) (meta.Object, string, error)) error {
+		start := []byte(prefix)
+		for {
+			items, err := l.kv.Scan(ctx, start, meta.PrefixEnd([]byte(prefix)), 1024)
+			if err != nil {
+				return err
+			}
+			for _, it := range items {
+				o, b, err := decode(it.Value)
+				if err != nil {
+					return err
+				}
+				if b == "" {
+					b, _, _ = meta.SplitObjectKey(it.Key)
+					if prefix == meta.PrefixVersion {
+						b, _, _, _ = meta.SplitVersionKey(it.Key)
+					}
+				}
+				for _, x := range o.Extents {
+					size[x.ID] = max(size[x.ID], x.Off+x.Len)
+					if b == bucket {
+						owners[x.ID] |= mine
+						if prefix == meta.PrefixVersion {
+							mineHistory[x.ID] = true
+						}
+					} else {
+						owners[x.ID] |= other
+					}
+				}
+			}
+			if len(items) < 1024 {
+				return nil
+			}
+			start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+		}
+	}
+	if err := walk(meta.PrefixObject, func(v []byte) (meta.Object, string, error) {
+		var o meta.Object
+		return o, "", meta.Decode(v, &o)
+	}); err != nil {
+		return u, err
+	}
+	if err := walk(meta.PrefixVersion, func(v []byte) (meta.Object, string, error) {
+		var o meta.Version
+		return o.Object, "", meta.Decode(v, &o)
+	}); err != nil {
+		return u, err
+	}
+	for id, ow := range owners {
+		if ow&mine == 0 {
+			continue
+		}
+		switch {
+		case ow&other != 0:
+			u.SharedBytes += size[id]
+		default:
+			u.ExclusiveBytes += size[id]
+		}
+		if mineHistory[id] {
+			u.HistoryBytes += size[id]
+		}
+	}
+	after := ""
+	for {
+		page, err := l.List(ctx, bucket, ListOptions{After: after})
+		if err != nil {
+			return u, err
+		}
+		for _, o := range page.Objects {
+			u.Objects++
+			u.LogicalBytes += o.Size
+			after = o.Key
+		}
+		if !page.Truncated {
+			break
+		}
+	}
+	// Bytes read through a parent are shared with it.
+	if b, _, _ := l.GetBucket(ctx, bucket); b.Parent != nil {
+		u.SharedBytes = max(u.SharedBytes, u.LogicalBytes-u.ExclusiveBytes)
+	}
+	return u, nil
+}

@@ -87,6 +87,7 @@ func (n *Node) AdminHandler() http.Handler {
 	n.userRoutes(mux)                                 // users.go
 	n.rewrapRoutes(mux)                               // rewrap.go
 	n.lifecycleRoutes(mux)                            // lifecycle.go
+	n.planRoutes(mux)                                 // plan.go
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
 	return v.Wrap(mux)
@@ -108,6 +109,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // errStatus maps layer errors to HTTP statuses and stable codes.
 func errStatus(err error) (int, string) {
+	if st, code, ok := snapshotErrStatus(err); ok {
+		return st, code
+	}
 	switch {
 	case errors.Is(err, object.ErrNoSuchBucket):
 		return http.StatusNotFound, "NoSuchBucket"

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/tlsconf"
@@ -67,6 +68,12 @@ type Config struct {
 
 	// Curator schedules and thresholds (zero: the paper's defaults).
 	Curator CuratorConfig `yaml:"curator"`
+	// Planner holds the planner's rules (terrace plan), one rule per
+	// entry, e.g. "load_balanced spread=0.2"; empty: the defaults
+	// (docs/planner.md).
+	Planner struct {
+		Rules []string `yaml:"rules"`
+	} `yaml:"planner"`
 	// Lifecycle tunes the S3 lifecycle runner (lifecycle.go).
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 
@@ -266,6 +273,11 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if _, err := AdminPublicPaths(c.AdminPublic); err != nil {
 		return nil, err
+	}
+	if len(c.Planner.Rules) > 0 {
+		if err := curator.ValidateRules(strings.Join(c.Planner.Rules, "\n")); err != nil {
+			return nil, fmt.Errorf("server: planner: %w", err)
+		}
 	}
 	if err := c.TLS().Validate(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)

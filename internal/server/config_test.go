@@ -39,6 +39,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		}, "etcd-peer-url"},
 		{"bad class", func(c *Config) { c.StorageClasses = map[string]string{"GOLD": "nope"} }, "storage class"},
 		{"unknown public admin endpoint", func(c *Config) { c.AdminPublic = []string{"metrics", "status"} }, "admin_public"},
+		{"unknown planner rule", func(c *Config) { c.Planner.Rules = []string{"load_balanced spread=0.2", "be_fast"} }, "be_fast"},
+		{"bad planner parameter", func(c *Config) { c.Planner.Rules = []string{"load_balanced spread=lots"} }, "spread"},
 		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
 	}

@@ -202,6 +202,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 	}
 	n.Curator = curator.New(n.Layer, n.KV, topo, pol, leader, load, curator.Options{
 		Node:          n.Config.NodeID,
+		PlannerRules:  strings.Join(n.Config.Planner.Rules, "\n"),
 		ClientLatency: n.Layer.ForegroundLatency,
 		Decide:        decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
 		Tiering:       tiering,

@@ -1,0 +1,119 @@
+package curator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/terrace-storage/terrace/internal/actuate"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// TestPlanWhatIfAndApply: a what-if failure of a device plans moves for
+// exactly the replicas on it and none onto it, without moving anything;
+// a rule what-if changes the plan; applying a plan runs it as a job whose
+// moves carry their rules and leave every object readable.
+func TestPlanWhatIfAndApply(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	ctx := context.Background()
+	objs := map[string][]byte{}
+	for i := range 30 {
+		k := fmt.Sprintf("k%02d", i)
+		objs[k] = data(uint64(i), 40000)
+		e.put(k, objs[k], "hdd=2")
+	}
+	e.l.SealIdle(ctx, -1)
+	victim := e.devs[1].ID() // an hdd
+	on := 0
+	res, _ := e.c.scan(ctx, false)
+	for _, eg := range res.egroups {
+		for _, r := range eg.Replicas {
+			if r.Device == victim {
+				on++
+			}
+		}
+	}
+	if on == 0 {
+		t.Fatal("no replica on the victim device: the test proves nothing")
+	}
+	p, err := e.c.Plan(ctx, "", []WhatIf{{Kind: "fail", Target: string(victim)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := 0
+	for _, mv := range p.Moves {
+		if mv.To == string(victim) {
+			t.Fatalf("a move onto the failed device: %+v", mv)
+		}
+		if mv.From == string(victim) || mv.From == "" {
+			from++
+		}
+		if len(mv.Rules) == 0 {
+			t.Fatalf("a move without a reason: %+v", mv)
+		}
+	}
+	if from < on {
+		t.Fatalf("%d moves off the failed device for %d replicas on it", from, on)
+	}
+	// Nothing moved: the what-if changed only a copy of the model.
+	if p2, err := e.c.Plan(ctx, "", nil); err != nil || len(p2.Moves) != 0 {
+		t.Fatalf("plan without the what-if: %d moves, %v (want none: the layout is fine)", len(p2.Moves), err)
+	}
+	// Two of three hdds gone: hdd=2 data cannot be fully protected, and
+	// the plan says so instead of pretending.
+	p3, err := e.c.Plan(ctx, "", []WhatIf{{Kind: "fail", Target: string(e.devs[1].ID())}, {Kind: "fail", Target: string(e.devs[2].ID())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p3.Unresolved)+len(p3.Stranded) == 0 {
+		t.Fatal("an impossible layout was not reported")
+	}
+	// A rule what-if replaces the configured rule of that name.
+	p4, err := e.c.Plan(ctx, "", []WhatIf{{Kind: "rule", Target: "device_has_space max_fill=0.5"}})
+	if err != nil || !strings.Contains(p4.Rules, "max_fill=0.5") {
+		t.Fatalf("rule what-if: %v, rules %q", err, p4.Rules)
+	}
+	if _, err := e.c.Plan(ctx, "", []WhatIf{{Kind: "rule", Target: "no_such_rule"}}); err == nil || !strings.Contains(err.Error(), "no_such_rule") {
+		t.Fatalf("unknown rule: %v", err)
+	}
+	// Really drain the victim, apply, wait: its replicas leave.
+	e.devs[1].MarkFailed()
+	applied, prog, err := e.c.ApplyPlan(ctx, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied.Tasks) == 0 || prog.Tasks != len(applied.Tasks) {
+		t.Fatalf("apply: %d tasks, progress %+v", len(applied.Tasks), prog)
+	}
+	jobs, err := e.c.JobProgress(ctx, 5)
+	if err != nil || len(jobs) == 0 {
+		t.Fatalf("jobs: %v, %v", jobs, err)
+	}
+	var done *actuate.Progress
+	for i := range jobs {
+		if jobs[i].Kind == "plan" {
+			done = &jobs[i]
+		}
+	}
+	if done == nil || done.States["done"] == 0 || done.States["pending"] != 0 || done.Rules["rplset_durable"] == 0 {
+		t.Fatalf("planned job: %+v", done)
+	}
+	res, _ = e.c.scan(ctx, false)
+	for _, eg := range res.egroups {
+		good := 0
+		for _, r := range eg.Replicas {
+			if r.Device == victim {
+				t.Fatalf("egroup %x still lists the failed device", eg.ID)
+			}
+			good++
+		}
+		if eg.Size > 0 && good < 2 {
+			t.Fatalf("egroup %x has %d replicas", eg.ID, good)
+		}
+	}
+	for k, b := range objs {
+		e.check(k, b)
+	}
+	_ = model.DeviceFailed
+}
