@@ -63,6 +63,12 @@ type Options struct {
 	HistoryLen int
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// Tuner and Balancer are the policy hooks (hooks.go); nil keeps the
+	// configured thresholds and scans everything on the master. Self is
+	// this node's ID, which the balancer may assign partitions to.
+	Tuner    TierTuner
+	Balancer ScanBalancer
+	Self     model.NodeID
 }
 
 // EnsureDefaults fills zero fields.
@@ -143,6 +149,10 @@ type Curator struct {
 	last      map[string]time.Time
 	trigger   chan string
 	rng       *rand.Rand
+	// partLoad is what each scan partition held and who scanned it last;
+	// assigned is the balancer's latest assignment.
+	partLoad map[string]PartitionLoad
+	assigned map[string]model.NodeID
 }
 
 // New returns a Curator. leader may be nil (single node: always master).
@@ -154,7 +164,7 @@ func New(layer *object.Layer, topo Topology, pol placement.Policy, leader Leader
 	c := &Curator{opts: opts, layer: layer, topo: topo, policy: pol, leader: leader, load: load,
 		now: opts.Now, log: opts.Logger, m: newMetrics(),
 		downSince: map[model.NodeID]time.Time{}, seenBad: map[model.DeviceID]bool{},
-		last: map[string]time.Time{}, trigger: make(chan string, 8),
+		last: map[string]time.Time{}, trigger: make(chan string, 8), partLoad: map[string]PartitionLoad{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))}
 	c.bucket = newTokenBucket(opts.MoveBytesPerSec)
 	return c
@@ -229,7 +239,7 @@ func (c *Curator) due() (kind, why string) {
 			return "partial", fmt.Sprintf("node %s down for %s", n.ID, now.Sub(since).Round(time.Second))
 		}
 	}
-	if c.opts.Tiering && now.Sub(c.last["partial"]) >= c.opts.Tier.MinInterval {
+	if to, run := c.tierOptions(s, nil); run && c.opts.Tiering && now.Sub(c.last["partial"]) >= to.MinInterval {
 		for _, t := range s.Tiers() {
 			var used, capacity int64
 			for _, d := range s.Devices {
@@ -238,7 +248,7 @@ func (c *Curator) due() (kind, why string) {
 					capacity += d.CapacityBytes
 				}
 			}
-			if capacity > 0 && float64(used)/float64(capacity) > c.opts.Tier.DownAbove {
+			if capacity > 0 && float64(used)/float64(capacity) > to.DownAbove {
 				return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
 			}
 		}
@@ -274,6 +284,9 @@ type JobRecord struct {
 	Dangling []string       `json:"dangling,omitempty"`
 	Errors   []string       `json:"errors,omitempty"`
 	Sample   []string       `json:"sample_tasks,omitempty"`
+	// Partitions names the node that scanned each map partition when a
+	// balancer spreads the scan (absent: the master scanned everything).
+	Partitions map[string]string `json:"partitions,omitempty"`
 }
 
 // maxRecordList bounds lists kept in a job record.
@@ -316,6 +329,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		return rec, fmt.Errorf("curator: scan: %w", err)
 	}
 	rec.Maps, rec.Records = res.maps, res.records0
+	if len(res.partitions) > 0 {
+		rec.Partitions = res.partitions
+	}
 	snap := c.snapshotFor()
 	c.mu.Lock()
 	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
@@ -377,6 +393,8 @@ type Status struct {
 	Options string               `json:"options"`
 	Down    map[string]time.Time `json:"nodes_down_since,omitempty"`
 	Last    *JobRecord           `json:"last_job,omitempty"`
+	// Partitions is the balancer's current scan assignment.
+	Partitions map[string]model.NodeID `json:"partitions,omitempty"`
 }
 
 // Status returns the current state.
@@ -394,6 +412,12 @@ func (c *Curator) Status(ctx context.Context) Status {
 	}
 	for k, v := range c.downSince {
 		st.Down[string(k)] = v
+	}
+	if len(c.assigned) > 0 {
+		st.Partitions = make(map[string]model.NodeID, len(c.assigned))
+		for k, v := range c.assigned {
+			st.Partitions[k] = v
+		}
 	}
 	c.mu.Unlock()
 	if h, err := c.History(ctx, 1); err == nil && len(h) > 0 {
@@ -460,7 +484,11 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 			egs = append(egs, eg)
 		}
 	}
-	return decide.Tiering(snap, egs, c.policy, c.opts.Tier, c.rng)
+	o, run := c.tierOptions(snap, egs)
+	if !run {
+		return nil
+	}
+	return decide.Tiering(snap, egs, c.policy, o, c.rng)
 }
 
 // DryRun scans and decides without executing: what would the Curator do
