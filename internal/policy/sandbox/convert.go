@@ -20,11 +20,19 @@ type Func func(args []any) ([]any, error)
 // receiver is dropped from args.
 type Method func(args []any) ([]any, error)
 
+// Ref is a value converted once and passed to many calls of a session
+// (a cluster view shared by every per-device call). It is valid only in
+// the session that made it.
+type Ref struct{ v lua.LValue }
+
+// Ref converts x (read-only) for reuse across calls in this session.
+func (s *Session) Ref(x any) Ref { return Ref{s.v.toLua(x, true)} }
+
 // Go values accepted as arguments:
 //
 //	nil, bool, string, []byte (as a string), int, int64, uint64, float64,
 //	[]any, []string, []float64, map[string]any, map[string]float64,
-//	map[string]string, Func, Method
+//	map[string]string, Func, Method, Ref
 //
 // Tables built from slices and maps are fresh copies with a read-only
 // metatable: adding keys raises an error, so a policy cannot mistake
@@ -34,8 +42,8 @@ func (v *vm) toLua(x any, ro bool) lua.LValue {
 	switch xv := x.(type) {
 	case nil:
 		return lua.LNil
-	case lua.LValue:
-		return xv
+	case Ref:
+		return xv.v
 	case bool:
 		return lua.LBool(xv)
 	case string:
