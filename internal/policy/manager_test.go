@@ -72,11 +72,11 @@ func TestPutRejectsBadPolicies(t *testing.T) {
 func TestInferHook(t *testing.T) {
 	m := newManager(t, newKV(t), "n1")
 	for src, want := range map[string]Hook{
-		"function cost(v) return 0 end":                                 HookRule,
-		"function fitness(d) return 1 end":                              HookFitness,
+		"function cost(v) return 0 end":                                   HookRule,
+		"function fitness(d) return 1 end":                                HookFitness,
 		"function when() return false end function where() return {} end": HookBalancer,
-		"function heat(e) return 0 end":                                 HookTiering,
-		"function incr(o) end":                                          HookClass,
+		"function heat(e) return 0 end":                                   HookTiering,
+		"function incr(o) end":                                            HookClass,
 	} {
 		res, err := m.Put(context.Background(), PutRequest{Name: "p" + string(want), Source: src, IfVersion: -1}, testEnv())
 		if err != nil {

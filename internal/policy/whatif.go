@@ -221,7 +221,7 @@ type fixedWeights struct {
 	ws   []float64
 }
 
-func (f fixedWeights) Name() string                             { return f.name }
+func (f fixedWeights) Name() string                               { return f.name }
 func (f fixedWeights) Weights(*model.Snapshot) ([]float64, error) { return f.ws, nil }
 
 func (e Env) egroups(ctx context.Context, s *model.Snapshot) ([]decide.Egroup, string, error) {
