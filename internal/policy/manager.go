@@ -86,9 +86,9 @@ type slot struct {
 	name string
 	hook Hook
 	// cur is the newest installed version (possibly disabled); good is
-	// the newest that has succeeded here and is not disabled. In-flight
-	// calls keep the Version they loaded: a swap never changes a
-	// decision half-way.
+	// the newest older version that succeeded here: what decides when cur
+	// fails. In-flight calls keep the Version they loaded: a swap never
+	// changes a decision half-way.
 	cur  atomic.Pointer[Version]
 	good atomic.Pointer[Version]
 }
@@ -441,13 +441,10 @@ func (m *Manager) call(sl *slot, fn func(v *Version) error) (*Version, error) {
 	return nil, lastErr
 }
 
-func (m *Manager) succeeded(sl *slot, v *Version) {
+func (m *Manager) succeeded(_ *slot, v *Version) {
 	v.failures.Store(0)
 	if !v.ok.Load() {
 		v.ok.Store(true)
-	}
-	if sl.cur.Load() == v && sl.good.Load() != v {
-		sl.good.Store(v)
 	}
 }
 

@@ -66,6 +66,9 @@ func (v *vm) installLibs() {
 	m := G.RawGetString("math").(*lua.LTable)
 	m.RawSetString("random", L.NewFunction(mathRandom))
 	m.RawSetString("randomseed", L.NewFunction(mathRandomseed))
+	// Lua's math.huge is HUGE_VAL (+inf); gopher-lua sets the largest
+	// finite double, which would make "cost = math.huge" a finite cost.
+	m.RawSetString("huge", lua.LNumber(math.Inf(1)))
 	G.RawSetString("math", v.readOnlyProxy(m, "math"))
 
 	G.RawSetString("terrace", v.readOnlyProxy(v.hostLib(), "terrace"))
