@@ -61,15 +61,7 @@ func (c *Curator) assignPartitions(s *model.Snapshot) map[string]model.NodeID {
 	if c.opts.Balancer == nil {
 		return nil
 	}
-	c.mu.Lock()
-	parts := make([]PartitionLoad, 0, 32)
-	for _, n := range partitionNames() {
-		pl := c.partLoad[n]
-		pl.Name = n
-		parts = append(parts, pl)
-	}
-	c.mu.Unlock()
-	a := c.opts.Balancer.AssignPartitions(s, c.opts.Self, parts)
+	a := c.opts.Balancer.AssignPartitions(s, c.opts.Self, c.PartitionLoads())
 	c.mu.Lock()
 	c.assigned = a
 	c.mu.Unlock()
@@ -122,4 +114,18 @@ func (c *Curator) tierOptions(s *model.Snapshot, egs []decide.Egroup) (decide.Ti
 		return o, true
 	}
 	return c.opts.Tuner.TuneTiering(s, egs, o)
+}
+
+// PartitionLoads returns every scan partition with the records it held
+// and the node that scanned it at the last scan.
+func (c *Curator) PartitionLoads() []PartitionLoad {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]PartitionLoad, 0, 32)
+	for _, n := range partitionNames() {
+		pl := c.partLoad[n]
+		pl.Name = n
+		out = append(out, pl)
+	}
+	return out
 }

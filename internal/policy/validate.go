@@ -49,8 +49,8 @@ func (e Env) partitions() []curator.PartitionLoad {
 
 // rejection wraps a validation failure so callers see both ErrInvalid and
 // the *sandbox.Error with its line.
-func rejection(name string, err error) error {
-	return fmt.Errorf("%w: policy %s: %w", ErrInvalid, name, err)
+func rejection(_ string, err error) error {
+	return fmt.Errorf("%w: %w", ErrInvalid, err)
 }
 
 // Validate compiles a source for a hook, loads it and runs it against the

@@ -45,6 +45,7 @@ import (
 //	GET    /v1/data/B/K                        get an object
 //	DELETE /v1/data/B/K                        delete an object
 //	GET    /v1/data/B?prefix=P&delimiter=D&after=A&max=N  list
+//	...    /v1/policies..., /v1/object/exec    policies and object classes (policy.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
@@ -72,6 +73,7 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
+	n.policyRoutes(mux)
 	return mux
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
+	"github.com/terrace-storage/terrace/internal/policy"
 )
 
 // Node is a running Terrace node.
@@ -40,6 +41,13 @@ type Node struct {
 	Curator *curator.Curator
 	elector *cluster.Elector
 	bgStop  context.CancelFunc
+
+	// Policies is the programmable-policy manager (policy.go);
+	// basePlacement is the configured placement policy the fitness hook
+	// falls back to.
+	Policies      *policy.Manager
+	basePlacement placement.Policy
+	policyStop    context.CancelFunc
 }
 
 // S3Starter starts the S3 gateway; it is injected so that this package
@@ -105,6 +113,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		kv.Close()
 		return nil, err
 	}
+	if pol, err = n.openPolicies(kv, pol); err != nil {
+		kv.Close()
+		return nil, err
+	}
 	classes := object.DefaultClasses()
 	for name, v := range cfg.StorageClasses {
 		classes[strings.ToUpper(name)] = model.MustParseVector(v)
@@ -123,6 +135,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		Logger:         log,
 	})
 	if err != nil {
+		n.policyStop()
 		kv.Close()
 		return nil, err
 	}
@@ -130,6 +143,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	start := time.Now()
 	rep, err := layer.Recover(ctx, n.Local)
 	if err != nil {
+		n.policyStop()
 		layer.Close()
 		kv.Close()
 		return nil, fmt.Errorf("server: recovery: %w", err)
@@ -174,7 +188,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 	if cc.Tiering != nil {
 		tiering = *cc.Tiering
 	}
-	n.Curator = curator.New(n.Layer, topo, pol, leader, load, curator.Options{
+	n.Curator = curator.New(n.Layer, topo, pol, leader, load, n.withPolicyHooks(curator.Options{
 		Decide:  decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
 		Tiering: tiering,
 		Tier: decide.TierOptions{DownAbove: cc.TierDownAbove, DestBelow: cc.TierDestBelow, Reduce: cc.TierReduce,
@@ -187,7 +201,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		MoveBytesPerSec:    cc.MoveMBps * 1e6,
 		Scrub:              scrub,
 		Logger:             n.Log.With("component", "curator"),
-	})
+	}))
 	n.Reg.MustRegister(n.Curator.Collectors()...)
 }
 
@@ -256,6 +270,9 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 // Close flushes and closes everything.
 func (n *Node) Close() error {
 	var errs []error
+	if n.policyStop != nil {
+		n.policyStop()
+	}
 	if n.Layer != nil {
 		errs = append(errs, n.Layer.Close())
 	}

@@ -33,11 +33,12 @@ type Error struct {
 	Msg    string
 }
 
+// Error prints Lua's "chunk:line: message" with the kind in brackets.
 func (e *Error) Error() string {
 	if e.Line > 0 {
-		return fmt.Sprintf("policy %s, line %d: %s (%s)", e.Policy, e.Line, e.Msg, e.Kind)
+		return fmt.Sprintf("%s:%d: %s [%s]", e.Policy, e.Line, e.Msg, e.Kind)
 	}
-	return fmt.Sprintf("policy %s: %s (%s)", e.Policy, e.Msg, e.Kind)
+	return fmt.Sprintf("%s: %s [%s]", e.Policy, e.Msg, e.Kind)
 }
 
 // KindOf returns the Kind of a sandbox error, or "" for other errors.
