@@ -46,7 +46,7 @@ type Record struct {
 	Hook    Hook      `json:"hook"`
 	Version int64     `json:"version"`
 	Author  string    `json:"author"`
-	Time    time.Time `json:"time"` // when the proposing node committed it (its clock)
+	Time    time.Time `json:"time"` // when the proposing node proposed it to the store (its clock)
 	Source  string    `json:"source,omitempty"`
 	SHA256  string    `json:"sha256,omitempty"`
 	Comment string    `json:"comment,omitempty"`
@@ -194,8 +194,7 @@ func (r *Registry) Commit(ctx context.Context, c Change) (Record, time.Time, err
 		if exists && !cur.Deleted && cur.Hook != hook {
 			return Record{}, time.Time{}, fmt.Errorf("%w: %s is a %s policy, not %s (rm it first to reuse the name)", ErrHookMismatch, c.Name, cur.Hook, hook)
 		}
-		rec := Record{Name: c.Name, Hook: hook, Version: cur.Version + 1, Author: c.Author, Time: r.now().UTC(),
-			Comment: c.Comment, Deleted: c.Deleted}
+		rec := Record{Name: c.Name, Hook: hook, Version: cur.Version + 1, Author: c.Author, Comment: c.Comment, Deleted: c.Deleted}
 		if !c.Deleted {
 			rec.Source = c.Source
 			sum := sha256.Sum256([]byte(c.Source))
@@ -203,9 +202,6 @@ func (r *Registry) Commit(ctx context.Context, c Change) (Record, time.Time, err
 		}
 		var t meta.Txn
 		t.If(currentKey(c.Name), rev)
-		b := meta.Encode(rec)
-		t.Put(currentKey(c.Name), b)
-		t.Put(historyKey(c.Name, rec.Version), b)
 		if hook.Singleton() {
 			holder, srev, err := r.slot(ctx, hook)
 			if err != nil {
@@ -223,6 +219,13 @@ func (r *Registry) Commit(ctx context.Context, c Change) (Record, time.Time, err
 				t.Put(slotKey(hook), []byte(c.Name))
 			}
 		}
+		// The record's time is taken last, just before the proposal, so
+		// that commit-to-swap delays measured from it include the
+		// consensus round and nothing before it.
+		rec.Time = r.now().UTC()
+		b := meta.Encode(rec)
+		t.Put(currentKey(c.Name), b)
+		t.Put(historyKey(c.Name, rec.Version), b)
 		_, err = r.kv.Commit(ctx, &t)
 		if errors.Is(err, meta.ErrConflict) {
 			if c.IfVersion >= 0 {
