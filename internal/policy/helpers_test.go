@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -83,4 +84,23 @@ func waitVersion(t *testing.T, m *Manager, name string, v int64, d time.Duration
 	}
 	t.Fatalf("%s version %d not live after %s: %+v", name, v, d, m.Status())
 	return 0
+}
+
+func newKVB(b *testing.B) *meta.Pebble {
+	b.Helper()
+	kv, err := meta.OpenPebble(filepath.Join(b.TempDir(), "meta"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { kv.Close() })
+	return kv
+}
+
+func exampleB(b *testing.B, name string) string {
+	b.Helper()
+	src, err := os.ReadFile("../../examples/policies/" + name + ".lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return string(src)
 }

@@ -7,9 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -328,15 +325,4 @@ func (r *Registry) Events(ctx context.Context, name string, n int) ([]Event, err
 		}
 	}
 	return out, nil
-}
-
-// parseHistoryVersion reads VERSION from a history key.
-func parseHistoryVersion(key []byte) (int64, error) {
-	s := string(key)
-	return strconv.ParseInt(s[strings.LastIndexByte(s, '/')+1:], 10, 64)
-}
-
-// sortRecords orders records by name.
-func sortRecords(rs []Record) {
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Name < rs[j].Name })
 }
