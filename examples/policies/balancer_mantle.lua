@@ -2,7 +2,7 @@
 --
 --   terrace policy put balancer examples/policies/balancer_mantle.lua
 --   terrace policy test balancer
---   terrace curator status            (partitions: which node scans what)
+--   terrace curator status --json     (partitions: which node scans what)
 --
 -- nodes:  { id, up, rack, conns, queue, used, capacity, usage, devices,
 --           partitions (scanned now), records (scanned at the last job), self }

@@ -17,8 +17,8 @@ import (
 // a name, a scope, parameters, a side-effect-free cost over a read-only
 // view and optional hints. It is declared here, where it is used, so the
 // Lua adapter does not wait for the planner; connecting them is a small
-// adapter from plan's view type to RuleView (see docs/design/0005-lua-
-// policies.md, "Connecting the planner").
+// adapter from plan's view type to RuleView (see
+// docs/design/0005-programmable-policies.md, "Connecting the planner").
 
 // RuleScope is what one cost is computed for.
 type RuleScope string
