@@ -86,7 +86,10 @@ func (w luaWeigher) Weights(s *model.Snapshot) ([]float64, error) {
 func fitnessWeights(ctx context.Context, v *Version, s *model.Snapshot, seed uint64) ([]float64, error) {
 	out := make([]float64, len(s.Devices))
 	err := v.prog.Run(ctx, sandbox.RunOptions{Seed: seed}, func(sess *sandbox.Session) error {
-		cl := sess.Ref(clusterView(s))
+		// fitness sees the cluster as aggregates (per tier, counts), not
+		// lists: the lists would cost a table per node and device on every
+		// placement, on the write path, for a per-device decision.
+		cl := sess.Ref(clusterSummary(s))
 		for i, d := range s.Devices {
 			res, err := sess.Call("fitness", deviceView(d), cl)
 			if err != nil {

@@ -55,30 +55,35 @@ func (h Hook) Singleton() bool {
 	return h == HookFitness || h == HookTiering || h == HookBalancer
 }
 
-// Limits are the sandbox limits of the hook's calls. Each is sized to the
-// work the hook does per invocation (one session):
+// Limits are the sandbox limits of the hook's calls. The instruction
+// budget is the bound that decides (it is the same on a fast and a slow
+// machine); the deadline is a safety net set several times above the
+// budget's run time on one core, because on a busy node a policy's
+// goroutine may get a fraction of a core. Sized to the work per
+// invocation (one session):
 //
 //   - fitness runs on the write path, once per new extent group, over
-//     every device: 20 ms and 2 M instructions (a thousand devices at a
-//     few hundred instructions each);
-//   - rule runs once per cost evaluation: 20 ms, 500 k instructions;
-//   - tiering runs once per Curator job, heat() over every egroup:
-//     500 ms, 20 M instructions (100 k egroups at ~100 each);
+//     every device: 2 M instructions (a thousand devices at a few hundred
+//     each, ~15 µs of CPU per device), 100 ms;
+//   - rule runs once per cost evaluation: 500 k instructions, 50 ms;
+//   - tiering runs once per Curator job, heat() over every egroup: 50 M
+//     instructions, 5 s (about 200 k egroups; beyond that a job falls
+//     back to the configured order);
 //   - balancer runs once per scan over a few dozen nodes and partitions:
-//     100 ms, 1 M instructions;
+//     1 M instructions, 250 ms;
 //   - class methods run per `object exec` over an object of up to
-//     MaxClassObjectBytes: 1 s, 20 M instructions, strings up to 8 MiB.
+//     MaxClassObjectBytes: 20 M instructions, 1 s, strings up to 8 MiB.
 func (h Hook) Limits() sandbox.Limits {
 	var l sandbox.Limits
 	switch h {
 	case HookFitness:
-		l.Deadline, l.Instructions = 20*time.Millisecond, 2_000_000
+		l.Deadline, l.Instructions = 100*time.Millisecond, 2_000_000
 	case HookRule:
-		l.Deadline, l.Instructions = 20*time.Millisecond, 500_000
+		l.Deadline, l.Instructions = 50*time.Millisecond, 500_000
 	case HookTiering:
-		l.Deadline, l.Instructions = 500*time.Millisecond, 20_000_000
+		l.Deadline, l.Instructions = 5*time.Second, 50_000_000
 	case HookBalancer:
-		l.Deadline, l.Instructions = 100*time.Millisecond, 1_000_000
+		l.Deadline, l.Instructions = 250*time.Millisecond, 1_000_000
 	case HookClass:
 		l.Deadline, l.Instructions = time.Second, 20_000_000
 		l.MaxStringBytes = 2 * MaxClassObjectBytes

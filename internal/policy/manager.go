@@ -462,6 +462,12 @@ func (m *Manager) failed(sl *slot, v *Version, err error) {
 	msg := err.Error()
 	v.lastErr.Store(&msg)
 	m.m.errors.WithLabelValues(string(sl.hook), sl.name, string(kind)).Inc()
+	var se *sandbox.Error
+	if errors.As(err, &se) && se.Starved {
+		// The node was too busy to run the policy in time: fall back for
+		// this decision, but do not count towards disabling it.
+		return
+	}
 	n := v.failures.Add(1)
 	now := time.Now().UnixNano()
 	if last := v.lastLog.Load(); now-last > int64(10*time.Second) && v.lastLog.CompareAndSwap(last, now) {

@@ -234,3 +234,24 @@ func TestRollback(t *testing.T) {
 		t.Fatalf("after rollback the weights are %v (%v)", ws, err)
 	}
 }
+
+// TestStarvedCallsDoNotDisable: deadlines missed because the node was too
+// busy fall back but never disable a policy.
+func TestStarvedCallsDoNotDisable(t *testing.T) {
+	m := newManager(t, newKV(t), "n1")
+	put(t, m, "fit", HookFitness, fitA)
+	sl := m.single(HookFitness)
+	v := sl.cur.Load()
+	for i := 0; i < 10; i++ {
+		m.failed(sl, v, &sandbox.Error{Kind: sandbox.KindDeadline, Policy: "fit", Msg: "deadline exceeded", Starved: true})
+	}
+	if v.disabled.Load() || v.errs.Load() != 10 {
+		t.Fatalf("disabled=%v errors=%d", v.disabled.Load(), v.errs.Load())
+	}
+	m.failed(sl, v, &sandbox.Error{Kind: sandbox.KindDeadline, Policy: "fit", Msg: "deadline exceeded"})
+	m.failed(sl, v, &sandbox.Error{Kind: sandbox.KindBudget, Policy: "fit", Msg: "budget"})
+	m.failed(sl, v, &sandbox.Error{Kind: sandbox.KindRuntime, Policy: "fit", Msg: "boom"})
+	if !v.disabled.Load() {
+		t.Fatal("three real failures did not disable")
+	}
+}

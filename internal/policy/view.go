@@ -6,6 +6,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/policy/sandbox"
 )
 
 // The views policies see: plain tables built fresh from a model snapshot
@@ -13,22 +14,45 @@ import (
 // the ones docs/policies.md documents; sizes are bytes, rates bytes per
 // second, times Unix seconds, fractions in [0, 1].
 
-func deviceView(d model.Device) map[string]any {
-	return map[string]any{
-		"id":        string(d.ID),
-		"node":      string(d.Node),
-		"rack":      d.Rack,
-		"tier":      string(d.Tier),
-		"state":     d.State.String(),
-		"capacity":  d.CapacityBytes,
-		"used":      d.UsedBytes,
-		"free":      d.FreeBytes(),
-		"usage":     d.Usage(),
-		"queue":     d.QueueLen,
-		"streams":   d.ActiveStreams,
-		"read_bps":  d.ReadBps,
-		"write_bps": d.WriteBps,
+// deviceView is a device as policies see it: a read-only record whose
+// fields are converted only when read, because fitness reads a few
+// fields of every device on every placement, on the write path.
+func deviceView(d model.Device) sandbox.Record { return deviceRecord{d} }
+
+// deviceRecord's fields are listed in docs/policies.md (fitness).
+type deviceRecord struct{ d model.Device }
+
+func (r deviceRecord) Get(f string) (any, bool) {
+	d := &r.d
+	switch f {
+	case "id":
+		return string(d.ID), true
+	case "node":
+		return string(d.Node), true
+	case "rack":
+		return d.Rack, true
+	case "tier":
+		return string(d.Tier), true
+	case "state":
+		return d.State.String(), true
+	case "capacity":
+		return d.CapacityBytes, true
+	case "used":
+		return d.UsedBytes, true
+	case "free":
+		return d.FreeBytes(), true
+	case "usage":
+		return d.Usage(), true
+	case "queue":
+		return d.QueueLen, true
+	case "streams":
+		return d.ActiveStreams, true
+	case "read_bps":
+		return d.ReadBps, true
+	case "write_bps":
+		return d.WriteBps, true
 	}
+	return nil, false
 }
 
 // tierStats sums capacity and use per tier over online devices.

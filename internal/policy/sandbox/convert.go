@@ -28,11 +28,49 @@ type Ref struct{ v lua.LValue }
 // Ref converts x (read-only) for reuse across calls in this session.
 func (s *Session) Ref(x any) Ref { return Ref{s.v.toLua(x, true)} }
 
+// Field is the value under key in a referenced table (nil otherwise),
+// shared, not copied: hooks that call once per element pass the elements
+// of one converted list instead of converting each again.
+func (r Ref) Field(key string) Ref {
+	if t, ok := r.v.(*lua.LTable); ok {
+		return Ref{t.RawGetString(key)}
+	}
+	return Ref{lua.LNil}
+}
+
+// Index is element i (1-based) of a referenced list (nil otherwise).
+func (r Ref) Index(i int) Ref {
+	if t, ok := r.v.(*lua.LTable); ok {
+		return Ref{t.RawGetInt(i)}
+	}
+	return Ref{lua.LNil}
+}
+
+// Fields is a table with named fields in a fixed order: the cheap form of
+// map[string]any for views built many times per decision (no map, no key
+// sort, no boxing of the container).
+type Fields []Field
+
+// Field is one named value of Fields.
+type Field struct {
+	Key string
+	Val any
+}
+
+// Record is a read-only host object a policy reads field by field (a
+// device in a fitness call): no table is built, only the fields the policy
+// reads are converted, and it cannot be changed at all. Get returns a
+// value of an accepted argument type, or false for an unknown field (nil
+// in Lua). pairs() and # do not apply; the fields are documented.
+type Record interface {
+	Get(field string) (any, bool)
+}
+
 // Go values accepted as arguments:
 //
 //	nil, bool, string, []byte (as a string), int, int64, uint64, float64,
 //	[]any, []string, []float64, map[string]any, map[string]float64,
-//	map[string]string, Func, Method, Ref
+//	map[string]string, Fields, Record, Func, Method, Ref
 //
 // Tables built from slices and maps are fresh copies with a read-only
 // metatable: adding keys raises an error, so a policy cannot mistake
@@ -94,6 +132,15 @@ func (v *vm) toLua(x any, ro bool) lua.LValue {
 			L.SetMetatable(t, v.ro)
 		}
 		return t
+	case Fields:
+		t := L.CreateTable(0, len(xv))
+		for _, f := range xv {
+			t.RawSetString(f.Key, v.toLua(f.Val, ro))
+		}
+		if ro {
+			L.SetMetatable(t, v.ro)
+		}
+		return t
 	case map[string]float64:
 		t := L.CreateTable(0, len(xv))
 		for _, k := range sortedKeys(xv) {
@@ -112,6 +159,11 @@ func (v *vm) toLua(x any, ro bool) lua.LValue {
 			L.SetMetatable(t, v.ro)
 		}
 		return t
+	case Record:
+		ud := L.NewUserData()
+		ud.Value = xv
+		L.SetMetatable(ud, v.recordMT)
+		return ud
 	case Func:
 		return L.NewFunction(v.hostFunc(xv, 0))
 	case Method:

@@ -31,6 +31,12 @@ type Error struct {
 	Policy string
 	Line   int // 1-based; 0 when unknown
 	Msg    string
+	// Starved marks a deadline hit while the session had run less than a
+	// quarter of its instruction budget: the wall time went to waiting
+	// for a CPU (a loaded node, a GC pause), not to the policy's own work.
+	// Callers fall back for the decision but should not hold it against
+	// the policy.
+	Starved bool
 }
 
 // Error prints Lua's "chunk:line: message" with the kind in brackets.

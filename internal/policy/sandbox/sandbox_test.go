@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -361,5 +362,28 @@ func TestLimitsValidate(t *testing.T) {
 	}
 	if _, err := Compile("p", "x = "+strings.Repeat("{", 300)+strings.Repeat("}", 300), Limits{}); KindOf(err) != KindTooLarge {
 		t.Fatalf("deep nesting: %v", err)
+	}
+}
+
+// TestStarvedDeadline: a deadline missed while the session had done
+// little of its budget (here a host call that stalls, as a descheduled
+// goroutine would) is marked Starved; a loop that burns its instructions
+// is not.
+func TestStarvedDeadline(t *testing.T) {
+	p, err := Compile("p", "function f(stall) stall() for i = 1, 10000 do end end\nfunction g() while true do end end",
+		Limits{Deadline: 20 * time.Millisecond, Instructions: 100_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall := Func(func([]any) ([]any, error) { time.Sleep(40 * time.Millisecond); return nil, nil })
+	err = p.Run(context.Background(), RunOptions{}, func(s *Session) error { _, err := s.Call("f", stall); return err })
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindDeadline || !e.Starved {
+		t.Fatalf("stalled session: %#v", err)
+	}
+	p2, _ := Compile("p", "function g() while true do end end", Limits{Deadline: 20 * time.Millisecond, Instructions: 2000})
+	err = p2.Run(context.Background(), RunOptions{}, func(s *Session) error { _, err := s.Call("g"); return err })
+	if !errors.As(err, &e) || e.Starved {
+		t.Fatalf("busy loop: %#v", err)
 	}
 }

@@ -17,6 +17,8 @@ type vm struct {
 	// ro is the metatable of every table built from host data: new keys
 	// raise an error and the metatable cannot be read or replaced.
 	ro *lua.LTable
+	// recordMT reads a Record's fields on demand and refuses writes.
+	recordMT *lua.LTable
 	// functions and values are the globals the program defined.
 	functions []string
 	values    []string
@@ -65,6 +67,22 @@ func (p *Program) newVM(ctx context.Context, seed uint64) (v *vm, err error) {
 		return 0
 	}))
 	v.ro.RawSetString("__metatable", lua.LString("read-only"))
+	v.recordMT = L.NewTable()
+	v.recordMT.RawSetString("__index", L.NewFunction(func(L *lua.LState) int {
+		rec, _ := L.CheckUserData(1).Value.(Record)
+		if rec == nil {
+			L.RaiseError("not a host record")
+		}
+		val, ok := rec.Get(L.CheckString(2))
+		if !ok {
+			L.Push(lua.LNil)
+			return 1
+		}
+		L.Push(v.toLua(val, true))
+		return 1
+	}))
+	v.recordMT.RawSetString("__newindex", v.ro.RawGetString("__newindex"))
+	v.recordMT.RawSetString("__metatable", lua.LString("read-only"))
 	v.installLibs()
 
 	G := L.Get(lua.GlobalsIndex).(*lua.LTable)
@@ -144,6 +162,7 @@ func (v *vm) convertErr(m *meter, err error) *Error {
 		switch {
 		case strings.Contains(m.err.Error(), msgDeadline):
 			e.Kind = KindDeadline
+			e.Starved = m.steps < m.lim.Instructions/4
 		case strings.Contains(m.err.Error(), msgCanceled):
 			e.Kind = KindCanceled
 		default:
