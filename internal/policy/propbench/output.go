@@ -34,9 +34,10 @@ func WriteOutputs(out string, res *Result) error {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"node", "version", "commit_unix_ns", "swap_unix_ns", "delay_ms"})
+	w.Write([]string{"node", "version", "propose_unix_ns", "commit_unix_ns", "swap_unix_ns", "delay_ms", "after_commit_ms"})
 	for _, s := range res.Samples {
-		w.Write([]string{s.Node, fmt.Sprint(s.Version), fmt.Sprint(s.Commit.UnixNano()), fmt.Sprint(s.Swap.UnixNano()), fmt.Sprintf("%.3f", s.DelayMs)})
+		w.Write([]string{s.Node, fmt.Sprint(s.Version), fmt.Sprint(s.Propose.UnixNano()), fmt.Sprint(s.Commit.UnixNano()),
+			fmt.Sprint(s.Swap.UnixNano()), fmt.Sprintf("%.3f", s.DelayMs), fmt.Sprintf("%.3f", s.AfterCommitMs)})
 	}
 	w.Flush()
 	f.Close()
@@ -62,6 +63,14 @@ func Summary(res *Result) string {
 	rows := append(append([]Stats{}, res.PerNode...), res.Others, res.All)
 	for _, s := range rows {
 		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f |\n", s.Node, s.Samples, s.Missed, s.P50, s.P90, s.P99, s.Max)
+	}
+	if len(res.AfterCommit) > 0 {
+		b.WriteString("\nThe same from the commit returning on the proposer (consensus excluded, as Malacology measured;\n" +
+			"negative: the node was live before the proposer heard back):\n\n")
+		b.WriteString("| node | p50 | p90 | p99 | max |\n|---|---:|---:|---:|---:|\n")
+		for _, s := range res.AfterCommit {
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %.2f |\n", s.Node, s.P50, s.P90, s.P99, s.Max)
+		}
 	}
 	fmt.Fprintf(&b, "\nconsensus round alone (proposal to commit returned, ms): p50 %.2f, p90 %.2f, p99 %.2f, max %.2f\n",
 		res.Consensus.P50, res.Consensus.P90, res.Consensus.P99, res.Consensus.Max)

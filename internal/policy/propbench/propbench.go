@@ -100,9 +100,14 @@ func (o Options) Validate() error {
 type Sample struct {
 	Node    string    `json:"node"`
 	Version int64     `json:"version"`
-	Commit  time.Time `json:"commit"`
+	Propose time.Time `json:"propose"` // the record's time, just before the CAS
+	Commit  time.Time `json:"commit"`  // when the proposer's CAS returned
 	Swap    time.Time `json:"swap"`
-	DelayMs float64   `json:"delay_ms"`
+	// DelayMs is Swap - Propose (consensus included); AfterCommitMs is
+	// Swap - Commit (the paper's measure, which excludes the proposal),
+	// negative when the node went live before the proposer heard back.
+	DelayMs       float64 `json:"delay_ms"`
+	AfterCommitMs float64 `json:"after_commit_ms"`
 }
 
 // Stats are percentiles of the commit-to-swap delay, in milliseconds.
@@ -123,6 +128,9 @@ type Result struct {
 	Interval time.Duration `json:"interval_ns"`
 	PerNode  []Stats       `json:"per_node"`
 	All      Stats         `json:"all"`
+	// AfterCommit are the same per node, measured from the commit's return
+	// on the proposer (consensus excluded, as the paper measured).
+	AfterCommit []Stats `json:"after_commit"`
 	// Others is every node but the one the puts went through, whose swap
 	// follows its own commit in the same request.
 	Others Stats `json:"others"`
@@ -165,7 +173,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	o.Log("cluster up; committing %d versions through %s every %s", o.Updates, cl.Nodes[0].ID, o.Interval)
-	commits := map[int64]time.Time{}
+	commits := map[int64]time.Time{}   // version -> proposal time
+	committed := map[int64]time.Time{} // version -> CAS returned
 	var rtts, rounds []float64
 	var last int64
 	for i := 1; i <= o.Updates; i++ {
@@ -177,6 +186,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		rtts = append(rtts, ms(time.Since(start)))
 		commits[res.Record.Version] = res.Record.Time
+		committed[res.Record.Version] = res.Committed
 		rounds = append(rounds, ms(res.Committed.Sub(res.Record.Time)))
 		last = res.Record.Version
 		if i%100 == 0 {
@@ -189,13 +199,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	res := &Result{Nodes: o.Nodes, Updates: o.Updates, Interval: o.Interval}
-	var all, others []float64
+	var all, others, afterOthers []float64
 	for i, n := range cl.Nodes {
 		swaps, err := waitSwaps(ctx, hc, admins[i], last)
 		if err != nil {
 			return nil, fmt.Errorf("propbench: %s: %w", n.ID, err)
 		}
-		var ds []float64
+		var ds, after []float64
 		seen := map[int64]bool{}
 		for _, s := range swaps {
 			c, ok := commits[s.Version]
@@ -203,20 +213,24 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 				continue
 			}
 			seen[s.Version] = true
-			d := ms(s.Swapped.Sub(c))
-			ds = append(ds, d)
-			res.Samples = append(res.Samples, Sample{Node: n.ID, Version: s.Version, Commit: c, Swap: s.Swapped, DelayMs: d})
+			d, a := ms(s.Swapped.Sub(c)), ms(s.Swapped.Sub(committed[s.Version]))
+			ds, after = append(ds, d), append(after, a)
+			res.Samples = append(res.Samples, Sample{Node: n.ID, Version: s.Version, Propose: c, Commit: committed[s.Version],
+				Swap: s.Swapped, DelayMs: d, AfterCommitMs: a})
 		}
 		st := stats(n.ID, ds)
 		st.Missed = len(commits) - len(ds)
 		res.PerNode = append(res.PerNode, st)
+		res.AfterCommit = append(res.AfterCommit, stats(n.ID, after))
 		all = append(all, ds...)
 		if i > 0 {
 			others = append(others, ds...)
+			afterOthers = append(afterOthers, after...)
 		}
 	}
 	res.All = stats("all", all)
 	res.Others = stats("others", others)
+	res.AfterCommit = append(res.AfterCommit, stats("others", afterOthers))
 	res.PutRTT = stats("put", rtts)
 	res.Consensus = stats("consensus", rounds)
 	return res, nil
