@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/terrace-storage/terrace/internal/curator/decide"
@@ -18,7 +19,7 @@ import (
 type fakeBalancer struct {
 	kv    meta.KV
 	fail  map[model.NodeID]bool
-	pages int
+	pages atomic.Int64 // partitions are scanned in parallel
 }
 
 func (f *fakeBalancer) AssignPartitions(_ *model.Snapshot, self model.NodeID, parts []PartitionLoad) map[string]model.NodeID {
@@ -37,7 +38,7 @@ func (f *fakeBalancer) ScanPage(ctx context.Context, node model.NodeID, start, e
 	if f.fail[node] {
 		return nil, errors.New("peer unreachable")
 	}
-	f.pages++
+	f.pages.Add(1)
 	return f.kv.Scan(ctx, start, end, limit)
 }
 
@@ -61,7 +62,7 @@ func TestBalancedScanReadsAssignedPartitionsRemotely(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fb.pages == 0 {
+	if fb.pages.Load() == 0 {
 		t.Fatal("no page was read through the balancer")
 	}
 	if got, want := summarizeScan(bal), summarizeScan(plain); got != want {
