@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -88,9 +89,13 @@ var palette = []color.RGBA{
 func plotCDF(path string, res *Result) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Policy propagation, %d nodes: proposal to live (consensus included)", res.Nodes)
-	p.X.Label.Text = "delay (ms)"
+	p.X.Label.Text = "delay (ms, log scale)"
 	p.Y.Label.Text = "fraction of versions live"
 	p.Y.Min, p.Y.Max = 0, 1
+	// Delays span 0.1 ms to hundreds of ms: a log axis keeps both the
+	// body and the tail readable.
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 	byNode := map[string][]float64{}
 	var nodes []string
@@ -106,7 +111,7 @@ func plotCDF(path string, res *Result) error {
 		sort.Float64s(ds)
 		pts := make(plotter.XYs, len(ds))
 		for j, d := range ds {
-			pts[j].X, pts[j].Y = d, float64(j+1)/float64(len(ds))
+			pts[j].X, pts[j].Y = math.Max(d, 0.01), float64(j+1)/float64(len(ds))
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
