@@ -223,14 +223,20 @@ func (p *Program) Run(ctx context.Context, opts RunOptions, fn func(s *Session) 
 }
 
 // Describe loads the program in a fresh VM and reports the globals it
-// defines: functions (sorted) and other values (sorted).
+// defines: functions (sorted) and other values (sorted). The VM then
+// joins the pool.
 func (p *Program) Describe(ctx context.Context) (functions, values []string, err error) {
 	v, err := p.newVM(ctx, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer v.L.Close()
-	return v.functions, v.values, nil
+	fns, vals := v.functions, v.values
+	select { // the loaded VM serves the first calls
+	case p.pool <- v:
+	default:
+		v.L.Close()
+	}
+	return fns, vals, nil
 }
 
 // Functions returns the global functions the program defines.
