@@ -213,6 +213,12 @@ func (c *Curator) Run(ctx context.Context) {
 // due decides whether a job should run now (event or schedule).
 func (c *Curator) due() (kind, why string) {
 	s := c.topo.Snapshot()
+	// A tiering policy is consulted before taking c.mu: a policy call may
+	// take up to its deadline and must not hold up Status or Trigger.
+	to, tierRun := c.opts.Tier, false
+	if c.opts.Tiering {
+		to, tierRun = c.tierOptions(s, nil)
+	}
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -239,18 +245,9 @@ func (c *Curator) due() (kind, why string) {
 			return "partial", fmt.Sprintf("node %s down for %s", n.ID, now.Sub(since).Round(time.Second))
 		}
 	}
-	if to, run := c.tierOptions(s, nil); run && c.opts.Tiering && now.Sub(c.last["partial"]) >= to.MinInterval {
-		for _, t := range s.Tiers() {
-			var used, capacity int64
-			for _, d := range s.Devices {
-				if d.Tier == t {
-					used += d.UsedBytes
-					capacity += d.CapacityBytes
-				}
-			}
-			if capacity > 0 && float64(used)/float64(capacity) > to.DownAbove {
-				return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
-			}
+	if tierRun {
+		if kind, why := c.tierTrigger(s, now, to); kind != "" {
+			return kind, why
 		}
 	}
 	if now.Sub(c.last["full"]) >= c.opts.FullEvery {
@@ -258,6 +255,28 @@ func (c *Curator) due() (kind, why string) {
 	}
 	if now.Sub(c.last["partial"]) >= c.opts.PartialEvery {
 		return "partial", "periodic"
+	}
+	return "", ""
+}
+
+// tierTrigger asks for a partial scan when a tier is over the tiering
+// threshold to.DownAbove and the last partial scan is older than
+// MinInterval. Called with c.mu held.
+func (c *Curator) tierTrigger(s *model.Snapshot, now time.Time, to decide.TierOptions) (kind, why string) {
+	if now.Sub(c.last["partial"]) < to.MinInterval {
+		return "", ""
+	}
+	for _, t := range s.Tiers() {
+		var used, capacity int64
+		for _, d := range s.Devices {
+			if d.Tier == t {
+				used += d.UsedBytes
+				capacity += d.CapacityBytes
+			}
+		}
+		if capacity > 0 && float64(used)/float64(capacity) > to.DownAbove {
+			return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
+		}
 	}
 	return "", ""
 }
@@ -333,10 +352,16 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		rec.Partitions = res.partitions
 	}
 	snap := c.snapshotFor()
+	// The tiering policy runs outside c.mu (it may take up to its
+	// deadline); its coldness ranks cover every egroup.
+	to, tierRun := c.opts.Tier, false
+	if c.opts.Tiering {
+		to, tierRun = c.tierOptions(snap, res.egroups)
+	}
 	c.mu.Lock()
 	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
-	if c.opts.Tiering {
-		tasks = append(tasks, c.tieringTasks(snap, res, tasks)...)
+	if tierRun {
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to)...)
 	}
 	c.mu.Unlock()
 	for _, e := range errs {
@@ -473,7 +498,7 @@ var errStale = errors.New("curator: stale task")
 // tieringTasks plans tiering and balancing for egroups that no earlier
 // task of this job touches (one move per egroup per job keeps every task's
 // compare-and-swap meaningful).
-func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task) []decide.Task {
+func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, o decide.TierOptions) []decide.Task {
 	busy := map[uint64]bool{}
 	for _, t := range planned {
 		busy[t.Egroup] = true
@@ -483,10 +508,6 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 		if !busy[eg.ID] {
 			egs = append(egs, eg)
 		}
-	}
-	o, run := c.tierOptions(snap, egs)
-	if !run {
-		return nil
 	}
 	return decide.Tiering(snap, egs, c.policy, o, c.rng)
 }
@@ -499,10 +520,13 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 		return nil, decide.Stats{}, err
 	}
 	snap := c.snapshotFor()
+	to, tierRun := c.tierOptions(snap, res.egroups)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tasks, stats, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
-	tasks = append(tasks, c.tieringTasks(snap, res, tasks)...)
+	if tierRun {
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to)...)
+	}
 	return tasks, stats, nil
 }
 

@@ -97,9 +97,10 @@ func (c *Curator) Assignment() map[string]model.NodeID {
 
 // ScanEgroups runs a partial scan and returns the joined egroups and the
 // snapshot a job would decide on, deciding and executing nothing: the
-// input `terrace policy test` runs a tiering or rule policy against.
+// input `terrace policy test` runs a tiering or rule policy against. It
+// reads every partition here and leaves the balancer's assignment alone.
 func (c *Curator) ScanEgroups(ctx context.Context) ([]decide.Egroup, *model.Snapshot, error) {
-	res, err := c.scan(ctx, false)
+	res, err := c.scanAssigned(ctx, false, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -98,11 +98,16 @@ type scanResult struct {
 // access maps only (recovery, scrubbing); a full scan also reads objects,
 // uploads and extents (data removal, GC, consistency).
 func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
+	return c.scanAssigned(ctx, full, c.assignPartitions(c.topo.Snapshot()))
+}
+
+// scanAssigned is scan with a given partition assignment (nil: every
+// partition here).
+func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string]model.NodeID) (*scanResult, error) {
 	kv := c.layer.KV()
 	res := &scanResult{records: map[uint64]meta.Egroup{}, liveByEgroup: map[uint64][]extentInfo{}}
 	var mu sync.Mutex
 	egRevs := map[uint64]int64{}
-	assign := c.assignPartitions(c.topo.Snapshot())
 
 	// Map: egroups.
 	res.maps = append(res.maps, "egroups")
