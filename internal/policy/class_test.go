@@ -181,6 +181,16 @@ func TestAppendAndChecksumClasses(t *testing.T) {
 	if _, err := m.Exec(ctx, l, ExecRequest{Bucket: "nobucket", Key: "k", Class: "append", Method: "record", Arg: "x"}); !errors.Is(err, object.ErrNoSuchBucket) {
 		t.Fatalf("missing bucket: %v", err)
 	}
+	put(t, m, "kv", HookClass, example(t, "class_kv"))
+	for _, step := range []struct{ method, arg, want string }{
+		{"set", "mode=fast", "fast"}, {"set", "zone=a", "a"}, {"get", "mode", "fast"},
+		{"keys", "", `["mode","zone"]`}, {"del", "mode", "true"}, {"get", "mode", ""}, {"keys", "", `["zone"]`},
+	} {
+		res, err := m.Exec(ctx, l, ExecRequest{Bucket: "bkt", Key: "config", Class: "kv", Method: step.method, Arg: step.arg})
+		if err != nil || res.Text != step.want {
+			t.Fatalf("kv.%s %s: %q %v, want %q", step.method, step.arg, res.Text, err, step.want)
+		}
+	}
 	big := bytes.Repeat([]byte("x"), MaxClassObjectBytes+1)
 	if _, err := l.Put(ctx, "bkt", "big", bytes.NewReader(big), object.PutOptions{Size: int64(len(big))}); err != nil {
 		t.Fatal(err)

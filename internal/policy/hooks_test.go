@@ -22,7 +22,7 @@ import (
 // against the test model: the shipped examples must stay valid.
 func TestExamplesValidate(t *testing.T) {
 	files, err := filepath.Glob("../../examples/policies/*.lua")
-	if err != nil || len(files) < 7 {
+	if err != nil || len(files) < 8 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
 	m := newManager(t, newKV(t), "n1")
