@@ -74,6 +74,12 @@ type Options struct {
 	HistoryLen int
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// Tuner and Balancer are the policy hooks (hooks.go); nil keeps the
+	// configured thresholds and scans everything on the master. Self is
+	// this node's ID, which the balancer may assign partitions to.
+	Tuner    TierTuner
+	Balancer ScanBalancer
+	Self     model.NodeID
 }
 
 // EnsureDefaults fills zero fields.
@@ -167,6 +173,10 @@ type Curator struct {
 	last      map[string]time.Time
 	trigger   chan string
 	rng       *rand.Rand
+	// partLoad is what each scan partition held and who scanned it last;
+	// assigned is the balancer's latest assignment.
+	partLoad map[string]PartitionLoad
+	assigned map[string]model.NodeID
 }
 
 // New returns a Curator. kv is the metadata store the layer runs on: the
@@ -183,7 +193,7 @@ func New(layer *object.Layer, kv meta.KV, topo Topology, pol placement.Policy, l
 	c := &Curator{opts: opts, layer: layer, kv: kv, topo: topo, policy: pol, leader: leader, load: load,
 		now: opts.Now, log: opts.Logger, m: newMetrics(),
 		downSince: map[model.NodeID]time.Time{}, seenBad: map[model.DeviceID]bool{},
-		last: map[string]time.Time{}, trigger: make(chan string, 8),
+		last: map[string]time.Time{}, trigger: make(chan string, 8), partLoad: map[string]PartitionLoad{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))}
 	c.sched = actuate.NewScheduler(opts.Limits, opts.MoveBytesPerSec, actuate.Signals{
 		QueueLen: c.queueLen, BusyQueueLen: opts.BusyQueueLen, ClientLatency: opts.ClientLatency})
@@ -330,6 +340,12 @@ func (c *Curator) Run(ctx context.Context) {
 // due decides whether a job should run now (event or schedule).
 func (c *Curator) due() (kind, why string) {
 	s := c.topo.Snapshot()
+	// A tiering policy is consulted before taking c.mu: a policy call may
+	// take up to its deadline and must not hold up Status or Trigger.
+	to, tierRun := c.opts.Tier, false
+	if c.opts.Tiering {
+		to, tierRun = c.tierOptions(s, nil)
+	}
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -356,18 +372,9 @@ func (c *Curator) due() (kind, why string) {
 			return "partial", fmt.Sprintf("node %s down for %s", n.ID, now.Sub(since).Round(time.Second))
 		}
 	}
-	if c.opts.Tiering && now.Sub(c.last["partial"]) >= c.opts.Tier.MinInterval {
-		for _, t := range s.Tiers() {
-			var used, capacity int64
-			for _, d := range s.Devices {
-				if d.Tier == t {
-					used += d.UsedBytes
-					capacity += d.CapacityBytes
-				}
-			}
-			if capacity > 0 && float64(used)/float64(capacity) > c.opts.Tier.DownAbove {
-				return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
-			}
+	if tierRun {
+		if kind, why := c.tierTrigger(s, now, to); kind != "" {
+			return kind, why
 		}
 	}
 	if now.Sub(c.last["full"]) >= c.opts.FullEvery {
@@ -375,6 +382,28 @@ func (c *Curator) due() (kind, why string) {
 	}
 	if now.Sub(c.last["partial"]) >= c.opts.PartialEvery {
 		return "partial", "periodic"
+	}
+	return "", ""
+}
+
+// tierTrigger asks for a partial scan when a tier is over the tiering
+// threshold to.DownAbove and the last partial scan is older than
+// MinInterval. Called with c.mu held.
+func (c *Curator) tierTrigger(s *model.Snapshot, now time.Time, to decide.TierOptions) (kind, why string) {
+	if now.Sub(c.last["partial"]) < to.MinInterval {
+		return "", ""
+	}
+	for _, t := range s.Tiers() {
+		var used, capacity int64
+		for _, d := range s.Devices {
+			if d.Tier == t {
+				used += d.UsedBytes
+				capacity += d.CapacityBytes
+			}
+		}
+		if capacity > 0 && float64(used)/float64(capacity) > to.DownAbove {
+			return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
+		}
 	}
 	return "", ""
 }
@@ -402,6 +431,9 @@ type JobRecord struct {
 	Dangling []string       `json:"dangling,omitempty"`
 	Errors   []string       `json:"errors,omitempty"`
 	Sample   []string       `json:"sample_tasks,omitempty"`
+	// Partitions names the node that scanned each map partition when a
+	// balancer spreads the scan (absent: the master scanned everything).
+	Partitions map[string]string `json:"partitions,omitempty"`
 }
 
 // maxRecordList bounds lists kept in a job record.
@@ -448,11 +480,20 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		return rec, fmt.Errorf("curator: scan: %w", err)
 	}
 	rec.Maps, rec.Records = res.maps, res.records0
+	if len(res.partitions) > 0 {
+		rec.Partitions = res.partitions
+	}
 	snap := c.snapshotFor()
+	// The tiering policy runs outside c.mu (it may take up to its
+	// deadline); its coldness ranks cover every egroup.
+	to, tierRun := c.opts.Tier, false
+	if c.opts.Tiering {
+		to, tierRun = c.tierOptions(snap, res.egroups)
+	}
 	c.mu.Lock()
 	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, rng, full)
-	if c.opts.Tiering {
-		tasks = append(tasks, c.tieringTasks(snap, res, tasks, rng)...)
+	if tierRun {
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, rng)...)
 	}
 	c.mu.Unlock()
 	for _, e := range errs {
@@ -515,6 +556,8 @@ type Status struct {
 	Options string               `json:"options"`
 	Down    map[string]time.Time `json:"nodes_down_since,omitempty"`
 	Last    *JobRecord           `json:"last_job,omitempty"`
+	// Partitions is the balancer's current scan assignment.
+	Partitions map[string]model.NodeID `json:"partitions,omitempty"`
 }
 
 // Status returns the current state.
@@ -532,6 +575,12 @@ func (c *Curator) Status(ctx context.Context) Status {
 	}
 	for k, v := range c.downSince {
 		st.Down[string(k)] = v
+	}
+	if len(c.assigned) > 0 {
+		st.Partitions = make(map[string]model.NodeID, len(c.assigned))
+		for k, v := range c.assigned {
+			st.Partitions[k] = v
+		}
 	}
 	c.mu.Unlock()
 	if h, err := c.History(ctx, 1); err == nil && len(h) > 0 {
@@ -585,7 +634,7 @@ func (c *Curator) History(ctx context.Context, n int) ([]JobRecord, error) {
 // tieringTasks plans tiering and balancing for egroups that no earlier
 // task of this job touches (one move per egroup per job keeps every task's
 // compare-and-swap meaningful).
-func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, rng *rand.Rand) []decide.Task {
+func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, o decide.TierOptions, rng *rand.Rand) []decide.Task {
 	busy := map[uint64]bool{}
 	for _, t := range planned {
 		busy[t.Egroup] = true
@@ -596,7 +645,7 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 			egs = append(egs, eg)
 		}
 	}
-	return decide.Tiering(snap, egs, c.policy, c.opts.Tier, rng)
+	return decide.Tiering(snap, egs, c.policy, o, rng)
 }
 
 // DryRun scans and decides without executing: what would the Curator do
@@ -607,10 +656,13 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 		return nil, decide.Stats{}, err
 	}
 	snap := c.snapshotFor()
+	to, tierRun := c.tierOptions(snap, res.egroups)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tasks, stats, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
-	tasks = append(tasks, c.tieringTasks(snap, res, tasks, c.rng)...)
+	if tierRun {
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, c.rng)...)
+	}
 	return tasks, stats, nil
 }
 

@@ -31,7 +31,7 @@ func partitions(prefix string) [][2][]byte {
 }
 
 // scanRange streams every item in [start, end) to fn, page by page.
-func scanRange(ctx context.Context, kv meta.KV, start, end []byte, fn func(meta.Item) error) (int, error) {
+func scanRange(ctx context.Context, kv pageScanner, start, end []byte, fn func(meta.Item) error) (int, error) {
 	n := 0
 	for {
 		items, err := kv.Scan(ctx, start, end, scanPage)
@@ -97,12 +97,20 @@ type scanResult struct {
 	dangling     []string
 	records0     int // records scanned
 	maps         []string
+	// partitions names who scanned each partition (with a balancer).
+	partitions map[string]string
 }
 
 // scan reads the maps and joins them. A partial scan reads the egroup and
 // access maps only (recovery, scrubbing); a full scan also reads objects,
 // uploads and extents (data removal, GC, consistency).
 func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
+	return c.scanAssigned(ctx, full, c.assignPartitions(c.topo.Snapshot()))
+}
+
+// scanAssigned is scan with a given partition assignment (nil: every
+// partition here).
+func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string]model.NodeID) (*scanResult, error) {
 	kv := c.kv
 	res := &scanResult{records: map[uint64]meta.Egroup{}, liveByEgroup: map[uint64][]extentInfo{}}
 	var mu sync.Mutex
@@ -110,7 +118,7 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 
 	// Map: egroups.
 	res.maps = append(res.maps, "egroups")
-	err := mapParallel(ctx, partitions(meta.PrefixEgroup), c.opts.ScanParallelism, func(ctx context.Context, s, e []byte) error {
+	err := c.scanPartitions(ctx, "egroups", meta.PrefixEgroup, assign, res, &mu, func(ctx context.Context, kv pageScanner, s, e []byte) error {
 		_, err := scanRange(ctx, kv, s, e, func(it meta.Item) error {
 			id, err := meta.ParseID(it.Key)
 			if err != nil {
@@ -218,7 +226,7 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 		}
 		// Map: extents, joined with refs (reduce by extent ID).
 		extents := map[uint64]extentInfo{}
-		err = mapParallel(ctx, partitions(meta.PrefixExtent), c.opts.ScanParallelism, func(ctx context.Context, s, e []byte) error {
+		err = c.scanPartitions(ctx, "extents", meta.PrefixExtent, assign, res, &mu, func(ctx context.Context, kv pageScanner, s, e []byte) error {
 			_, err := scanRange(ctx, kv, s, e, func(it meta.Item) error {
 				id, err := meta.ParseID(it.Key)
 				if err != nil {
@@ -309,6 +317,82 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 	}
 	_ = live
 	return res, nil
+}
+
+// scanPartitions runs fn over the 16 partitions of a map in parallel.
+// A partition the balancer assigned to another node is read there (all of
+// it, before fn sees any item); if that fails, it is read here, so an
+// assignment can slow a scan but never lose records.
+func (c *Curator) scanPartitions(ctx context.Context, mapName, prefix string, assign map[string]model.NodeID,
+	res *scanResult, mu *sync.Mutex, fn func(ctx context.Context, kv pageScanner, s, e []byte) error) error {
+	kv := c.kv
+	self := c.opts.Self
+	if self == "" {
+		self = "master"
+	}
+	return mapParallel(ctx, partitions(prefix), c.opts.ScanParallelism, func(ctx context.Context, s, e []byte) error {
+		name := mapName + "/" + string(s[len(s)-1])
+		node := assign[name]
+		who := string(self)
+		var src pageScanner = kv
+		if node != "" && node != c.opts.Self && c.opts.Balancer != nil {
+			var items []meta.Item
+			_, err := scanRange(ctx, remotePages{c.opts.Balancer, node}, s, e, func(it meta.Item) error {
+				items = append(items, it)
+				return nil
+			})
+			if err == nil {
+				src, who = &bufferedPages{items: items}, string(node)
+			} else if ctx.Err() != nil {
+				return ctx.Err()
+			} else {
+				who = fmt.Sprintf("%s (%s failed: %v)", self, node, err)
+				c.log.Warn("curator: remote partition scan failed; scanning here", "partition", name, "node", node, "err", err)
+			}
+		}
+		counted := 0
+		err := fn(ctx, countPages{src, &counted}, s, e)
+		mu.Lock()
+		if assign != nil {
+			if res.partitions == nil {
+				res.partitions = map[string]string{}
+			}
+			res.partitions[name] = who
+		}
+		mu.Unlock()
+		c.mu.Lock()
+		scanner := c.opts.Self
+		if src != kv {
+			scanner = node
+		}
+		c.partLoad[name] = PartitionLoad{Name: name, Records: counted, Node: scanner}
+		c.mu.Unlock()
+		return err
+	})
+}
+
+// bufferedPages serves a partition already read from another node.
+type bufferedPages struct{ items []meta.Item }
+
+func (b *bufferedPages) Scan(_ context.Context, start, _ []byte, limit int) ([]meta.Item, error) {
+	i := sort.Search(len(b.items), func(i int) bool { return string(b.items[i].Key) >= string(start) })
+	j := len(b.items)
+	if limit > 0 && i+limit < j {
+		j = i + limit
+	}
+	return b.items[i:j], nil
+}
+
+// countPages counts the records a partition scan returns.
+type countPages struct {
+	src pageScanner
+	n   *int
+}
+
+func (c countPages) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
+	items, err := c.src.Scan(ctx, start, end, limit)
+	*c.n += len(items)
+	return items, err
 }
 
 type refOwner struct {

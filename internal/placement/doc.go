@@ -5,8 +5,10 @@
 //     2018: t_u = 1/a^u, t_q = 1 − q/q_ceil, f_add or f_mult, sampled by a
 //     WeightedVector with SUS, truncation, two-choice or uniform
 //     selection), Moop (OctopusFS §3: four objectives, the ideal vector,
-//     global criterion, greedy Algorithms 1–2 with the paper's pruning) and
-//     Rules (OctopusFS §7.2's rule-based comparison);
+//     global criterion, greedy Algorithms 1–2 with the paper's pruning),
+//     Rules (OctopusFS §7.2's rule-based comparison) and Weighted
+//     (Fitness's sampling with weights from a DeviceWeigher: a
+//     programmable fitness function such as a Lua policy);
 //   - the suitability rules every policy shares: the vector's tier, an
 //     online device on an up node, not excluded, distinct devices, distinct
 //     nodes when the cluster has enough, and a device stays at or under

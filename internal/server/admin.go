@@ -54,6 +54,7 @@ import (
 //	GET    /v1/users, POST /v1/users/NAME, ...  users (users.go)
 //	POST   /v1/sse/rewrap                      re-seal with the active master key (rewrap.go)
 //	GET    /v1/lifecycle/report, POST /v1/lifecycle/run  S3 lifecycle rules (lifecycle.go)
+//	...    /v1/policies..., /v1/object/exec    policies and object classes (policy.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
@@ -88,6 +89,7 @@ func (n *Node) AdminHandler() http.Handler {
 	n.rewrapRoutes(mux)                               // rewrap.go
 	n.lifecycleRoutes(mux)                            // lifecycle.go
 	n.planRoutes(mux)                                 // plan.go
+	n.policyRoutes(mux)                               // policy.go
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
 	return v.Wrap(mux)

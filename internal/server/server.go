@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/placement"
 	"github.com/terrace-storage/terrace/internal/sse"
 	"github.com/terrace-storage/terrace/internal/users"
+	"github.com/terrace-storage/terrace/internal/policy"
 )
 
 // Node is a running Terrace node.
@@ -54,6 +56,17 @@ type Node struct {
 	Curator   *curator.Curator
 	elector   *cluster.Elector
 	bgStop    context.CancelFunc
+
+	// Policies is the programmable-policy manager (policy.go);
+	// basePlacement is the configured placement policy the fitness hook
+	// falls back to.
+	Policies      *policy.Manager
+	basePlacement placement.Policy
+	policyStop    context.CancelFunc
+
+	peerOnce   sync.Once
+	peerClient *http.Client
+	peerScheme string
 }
 
 // AddAdminKeyring lets more keys sign admin API requests (call before
@@ -129,6 +142,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		kv.Close()
 		return nil, err
 	}
+	if pol, err = n.openPolicies(kv, pol); err != nil {
+		kv.Close()
+		return nil, err
+	}
 	classes := object.DefaultClasses()
 	for name, v := range cfg.StorageClasses {
 		classes[strings.ToUpper(name)] = model.MustParseVector(v)
@@ -148,6 +165,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		Logger:         log,
 	})
 	if err != nil {
+		n.policyStop()
 		kv.Close()
 		return nil, err
 	}
@@ -155,6 +173,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	start := time.Now()
 	rep, err := layer.Recover(ctx, n.Local)
 	if err != nil {
+		n.policyStop()
 		layer.Close()
 		kv.Close()
 		return nil, fmt.Errorf("server: recovery: %w", err)
@@ -200,7 +219,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 	if cc.Tiering != nil {
 		tiering = *cc.Tiering
 	}
-	n.Curator = curator.New(n.Layer, n.KV, topo, pol, leader, load, curator.Options{
+	n.Curator = curator.New(n.Layer, n.KV, topo, pol, leader, load, n.withPolicyHooks(curator.Options{
 		Node:          n.Config.NodeID,
 		PlannerRules:  strings.Join(n.Config.Planner.Rules, "\n"),
 		ClientLatency: n.Layer.ForegroundLatency,
@@ -216,7 +235,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		MoveBytesPerSec:    cc.MoveMBps * 1e6,
 		Scrub:              scrub,
 		Logger:             n.Log.With("component", "curator"),
-	})
+	}))
 	n.Reg.MustRegister(n.Curator.Collectors()...)
 }
 
@@ -296,6 +315,9 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 // Close flushes and closes everything.
 func (n *Node) Close() error {
 	var errs []error
+	if n.policyStop != nil {
+		n.policyStop()
+	}
 	if n.Layer != nil {
 		errs = append(errs, n.Layer.Close())
 	}

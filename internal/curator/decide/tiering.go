@@ -40,6 +40,11 @@ type TierOptions struct {
 	MaxMoves int
 	// MinInterval is the least time between tiering-triggered scans.
 	MinInterval time.Duration
+	// Rank, when set, orders egroups for tiering instead of recent reads
+	// and last touch: lower is colder (demoted first, promoted last). A
+	// tiering policy supplies it (internal/policy); it must be pure and
+	// cheap, a lookup of values computed before the decision.
+	Rank func(Egroup) float64 `json:"-"`
 }
 
 // EnsureDefaults fills the paper's defaults: f=75 %, d=90 %, h=15 %,
@@ -146,6 +151,11 @@ func windowReads(now time.Time, o TierOptions, eg Egroup) int64 {
 
 // colder orders egroups for demotion.
 func colder(now time.Time, o TierOptions, a, b Egroup) bool {
+	if o.Rank != nil {
+		if ka, kb := o.Rank(a), o.Rank(b); ka != kb {
+			return ka < kb
+		}
+	}
 	ra, rb := windowReads(now, o, a), windowReads(now, o, b)
 	if ra != rb {
 		return ra < rb

@@ -1,0 +1,132 @@
+package curator
+
+import (
+	"context"
+	"sort"
+
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// Hooks through which programmable policies (internal/policy) steer the
+// Curator. Both are optional; without them the Curator behaves as
+// configured. The Curator never imports the policy package: the server
+// wires implementations in through Options.
+
+// TierTuner adjusts the tiering decision: the thresholds, the coldness
+// order (TierOptions.Rank) and whether tiering runs at all this time. It
+// is called with the job's snapshot and egroups (nil egroups when the
+// Curator only asks whether a tier is over its threshold) and must be
+// pure and quick; on any failure it returns base and true.
+type TierTuner interface {
+	TuneTiering(s *model.Snapshot, egs []decide.Egroup, base decide.TierOptions) (o decide.TierOptions, run bool)
+}
+
+// PartitionLoad is one scan partition as the balancer sees it: its name
+// (map/hex-digit), the records it held at the last scan and the node that
+// scanned it.
+type PartitionLoad struct {
+	Name    string       `json:"name"`
+	Records int          `json:"records"`
+	Node    model.NodeID `json:"node,omitempty"`
+}
+
+// ScanBalancer spreads the map step of a scan over the nodes (Mantle's
+// load balancing applied to the Curator's background work). The master
+// still joins and decides; the nodes a partition is assigned to read it
+// from the metadata store and hand it back.
+type ScanBalancer interface {
+	// AssignPartitions returns the node that scans each partition. A
+	// partition left out, or assigned to self, is scanned by the master.
+	AssignPartitions(s *model.Snapshot, self model.NodeID, parts []PartitionLoad) map[string]model.NodeID
+	// ScanPage reads one page of [start, end) on node, as meta.KV.Scan.
+	ScanPage(ctx context.Context, node model.NodeID, start, end []byte, limit int) ([]meta.Item, error)
+}
+
+// partitionNames lists every partition a scan may read, sorted.
+func partitionNames() []string {
+	var out []string
+	for _, m := range []string{"egroups", "extents"} {
+		for _, p := range partitions("") {
+			out = append(out, m+"/"+string(p[0]))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// assignPartitions asks the balancer for this scan's assignment.
+func (c *Curator) assignPartitions(s *model.Snapshot) map[string]model.NodeID {
+	if c.opts.Balancer == nil {
+		return nil
+	}
+	a := c.opts.Balancer.AssignPartitions(s, c.opts.Self, c.PartitionLoads())
+	c.mu.Lock()
+	c.assigned = a
+	c.mu.Unlock()
+	return a
+}
+
+// pageScanner is the part of meta.KV a scan reads through.
+type pageScanner interface {
+	Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error)
+}
+
+// remotePages reads a partition on another node.
+type remotePages struct {
+	b    ScanBalancer
+	node model.NodeID
+}
+
+func (r remotePages) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
+	return r.b.ScanPage(ctx, r.node, start, end, limit)
+}
+
+// Assignment returns the partition assignment of the last scan (empty
+// without a balancer: the master scans everything).
+func (c *Curator) Assignment() map[string]model.NodeID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]model.NodeID, len(c.assigned))
+	for k, v := range c.assigned {
+		out[k] = v
+	}
+	return out
+}
+
+// ScanEgroups runs a partial scan and returns the joined egroups and the
+// snapshot a job would decide on, deciding and executing nothing: the
+// input `terrace policy test` runs a tiering or rule policy against. It
+// reads every partition here and leaves the balancer's assignment alone.
+func (c *Curator) ScanEgroups(ctx context.Context) ([]decide.Egroup, *model.Snapshot, error) {
+	res, err := c.scanAssigned(ctx, false, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.egroups, c.snapshotFor(), nil
+}
+
+// tierOptions returns the tiering options for one decision and whether
+// tiering runs.
+func (c *Curator) tierOptions(s *model.Snapshot, egs []decide.Egroup) (decide.TierOptions, bool) {
+	o := c.opts.Tier
+	if c.opts.Tuner == nil {
+		return o, true
+	}
+	return c.opts.Tuner.TuneTiering(s, egs, o)
+}
+
+// PartitionLoads returns every scan partition with the records it held
+// and the node that scanned it at the last scan.
+func (c *Curator) PartitionLoads() []PartitionLoad {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]PartitionLoad, 0, 32)
+	for _, n := range partitionNames() {
+		pl := c.partLoad[n]
+		pl.Name = n
+		out = append(out, pl)
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// fakeBalancer assigns even-digit partitions to "n2" and serves n2's
+// pages from the same store (as a peer reading the shared metadata
+// would); pages for a node in fail return an error.
+type fakeBalancer struct {
+	kv    meta.KV
+	fail  map[model.NodeID]bool
+	pages atomic.Int64 // partitions are scanned in parallel
+}
+
+func (f *fakeBalancer) AssignPartitions(_ *model.Snapshot, self model.NodeID, parts []PartitionLoad) map[string]model.NodeID {
+	out := map[string]model.NodeID{}
+	for i, p := range parts {
+		if i%2 == 0 {
+			out[p.Name] = "n2"
+		} else {
+			out[p.Name] = self
+		}
+	}
+	return out
+}
+
+func (f *fakeBalancer) ScanPage(ctx context.Context, node model.NodeID, start, end []byte, limit int) ([]meta.Item, error) {
+	if f.fail[node] {
+		return nil, errors.New("peer unreachable")
+	}
+	f.pages.Add(1)
+	return f.kv.Scan(ctx, start, end, limit)
+}
+
+func TestBalancedScanReadsAssignedPartitionsRemotely(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	for i := 0; i < 40; i++ {
+		e.put(fmt.Sprintf("k%02d", i), data(uint64(i), 100<<10), "ssd=1,hdd=1")
+	}
+	ctx := context.Background()
+	plain, err := e.c.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.partitions != nil {
+		t.Fatalf("no balancer, yet partitions recorded: %v", plain.partitions)
+	}
+
+	fb := &fakeBalancer{kv: e.kv}
+	e.c.opts.Balancer, e.c.opts.Self = fb, "n1"
+	bal, err := e.c.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb.pages.Load() == 0 {
+		t.Fatal("no page was read through the balancer")
+	}
+	if got, want := summarizeScan(bal), summarizeScan(plain); got != want {
+		t.Fatalf("balanced scan differs:\n got %s\nwant %s", got, want)
+	}
+	if len(bal.partitions) != 32 || bal.partitions["egroups/0"] != "n2" || bal.partitions["egroups/1"] != "n1" {
+		t.Fatalf("partitions: %v", bal.partitions)
+	}
+	if a := e.c.Assignment(); a["extents/2"] != "n2" {
+		t.Fatalf("assignment: %v", a)
+	}
+
+	// A peer that fails: its partitions are scanned here, nothing is lost.
+	fb.fail = map[model.NodeID]bool{"n2": true}
+	failed, err := e.c.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summarizeScan(failed), summarizeScan(plain); got != want {
+		t.Fatalf("scan with a failed peer differs:\n got %s\nwant %s", got, want)
+	}
+	if !strings.Contains(failed.partitions["egroups/0"], "n2 failed") {
+		t.Fatalf("fallback not recorded: %q", failed.partitions["egroups/0"])
+	}
+}
+
+func summarizeScan(r *scanResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "records=%d egroups=%d dead=%d dangling=%d", r.records0, len(r.egroups), len(r.deadExtents), len(r.dangling))
+	for _, eg := range r.egroups {
+		fmt.Fprintf(&b, " %d:%d/%d", eg.ID, eg.LiveBytes, eg.LiveExtents)
+	}
+	return b.String()
+}
+
+// stopTiering is a TierTuner that turns tiering off and records calls.
+type stopTiering struct{ calls int }
+
+func (s *stopTiering) TuneTiering(_ *model.Snapshot, _ []decide.Egroup, base decide.TierOptions) (decide.TierOptions, bool) {
+	s.calls++
+	return base, false
+}
+
+func TestTierTunerCanSkipTiering(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	defer e.close()
+	for i := 0; i < 10; i++ {
+		e.put(fmt.Sprintf("k%d", i), data(uint64(i), 700<<10), "any=1")
+	}
+	ctx := context.Background()
+	if _, err := e.l.SealIdle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	tasks, _, err := e.c.DryRun(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := 0
+	for _, tk := range tasks {
+		if tk.Kind == decide.KindTierDown {
+			down++
+		}
+	}
+	if down == 0 {
+		t.Fatalf("the ssd is full but no tier-down was planned: %v", tasks)
+	}
+	st := &stopTiering{}
+	e.c.opts.Tuner = st
+	tasks, _, err = e.c.DryRun(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range tasks {
+		if tk.Kind == decide.KindTierDown || tk.Kind == decide.KindTierUp || tk.Kind == decide.KindBalance {
+			t.Fatalf("tuner said skip, yet planned %s", tk)
+		}
+	}
+	if st.calls == 0 {
+		t.Fatal("tuner never consulted")
+	}
+}
