@@ -72,6 +72,7 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
+	n.mountLog(mux)
 	return mux
 }
 

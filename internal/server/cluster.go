@@ -72,6 +72,7 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	}
 	cp.grpc = cluster.NewGRPCServer([]byte(cfg.ClusterSecret))
 	rpcpb.RegisterReplicaServer(cp.grpc, cluster.NewReplicaServer(n.Local))
+	n.registerLog(cp.grpc)
 	go cp.grpc.Serve(ln)
 	n.Log.Info("replica RPC listening", "address", ln.Addr().String())
 	return cluster.NewEtcdKV(c), cp.router, cp.members, nil

@@ -40,6 +40,7 @@ type Node struct {
 	Curator *curator.Curator
 	elector *cluster.Elector
 	bgStop  context.CancelFunc
+	logs    *logParts // shared log (zlog.go)
 }
 
 // S3Starter starts the S3 gateway; it is injected so that this package
@@ -140,6 +141,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 			n.Close()
 			return nil, err
 		}
+	}
+	if err := n.openLog(); err != nil {
+		n.Close()
+		return nil, err
 	}
 	n.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.Reg.MustRegister(layer.Collectors()...)
@@ -256,6 +261,7 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 // Close flushes and closes everything.
 func (n *Node) Close() error {
 	var errs []error
+	n.closeLog()
 	if n.Layer != nil {
 		errs = append(errs, n.Layer.Close())
 	}

@@ -236,10 +236,11 @@ func (s *Store) Begin(dev string, key Key, pos, epoch uint64, kind Kind, token T
 			}
 			return nil, Result{Status: Taken, Kind: e.kind, Token: e.token}
 		}
+		conf := e.flags&flagConfirmed != 0 || r.sealed != 0
 		if e.token == token && e.kind == kind {
-			return nil, Result{Status: OK, Existing: true, Kind: e.kind, Token: e.token, Confirmed: e.flags&flagConfirmed != 0}
+			return nil, Result{Status: OK, Existing: true, Kind: e.kind, Token: e.token, Confirmed: conf}
 		}
-		return nil, Result{Status: Taken, Kind: e.kind, Token: e.token}
+		return nil, Result{Status: Taken, Kind: e.kind, Token: e.token, Confirmed: conf}
 	}
 	switch {
 	case mode == Settle && r.sealed == 0:
@@ -263,10 +264,11 @@ func (s *Store) Begin(dev string, key Key, pos, epoch uint64, kind Kind, token T
 
 // Write journals the reserved entry and returns once it is durable.
 func (p *Pending) Write(data []byte) error {
-	if p.done {
-		return fmt.Errorf("store: pending write reused")
-	}
-	p.done = true
+	return WriteAll([]*Pending{p}, [][]byte{data})[0]
+}
+
+// record returns the journal record of the reserved entry.
+func (p *Pending) record(data []byte) record {
 	if p.kind != KindData {
 		data = nil
 	}
@@ -274,9 +276,51 @@ func (p *Pending) Write(data []byte) error {
 	if epoch == 0 {
 		epoch = p.r.sealed // settle into a replica that never saw a write
 	}
-	rec := record{kind: p.kind, key: p.r.key, pos: p.pos, epoch: epoch, token: p.token, data: data}
-	buf := appendRecord(make([]byte, 0, encodedLen(len(data))), &rec)
-	file, off, err := p.r.ds.j.append(buf)
+	return record{kind: p.kind, key: p.r.key, pos: p.pos, epoch: epoch, token: p.token, data: data}
+}
+
+// WriteAll journals reserved entries (data[i] for ps[i]) with one append
+// per device, so a batch costs one group commit, and returns each entry's
+// error once all are durable (or failed).
+func WriteAll(ps []*Pending, data [][]byte) []error {
+	errs := make([]error, len(ps))
+	byDev := map[*devStore][]int{}
+	for i, p := range ps {
+		if p.done {
+			errs[i] = fmt.Errorf("store: pending write reused")
+			continue
+		}
+		p.done = true
+		byDev[p.r.ds] = append(byDev[p.r.ds], i)
+	}
+	var wg sync.WaitGroup
+	for ds, idx := range byDev {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []byte
+			offs := make([]int, len(idx))
+			for k, i := range idx {
+				offs[k] = len(buf)
+				rec := ps[i].record(data[i])
+				buf = appendRecord(buf, &rec)
+			}
+			file, base, err := ds.j.append(buf)
+			for k, i := range idx {
+				end := len(buf)
+				if k+1 < len(idx) {
+					end = offs[k+1]
+				}
+				errs[i] = ps[i].finish(file, base+int64(offs[k]), uint32(end-offs[k]), len(data[i]), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// finish records where the entry landed (or drops the reservation).
+func (p *Pending) finish(file uint32, off int64, size uint32, n int, err error) error {
 	r := p.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -293,12 +337,14 @@ func (p *Pending) Write(data []byte) error {
 		p.s.metrics.writeErrors.Inc()
 		return err
 	}
-	e.file, e.off, e.size = file, uint32(off), uint32(len(buf))
+	e.file, e.off, e.size = file, uint32(off), size
 	e.flags &^= flagPending
 	r.entries[p.pos] = e
 	r.ds.j.addLive(file, 1)
 	p.s.metrics.records.WithLabelValues(p.kind.String()).Inc()
-	p.s.metrics.bytes.Add(float64(len(data)))
+	if p.kind == KindData {
+		p.s.metrics.bytes.Add(float64(n))
+	}
 	return nil
 }
 

@@ -1383,6 +1383,7 @@ type Op struct {
 	// backups the primary forwards to (node/device), from the client's layout
 	Backups       []*Replica `protobuf:"bytes,6,rep,name=backups,proto3" json:"backups,omitempty"`
 	Device        string     `protobuf:"bytes,7,opt,name=device,proto3" json:"device,omitempty"` // the device holding this replica on the serving node
+	Epoch         uint64     `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`  // the client's layout epoch
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1466,6 +1467,13 @@ func (x *Op) GetDevice() string {
 	return ""
 }
 
+func (x *Op) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type OpResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Status        Status                 `protobuf:"varint,1,opt,name=status,proto3,enum=terrace.zlog.v1.Status" json:"status,omitempty"`
@@ -1473,6 +1481,7 @@ type OpResult struct {
 	Token         []byte                 `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
 	Data          []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"` // reads
 	Message       string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	Node          string                 `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"` // UNAVAILABLE: the node that could not be reached
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1542,9 +1551,16 @@ func (x *OpResult) GetMessage() string {
 	return ""
 }
 
+func (x *OpResult) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
 type WriteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Epoch uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"` // unused: every op carries its epoch
 	Ops   []*Op                  `protobuf:"bytes,2,rep,name=ops,proto3" json:"ops,omitempty"`
 	// settle: recovery copying entries and filling holes in a sealed
 	// segment; allowed after the seal.
@@ -1713,6 +1729,7 @@ type SealRequest struct {
 	Ref           *StripeRef             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
 	Device        string                 `protobuf:"bytes,2,opt,name=device,proto3" json:"device,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Stripes       uint32                 `protobuf:"varint,4,opt,name=stripes,proto3" json:"stripes,omitempty"` // the log's width, to report local indexes
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1764,6 +1781,13 @@ func (x *SealRequest) GetDevice() string {
 func (x *SealRequest) GetEpoch() uint64 {
 	if x != nil {
 		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SealRequest) GetStripes() uint32 {
+	if x != nil {
+		return x.Stripes
 	}
 	return 0
 }
@@ -2337,7 +2361,7 @@ const file_zlog_proto_rawDesc = "" +
 	"\tStripeRef\x12\x10\n" +
 	"\x03log\x18\x01 \x01(\x04R\x03log\x12\x18\n" +
 	"\asegment\x18\x02 \x01(\rR\asegment\x12\x16\n" +
-	"\x06stripe\x18\x03 \x01(\rR\x06stripe\"\xe5\x01\n" +
+	"\x06stripe\x18\x03 \x01(\rR\x06stripe\"\xfb\x01\n" +
 	"\x02Op\x12,\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.zlog.v1.StripeRefR\x03ref\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x04R\x03pos\x12)\n" +
@@ -2345,13 +2369,15 @@ const file_zlog_proto_rawDesc = "" +
 	"\x05token\x18\x04 \x01(\fR\x05token\x12\x12\n" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x122\n" +
 	"\abackups\x18\x06 \x03(\v2\x18.terrace.zlog.v1.ReplicaR\abackups\x12\x16\n" +
-	"\x06device\x18\a \x01(\tR\x06device\"\xaa\x01\n" +
+	"\x06device\x18\a \x01(\tR\x06device\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\"\xbe\x01\n" +
 	"\bOpResult\x12/\n" +
 	"\x06status\x18\x01 \x01(\x0e2\x17.terrace.zlog.v1.StatusR\x06status\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.terrace.zlog.v1.KindR\x04kind\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\fR\x05token\x12\x12\n" +
 	"\x04data\x18\x04 \x01(\fR\x04data\x12\x18\n" +
-	"\amessage\x18\x05 \x01(\tR\amessage\"c\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\x12\x12\n" +
+	"\x04node\x18\x06 \x01(\tR\x04node\"c\n" +
 	"\fWriteRequest\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12%\n" +
 	"\x03ops\x18\x02 \x03(\v2\x13.terrace.zlog.v1.OpR\x03ops\x12\x16\n" +
@@ -2362,11 +2388,12 @@ const file_zlog_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12%\n" +
 	"\x03ops\x18\x02 \x03(\v2\x13.terrace.zlog.v1.OpR\x03ops\x12\x1f\n" +
 	"\vtrim_before\x18\x03 \x01(\x04R\n" +
-	"trimBefore\"i\n" +
+	"trimBefore\"\x83\x01\n" +
 	"\vSealRequest\x12,\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.zlog.v1.StripeRefR\x03ref\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"8\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\astripes\x18\x04 \x01(\rR\astripes\"8\n" +
 	"\fSealResponse\x12\x12\n" +
 	"\x04runs\x18\x01 \x03(\x04R\x04runs\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"T\n" +
