@@ -69,7 +69,9 @@ type Key struct {
 	Stripe  uint32
 }
 
-func (k Key) String() string { return fmt.Sprintf("log %d segment %d stripe %d", k.Log, k.Segment, k.Stripe) }
+func (k Key) String() string {
+	return fmt.Sprintf("log %d segment %d stripe %d", k.Log, k.Segment, k.Stripe)
+}
 
 // record is one decoded journal record.
 type record struct {
