@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -39,6 +41,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// clientLogger logs a client's retries when TERRACE_TEST_CLIENT_DEBUG is
+// set (to stderr, with the client's name).
+func clientLogger(name string) *slog.Logger {
+	if os.Getenv("TERRACE_TEST_CLIENT_DEBUG") == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("client", name)
 }
 
 func portsFree(base, n int) bool {
@@ -137,7 +148,7 @@ func (c *testCluster) node(id string) *devcluster.Node {
 // newClient returns a log client that starts at node i.
 func (c *testCluster) newClient(t *testing.T, i int, name string) *client.Client {
 	t.Helper()
-	cl, err := client.New(client.Config{Endpoints: c.rpcs(i), NodeID: name, Secret: []byte(c.Secret), RetryTimeout: 30 * time.Second})
+	cl, err := client.New(client.Config{Endpoints: c.rpcs(i), NodeID: name, Secret: []byte(c.Secret), RetryTimeout: 30 * time.Second, Logger: clientLogger(name)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,6 +147,11 @@ var model = porcupine.Model{
 			return true, i.value
 		case Read:
 			if s == "" {
+				// Recovery and subscribers fill holes without a recorded
+				// Fill: a read may be the first to see one.
+				if o.value == Filled {
+					return true, Filled
+				}
 				return o.value == NotWritten, s
 			}
 			return o.value == s || o.value == Trimmed, s

@@ -201,6 +201,9 @@ func (c *Client) anyNode(ctx context.Context, avoid string, f func(zlogpb.LogCli
 		if err == nil {
 			err = f(cl)
 		}
+		if transient(err) {
+			c.pool.Reset(addr)
+		}
 		if !transient(err) {
 			if err == nil {
 				c.mu.Lock()

@@ -91,6 +91,7 @@ func (l *Log) refresh(ctx context.Context, minEpoch uint64) (*state, error) {
 		return nil, err
 	}
 	st := &state{rec: RecordFromProto(info.Record), lay: LayoutFromProto(info.Layout), host: info.Host, addrs: info.Addresses}
+	l.c.log.Debug("log client: refreshed", "log", l.name, "min_epoch", minEpoch, "epoch", st.lay.Epoch, "host", st.host)
 	l.c.learn(info.Addresses)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -107,6 +108,7 @@ func (l *Log) refresh(ctx context.Context, minEpoch uint64) (*state, error) {
 // report tells a node (not the failing one) that node failed, so that it
 // is checked and, if dead, recovered around. Best effort.
 func (l *Log) report(ctx context.Context, st *state, node string, why string) {
+	l.c.log.Debug("log client: reporting", "log", l.name, "node", node, "epoch", st.lay.Epoch, "why", why)
 	addr, _ := st.addr(node)
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -149,15 +151,48 @@ func (l *Log) writeOp(ctx context.Context, st *state, pos uint64, kind zlogpb.Ki
 		// Not in this view (a newer layout has it): refresh and retry.
 		return outcome{status: zlogpb.Status_STATUS_STALE_EPOCH, err: err}
 	}
-	prim, ok := seg.Primary(s)
-	if !ok {
+	// The active segment is written at its primary, which decides
+	// write-once. A sealed segment is settled: every fresh replica holds
+	// the same entries and no holes, so a write there (an idempotent
+	// retry, a fill that finds the entry, a trim) can go to any of them.
+	var cands []layout.Replica
+	for _, r := range seg.Stripes[s] {
+		if !r.Stale {
+			cands = append(cands, r)
+		}
+	}
+	if len(cands) == 0 {
 		return outcome{status: zlogpb.Status_STATUS_ERROR, err: fmt.Errorf("log: segment %d stripe %d has no fresh replica", seg.ID, s)}
 	}
+	if seg.Open() {
+		cands = cands[:1]
+	}
+	var o outcome
+	for _, prim := range cands {
+		o = l.writeTo(ctx, st, seg, s, prim, pos, kind, tok, data)
+		if o.status != zlogpb.Status_STATUS_UNAVAILABLE || o.node != prim.Node {
+			return o
+		}
+	}
+	return o
+}
+
+// writeTo sends the op to one replica of the stripe (the others are its
+// backups).
+func (l *Log) writeTo(ctx context.Context, st *state, seg layout.Segment, s int, prim layout.Replica, pos uint64, kind zlogpb.Kind, tok, data []byte) outcome {
 	op := &zlogpb.Op{Ref: &zlogpb.StripeRef{Log: st.rec.ID, Segment: seg.ID, Stripe: uint32(s)},
 		Pos: pos, Kind: kind, Token: tok, Data: data, Device: prim.Device, Epoch: st.lay.Epoch}
-	for _, r := range seg.Stripes[s] {
-		if r.Device != prim.Device && !r.Stale {
-			op.Backups = append(op.Backups, &zlogpb.Replica{Node: r.Node, Device: r.Device})
+	if seg.Open() {
+		for _, r := range seg.Stripes[s] {
+			if r.Device != prim.Device && !r.Stale {
+				op.Backups = append(op.Backups, &zlogpb.Replica{Node: r.Node, Device: r.Device})
+			}
+		}
+	} else if kind == zlogpb.Kind_KIND_TRIM {
+		for _, r := range seg.Stripes[s] {
+			if r.Device != prim.Device {
+				op.Backups = append(op.Backups, &zlogpb.Replica{Node: r.Node, Device: r.Device})
+			}
 		}
 	}
 	addr, ok := st.addr(prim.Node)
@@ -232,6 +267,7 @@ func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 			// Someone else's entry (or a fill) is there: a new position.
 			have, wait = false, 0
 		case zlogpb.Status_STATUS_STALE_EPOCH, zlogpb.Status_STATUS_SEALED:
+			l.c.log.Debug("log client: append refused", "log", l.name, "pos", pos, "status", o.status, "epoch", st.lay.Epoch)
 			// Recovery sealed the segment. Same position under the new
 			// layout: our entry may be there already (settle kept it), or
 			// the position now lies in the new segment.
@@ -452,6 +488,10 @@ func (l *Log) seqCall(ctx context.Context, f func(context.Context, zlogpb.LogCli
 			return nil
 		}
 		last = err
+		l.c.log.Debug("log client: sequencer call failed", "log", l.name, "host", st.host, "epoch", st.lay.Epoch, "err", err)
+		if transient(err) {
+			l.c.pool.Reset(addr)
+		}
 		switch status.Code(err) {
 		case codes.NotFound:
 			return mapErr(err)

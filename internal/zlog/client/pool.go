@@ -65,11 +65,29 @@ func (p *Pool) Batcher(addr, kind string, maxInFlight int, call func(ctx context
 			if err != nil {
 				return nil, err
 			}
-			return call(ctx, c, ops)
+			res, err := call(ctx, c, ops)
+			if transient(err) {
+				p.Reset(addr)
+			}
+			return res, err
 		})
 		p.batchers[k] = b
 	}
 	return b
+}
+
+// Reset makes the connection to addr dial again at once on its next use.
+// gRPC backs off reconnecting to an address that failed (up to minutes),
+// and fails calls fast meanwhile with the old error: after a node
+// restarts, its peers would keep seeing it as down. Callers reset after a
+// transport error, so the next attempt finds out afresh.
+func (p *Pool) Reset(addr string) {
+	p.mu.Lock()
+	cc := p.conns[addr]
+	p.mu.Unlock()
+	if cc != nil {
+		cc.ResetConnectBackoff()
+	}
 }
 
 // Close closes every connection.

@@ -97,6 +97,11 @@ func (s *Service) Report(ctx context.Context, req *zlogpb.ReportRequest) (*zlogp
 	if v.HostRev == 0 {
 		return &zlogpb.ReportResponse{}, nil
 	}
+	if !inActive(v.Layout, req.Node) {
+		// Only the active segment needs recovery around a dead node: a
+		// sealed segment's other replicas serve everything.
+		return &zlogpb.ReportResponse{}, nil
+	}
 	if v.Host.Node == s.cfg.Self {
 		s.hostMu.Lock()
 		q := s.hosted[req.Name]
@@ -121,14 +126,24 @@ func (s *Service) Report(ctx context.Context, req *zlogpb.ReportRequest) (*zlogp
 // unreachable pings node: a refused connection or no answer within
 // ProbeTimeout means unreachable.
 func (s *Service) unreachable(ctx context.Context, node string) bool {
-	_, err := s.callNode(ctx, node, s.cfg.Options.ProbeTimeout, func(ctx context.Context, c zlogpb.LogClient) (any, error) {
-		return c.Ping(ctx, &zlogpb.Empty{})
-	}, func(context.Context) (any, error) { return nil, nil })
-	if err == nil {
-		return false
+	addr, _ := s.cfg.Address(node)
+	for attempt := 0; attempt < 2; attempt++ {
+		if addr != "" {
+			s.peers.pool.Reset(addr) // a fresh dial, not a cached failure
+		}
+		_, err := s.callNode(ctx, node, s.cfg.Options.ProbeTimeout, func(ctx context.Context, c zlogpb.LogClient) (any, error) {
+			return c.Ping(ctx, &zlogpb.Empty{})
+		}, func(context.Context) (any, error) { return nil, nil })
+		if err == nil {
+			return false
+		}
+		c := status.Code(err)
+		if c != codes.Unavailable && c != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+			return false // it answered, with an error: reachable
+		}
+		time.Sleep(20 * time.Millisecond) // let the reset connection dial
 	}
-	c := status.Code(err)
-	return c == codes.Unavailable || c == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded)
+	return true
 }
 
 // repairPage is how many entries repair copies per round trip.
@@ -234,4 +249,20 @@ func (s *Service) repair(ctx context.Context, v view, sr layout.StaleReplica) er
 		return nil
 	}
 	return fmt.Errorf("layout kept changing")
+}
+
+// inActive reports whether node holds a replica of the active segment.
+func inActive(l layout.Layout, node string) bool {
+	act, ok := l.Active()
+	if !ok {
+		return false
+	}
+	for _, st := range act.Stripes {
+		for _, r := range st {
+			if r.Node == node {
+				return true
+			}
+		}
+	}
+	return false
 }
