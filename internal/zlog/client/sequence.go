@@ -24,6 +24,15 @@ type leaseBlock struct {
 // so a write sent just before expiry is not raced by the fill.
 const leaseMargin = 2 * time.Millisecond
 
+// Next reserves a position without writing it: the sequencer's next() as
+// CORFU exposes it. The caller owns the position and must write it (or
+// Fill it); a position left unwritten is a hole readers wait on until it
+// is filled. Append is Next plus the write.
+func (l *Log) Next(ctx context.Context) (uint64, error) {
+	p, _, err := l.nextPosition(ctx)
+	return p, err
+}
+
 // nextPosition returns a position to write and the epoch it was handed
 // out in: from the lease when leased batching is on, otherwise from the
 // sequencer (concurrent callers share one Next RPC).

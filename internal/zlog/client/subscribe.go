@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -27,21 +28,6 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 	var idle time.Duration
 	pos := from
 	for ctx.Err() == nil {
-		e, err := l.Read(ctx, pos)
-		switch {
-		case err == nil, errors.Is(err, ErrTrimmed):
-			if e.Kind == 0 {
-				e.Kind = KindTrim
-			}
-			if err := fn(e); err != nil {
-				return err
-			}
-			pos++
-			holeSince, idle = time.Time{}, 0
-			continue
-		case !errors.Is(err, ErrNotWritten):
-			return err
-		}
 		if pos >= tail {
 			t, err := l.Tail(ctx)
 			if err != nil {
@@ -57,7 +43,44 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 				continue
 			}
 		}
-		// Below the tail: an append is in flight, or its writer died.
+		idle = 0
+		// Read ahead: up to subscribeWindow positions at once (they share
+		// RPCs), delivered in order up to the first not yet written.
+		n := min(tail-pos, subscribeWindow)
+		got := make([]Entry, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := uint64(0); i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i], errs[i] = l.Read(ctx, pos+i)
+			}()
+		}
+		wg.Wait()
+		i := uint64(0)
+		for ; i < n; i++ {
+			e, err := got[i], errs[i]
+			if errors.Is(err, ErrNotWritten) {
+				break
+			}
+			if err != nil && !errors.Is(err, ErrTrimmed) {
+				return err
+			}
+			if e.Kind == 0 {
+				e.Kind = KindTrim
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+			pos++
+			holeSince = time.Time{}
+		}
+		if i == n {
+			continue
+		}
+		// pos is below the tail and not written: an append is in flight,
+		// or its writer died.
 		if holeSince.IsZero() {
 			holeSince = time.Now()
 		}
@@ -67,7 +90,7 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 			}
 			continue
 		}
-		e, err = l.Fill(ctx, pos)
+		e, err := l.Fill(ctx, pos)
 		if err != nil {
 			return err
 		}
@@ -79,6 +102,9 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 	}
 	return ctx.Err()
 }
+
+// subscribeWindow is how many positions Subscribe reads ahead.
+const subscribeWindow = 128
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
