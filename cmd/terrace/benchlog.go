@@ -68,10 +68,12 @@ measure the disk, not the log).`,
 	f.StringSliceVar(&o.Experiments, "experiment", nil, "experiments to run: next, lease, append, failover (default all)")
 	f.DurationVar(&o.Duration, "duration", 0, "length of each measured point (default 10s)")
 	f.IntVar(&o.Clients, "clients", 0, "append clients (default 16)")
+	f.IntSliceVar(&o.Depths, "depth", nil, "appends each client keeps in flight, one point per value (default 1,8)")
 	f.IntVar(&o.EntryBytes, "entry-bytes", 0, "append entry size (default 4096)")
 	f.IntSliceVar(&o.LeaseSizes, "lease-sizes", nil, "lease sizes of the lease experiment (default 1,10,100,1000,10000)")
 	f.IntVar(&o.AppendLease, "append-lease", 0, "lease size of the append experiment's leased run (default 64)")
 	f.DurationVar(&o.AppendLeaseHold, "append-lease-hold", 0, "lease hold of the append experiment's leased run (default 20ms)")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the benchmark process's CPU profile (the clients' cost) to this file")
 	f.IntVar(&o.FailoverRounds, "failover-rounds", 0, "sequencer kills in the failover experiment (default 3)")
 	return cmd
 }

@@ -76,7 +76,8 @@ type Config struct {
 	// and recovery (default 30 s).
 	RetryTimeout time.Duration
 	// MaxInFlight is how many RPCs of one kind may be outstanding to one
-	// node before further operations queue for the next batch (default 4).
+	// node before further operations queue for the next batch (default 2:
+	// under load, operations queued behind an RPC go out together).
 	MaxInFlight int
 }
 
@@ -109,7 +110,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.RetryTimeout = 30 * time.Second
 	}
 	if cfg.MaxInFlight == 0 {
-		cfg.MaxInFlight = 4
+		cfg.MaxInFlight = 2
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger, pool: NewPool(cfg.NodeID, cfg.Secret), logs: map[string]*Log{},
 		endpoints: append([]string(nil), cfg.Endpoints...)}
@@ -291,8 +292,9 @@ func (c *Client) Info(ctx context.Context, name string) (*zlogpb.LogInfo, error)
 type LogOptions struct {
 	// LeasePositions > 1 turns on leased batching: Append takes positions
 	// from a block leased from the sequencer for up to LeaseHold instead
-	// of asking for each (bounded by the log's policy). Unused positions
-	// are filled when the lease ends.
+	// of asking for each (bounded by the log's policy). LeasePositions is
+	// the largest lease; the client sizes each lease to what it used in
+	// the previous one. Unused positions are filled when the lease ends.
 	LeasePositions int
 	LeaseHold      time.Duration
 	// HoleTimeout is how long Subscribe waits for a position below the

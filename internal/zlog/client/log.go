@@ -23,6 +23,8 @@ type Log struct {
 	mu    sync.Mutex
 	st    *state
 	lease *leaseBlock
+	// leaseSize is the size of the next lease (adapted to use).
+	leaseSize int
 	// leasing is closed when the lease request in flight finishes.
 	leasing chan struct{}
 

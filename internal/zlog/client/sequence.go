@@ -63,6 +63,18 @@ func (l *Log) nextPosition(ctx context.Context) (uint64, uint64, error) {
 		l.leasing = ch
 		old := l.lease
 		l.lease = nil
+		// Size leases to what the client uses in a hold time: double after
+		// a lease ran out, shrink to what was used after one expired. An
+		// oversized lease costs a fill per unused position.
+		switch {
+		case l.leaseSize == 0:
+			l.leaseSize = min(16, l.opts.LeasePositions)
+		case old != nil && old.used >= old.count:
+			l.leaseSize = min(l.leaseSize*2, l.opts.LeasePositions)
+		case old != nil:
+			l.leaseSize = max(2, min(int(old.used+old.used/4+1), l.opts.LeasePositions))
+		}
+		size := l.leaseSize
 		l.mu.Unlock()
 		if old != nil {
 			go func() {
@@ -71,7 +83,7 @@ func (l *Log) nextPosition(ctx context.Context) (uint64, uint64, error) {
 				l.release(rctx, old)
 			}()
 		}
-		nb, err := l.acquire(ctx)
+		nb, err := l.acquire(ctx, size)
 		l.mu.Lock()
 		if err == nil {
 			l.lease = nb
@@ -86,11 +98,11 @@ func (l *Log) nextPosition(ctx context.Context) (uint64, uint64, error) {
 }
 
 // acquire leases a new block.
-func (l *Log) acquire(ctx context.Context) (*leaseBlock, error) {
+func (l *Log) acquire(ctx context.Context, size int) (*leaseBlock, error) {
 	var lb *leaseBlock
 	err := l.seqCall(ctx, func(ctx context.Context, cl zlogpb.LogClient) error {
 		start := time.Now()
-		r, err := cl.Next(ctx, &zlogpb.NextRequest{Name: l.name, Count: uint32(l.opts.LeasePositions), HoldMs: l.opts.LeaseHold.Milliseconds()})
+		r, err := cl.Next(ctx, &zlogpb.NextRequest{Name: l.name, Count: uint32(size), HoldMs: l.opts.LeaseHold.Milliseconds()})
 		if err != nil {
 			return err
 		}

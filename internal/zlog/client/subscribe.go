@@ -25,7 +25,7 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 	}
 	var tail uint64
 	var holeSince time.Time
-	var idle time.Duration
+	var idle, wait time.Duration
 	pos := from
 	for ctx.Err() == nil {
 		if pos >= tail {
@@ -45,8 +45,12 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 		}
 		idle = 0
 		// Read ahead: up to subscribeWindow positions at once (they share
-		// RPCs), delivered in order up to the first not yet written.
+		// RPCs), delivered in order up to the first not yet written. While
+		// waiting on that one, only it is polled (with back-off).
 		n := min(tail-pos, subscribeWindow)
+		if !holeSince.IsZero() {
+			n = 1
+		}
 		got := make([]Entry, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
@@ -74,7 +78,7 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 				return err
 			}
 			pos++
-			holeSince = time.Time{}
+			holeSince, wait = time.Time{}, 0
 		}
 		if i == n {
 			continue
@@ -85,7 +89,8 @@ func (l *Log) Subscribe(ctx context.Context, from uint64, fn func(Entry) error) 
 			holeSince = time.Now()
 		}
 		if time.Since(holeSince) < holeTimeout {
-			if sleepCtx(ctx, time.Millisecond) != nil {
+			wait = min(max(wait*2, 200*time.Microsecond), 10*time.Millisecond)
+			if sleepCtx(ctx, wait) != nil {
 				break
 			}
 			continue

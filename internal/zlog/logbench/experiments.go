@@ -101,13 +101,18 @@ func (r *runner) lease(ctx context.Context) error {
 // in-order reader is.
 func (r *runner) appends(ctx context.Context) error {
 	fmt.Fprintf(r.out, "append: %d clients, %d-byte entries\n", r.o.Clients, r.o.EntryBytes)
-	if err := r.appendRun(ctx, "lease off", 0, 0); err != nil {
-		return err
+	for _, d := range r.o.Depths {
+		if err := r.appendRun(ctx, fmt.Sprintf("depth=%d lease off", d), d, 0, 0); err != nil {
+			return err
+		}
+		if err := r.appendRun(ctx, fmt.Sprintf("depth=%d lease=%d/%s", d, r.o.AppendLease, r.o.AppendLeaseHold), d, r.o.AppendLease, r.o.AppendLeaseHold); err != nil {
+			return err
+		}
 	}
-	return r.appendRun(ctx, fmt.Sprintf("lease=%d/%s", r.o.AppendLease, r.o.AppendLeaseHold), r.o.AppendLease, r.o.AppendLeaseHold)
+	return nil
 }
 
-func (r *runner) appendRun(ctx context.Context, variant string, lease int, hold time.Duration) error {
+func (r *runner) appendRun(ctx context.Context, variant string, depth, lease int, hold time.Duration) error {
 	name, err := r.newLog(ctx, lease, hold)
 	if err != nil {
 		return err
@@ -155,13 +160,14 @@ func (r *runner) appendRun(ctx context.Context, variant string, lease int, hold 
 	})
 	var ackMu sync.Mutex
 	acked := map[uint64]time.Time{}
-	hists := make([]bench.Histogram, len(logs))
+	hists := make([]bench.Histogram, len(logs)*depth)
 	var ops, errs atomic.Int64
 	cpu0 := r.serverCPU()
 	start := time.Now()
 	deadline := start.Add(r.o.Duration)
 	var wg sync.WaitGroup
-	for i, l := range logs {
+	for i := range hists {
+		l := logs[i%len(logs)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -210,7 +216,7 @@ func (r *runner) appendRun(ctx context.Context, variant string, lease int, hold 
 	}
 	ls := lag.Summary()
 	n := ops.Load()
-	r.add(Row{Experiment: "append", Variant: variant, Clients: r.o.Clients, Lease: lease, Ops: n, Seconds: secs,
+	r.add(Row{Experiment: "append", Variant: variant, Clients: r.o.Clients, Depth: depth, Lease: lease, Ops: n, Seconds: secs,
 		PerSec: float64(n) / secs, MBps: float64(n) * float64(r.o.EntryBytes) / secs / 1e6, Latency: all.Summary(),
 		Lag: &ls, ServerCPU: cpu, Errors: errs.Load(), Note: fmt.Sprintf("subscriber delivered %d of %d", lag.Count(), n)})
 	return nil

@@ -24,6 +24,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -46,12 +47,18 @@ type Options struct {
 	Experiments []string
 	Duration    time.Duration // per measured point
 	Clients     int           // append clients
+	// Depths are the appends each client keeps in flight (each depth is
+	// one append point; 1 = synchronous appends).
+	Depths []int
 	EntryBytes  int
 	LeaseSizes  []int // lease experiment
 	// AppendLease is the lease the append experiment's leased run uses.
 	AppendLease     int
 	AppendLeaseHold time.Duration
 	FailoverRounds  int
+	// CPUProfile, if set, is where the benchmark process's own CPU
+	// profile goes (the clients' share of the cost).
+	CPUProfile string
 }
 
 // EnsureDefaults fills zero fields.
@@ -79,6 +86,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Clients == 0 {
 		o.Clients = 16
+	}
+	if len(o.Depths) == 0 {
+		o.Depths = []int{1, 8}
 	}
 	if o.EntryBytes == 0 {
 		o.EntryBytes = 4096
@@ -111,6 +121,11 @@ func (o *Options) Validate() error {
 	if o.EntryBytes < 1 || o.EntryBytes > 1<<20 {
 		return fmt.Errorf("bench log: --entry-bytes %d outside [1, 1 MiB]", o.EntryBytes)
 	}
+	for _, d := range o.Depths {
+		if d < 1 || d > 256 {
+			return fmt.Errorf("bench log: depth %d outside [1, 256]", d)
+		}
+	}
 	for _, n := range o.LeaseSizes {
 		if n < 1 || n > 1<<20 {
 			return fmt.Errorf("bench log: lease size %d outside [1, 1048576]", n)
@@ -130,8 +145,8 @@ func (o *Options) Validate() error {
 }
 
 func (o Options) String() string {
-	return fmt.Sprintf("nodes=%d emulate=%v vector=%s stripes=%d duration=%s clients=%d entry=%dB lease_sizes=%v append_lease=%d/%s failover_rounds=%d experiments=%s",
-		o.Nodes, o.Emulate, o.Vector, o.Stripes, o.Duration, o.Clients, o.EntryBytes, o.LeaseSizes, o.AppendLease, o.AppendLeaseHold,
+	return fmt.Sprintf("nodes=%d emulate=%v vector=%s stripes=%d duration=%s clients=%d depths=%v entry=%dB lease_sizes=%v append_lease=%d/%s failover_rounds=%d experiments=%s",
+		o.Nodes, o.Emulate, o.Vector, o.Stripes, o.Duration, o.Clients, o.Depths, o.EntryBytes, o.LeaseSizes, o.AppendLease, o.AppendLeaseHold,
 		o.FailoverRounds, strings.Join(o.Experiments, ","))
 }
 
@@ -140,6 +155,7 @@ type Row struct {
 	Experiment string
 	Variant    string // e.g. "clients=2", "lease=1000", "lease off"
 	Clients    int
+	Depth      int
 	Lease      int
 	Ops        int64   // positions or appends
 	Seconds    float64 // measured wall time
@@ -198,6 +214,17 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 	}
 	defer cl.Stop()
 	r := &runner{o: o, cl: cl, out: progress, res: &Result{Options: o}}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	// Let membership settle so placement sees every node.
 	time.Sleep(3 * time.Second)
 	for _, e := range o.Experiments {

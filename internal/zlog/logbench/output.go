@@ -21,7 +21,7 @@ func writeOutputs(dir string, res *Result) error {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"experiment", "variant", "clients", "lease", "ops", "seconds", "per_second", "mb_per_second",
+	w.Write([]string{"experiment", "variant", "clients", "depth", "lease", "ops", "seconds", "per_second", "mb_per_second",
 		"p50_ms", "p99_ms", "p999_ms", "max_ms", "lag_p50_ms", "lag_p99_ms", "server_cpu_s", "server_cpu_us_per_op", "errors", "note"})
 	for _, r := range res.Rows {
 		lag50, lag99 := "", ""
@@ -32,7 +32,7 @@ func writeOutputs(dir string, res *Result) error {
 		if r.Ops > 1 && r.ServerCPU > 0 {
 			cpuPer = fmt.Sprintf("%.1f", r.ServerCPU/float64(r.Ops)*1e6)
 		}
-		w.Write([]string{r.Experiment, r.Variant, fmt.Sprint(r.Clients), fmt.Sprint(r.Lease), fmt.Sprint(r.Ops),
+		w.Write([]string{r.Experiment, r.Variant, fmt.Sprint(r.Clients), fmt.Sprint(r.Depth), fmt.Sprint(r.Lease), fmt.Sprint(r.Ops),
 			fmt.Sprintf("%.3f", r.Seconds), fmt.Sprintf("%.1f", r.PerSec), fmt.Sprintf("%.2f", r.MBps),
 			fmt.Sprintf("%.3f", r.Latency.P50Ms), fmt.Sprintf("%.3f", r.Latency.P99Ms), fmt.Sprintf("%.3f", r.Latency.P999Ms),
 			fmt.Sprintf("%.3f", r.Latency.MaxMs), lag50, lag99, fmt.Sprintf("%.2f", r.ServerCPU), cpuPer, fmt.Sprint(r.Errors), r.Note})

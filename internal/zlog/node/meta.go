@@ -141,7 +141,18 @@ func (s *Service) GetLog(ctx context.Context, req *zlogpb.GetLogRequest) (*zlogp
 			if err := layout.CheckName(req.Name); err != nil {
 				return nil, status.Error(codes.InvalidArgument, err.Error())
 			}
-			return nil, status.Errorf(codes.NotFound, "log: no log %s", req.Name)
+			if !s.existsInStore(ctx, req.Name) {
+				return nil, status.Errorf(codes.NotFound, "log: no log %s", req.Name)
+			}
+			// Created on another node a moment ago: wait for the watch.
+			select {
+			case <-ch:
+				continue
+			case <-deadline.C:
+				return nil, status.Errorf(codes.Unavailable, "log: %s not yet known on this node", req.Name)
+			case <-ctx.Done():
+				return nil, grpcErr(ctx.Err())
+			}
 		}
 		if v.Layout.Epoch >= req.MinEpoch && v.HostRev != 0 || req.MinEpoch == 0 {
 			return s.info(v), nil
@@ -154,6 +165,13 @@ func (s *Service) GetLog(ctx context.Context, req *zlogpb.GetLogRequest) (*zlogp
 			return nil, grpcErr(ctx.Err())
 		}
 	}
+}
+
+// existsInStore reads the log's record from the metadata store itself
+// (the cache may lag a creation on another node).
+func (s *Service) existsInStore(ctx context.Context, name string) bool {
+	_, err := s.cfg.KV.Get(ctx, recordKey(name))
+	return err == nil
 }
 
 // info builds the wire view of a log.

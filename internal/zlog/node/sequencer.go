@@ -73,7 +73,7 @@ func (s *Service) hostedReady(name string) (*sequencer, error) {
 	q := s.hosted[name]
 	s.hostMu.Unlock()
 	if q == nil {
-		if _, ok := s.cache.get(name); !ok {
+		if _, ok := s.cache.get(name); !ok && !s.existsInStore(context.Background(), name) {
 			return nil, status.Errorf(codes.NotFound, "log: no log %s", name)
 		}
 		return nil, status.Errorf(codes.FailedPrecondition, "log: %s is not the sequencer host of %s", s.cfg.Self, name)

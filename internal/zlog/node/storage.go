@@ -257,7 +257,7 @@ func (s *Service) replicateTo(ctx context.Context, node string, op *zlogpb.Op, s
 	if settle {
 		kind = "settle"
 	}
-	b := s.peers.pool.Batcher(addr, kind, 4, func(ctx context.Context, c zlogpb.LogClient, ops []*zlogpb.Op) ([]*zlogpb.OpResult, error) {
+	b := s.peers.pool.Batcher(addr, kind, 1, func(ctx context.Context, c zlogpb.LogClient, ops []*zlogpb.Op) ([]*zlogpb.OpResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.Options.PeerTimeout)
 		defer cancel()
 		r, err := c.Replicate(ctx, &zlogpb.WriteRequest{Ops: ops, Settle: settle})
