@@ -371,6 +371,11 @@ func (l *Log) Read(ctx context.Context, pos uint64) (Entry, error) {
 				return Entry{Pos: pos}, ErrNotWritten
 			case zlogpb.Status_STATUS_TRIMMED:
 				return Entry{Pos: pos, Kind: KindTrim}, ErrTrimmed
+			case zlogpb.Status_STATUS_BUSY:
+				// The primary restarted and does not know whether this
+				// entry was acknowledged: a fill completes it (or fills
+				// nothing there) and returns what the position holds.
+				return l.Fill(ctx, pos)
 			default:
 				failed, last = r.Node, fmt.Errorf("log: read %d at %s: %s %s", pos, r.Node, res.Status, res.Message)
 			}

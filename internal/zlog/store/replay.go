@@ -114,7 +114,7 @@ func (s *Store) apply(ds *devStore, file, off, size uint32, rec *record) {
 			}
 			return
 		}
-		r.entries[rec.pos] = entry{file: file, off: off, size: size, kind: rec.kind, token: rec.token}
+		r.entries[rec.pos] = entry{file: file, off: off, size: size, kind: rec.kind, token: rec.token, flags: flagReplayed}
 		j.files[file].live.Add(1)
 		if r.epoch == 0 {
 			r.epoch = rec.epoch

@@ -62,6 +62,9 @@ type Result struct {
 const (
 	flagPending   = 1 << iota // reserved; the journal write is in flight
 	flagConfirmed             // the primary knows every replica holds it
+	// flagReplayed: loaded from the journal at start; whether it was
+	// acknowledged before the restart is unknown.
+	flagReplayed
 )
 
 // entry is one position of a replica in the index.
@@ -426,7 +429,9 @@ func (s *Store) Trim(dev string, key Key, pos uint64) Result {
 // Read returns what pos holds. On an open replica only confirmed entries
 // are visible (a backup's and an unconfirmed primary entry read as not
 // written): a reader must never see an entry that recovery could replace
-// with a fill. Positions below trimBefore read as trimmed.
+// with a fill. An unconfirmed entry replayed after a restart answers Busy
+// (it may have been acknowledged). Positions below trimBefore read as
+// trimmed.
 func (s *Store) Read(dev string, key Key, pos, trimBefore uint64) Result {
 	if pos < trimBefore {
 		return Result{Status: Trimmed, Kind: KindTrim}
@@ -446,6 +451,11 @@ func (s *Store) Read(dev string, key Key, pos, trimBefore uint64) Result {
 		return Result{Status: NotWritten}
 	case e.kind == KindTrim:
 		return Result{Status: Trimmed, Kind: KindTrim}
+	case !sealed && e.flags&flagConfirmed == 0 && e.flags&flagReplayed != 0:
+		// It may have been acknowledged before a restart: "not written"
+		// could contradict an acknowledged append. The reader completes it
+		// (a fill re-replicates it) or waits for recovery to seal it.
+		return Result{Status: Busy}
 	case !sealed && e.flags&flagConfirmed == 0:
 		return Result{Status: NotWritten}
 	case e.kind == KindFill:
