@@ -278,7 +278,7 @@ func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 				last = err
 			}
 			if backoff(ctx, &wait) != nil {
-				break
+				return 0, unavailable(ctx, last)
 			}
 		case zlogpb.Status_STATUS_BUSY:
 			// Our own earlier attempt is still being written.
@@ -290,7 +290,7 @@ func (l *Log) Append(ctx context.Context, data []byte) (uint64, error) {
 				last = err
 			}
 			if backoff(ctx, &wait) != nil {
-				break
+				return 0, unavailable(ctx, last)
 			}
 		default:
 			return 0, o.err
@@ -432,7 +432,7 @@ func (l *Log) fillOrTrim(ctx context.Context, pos uint64, kind zlogpb.Kind) (Ent
 				last = err
 			}
 			if backoff(ctx, &wait) != nil {
-				break
+				return Entry{}, unavailable(ctx, last)
 			}
 		case zlogpb.Status_STATUS_BUSY:
 			time.Sleep(time.Millisecond)
@@ -443,7 +443,7 @@ func (l *Log) fillOrTrim(ctx context.Context, pos uint64, kind zlogpb.Kind) (Ent
 				last = err
 			}
 			if backoff(ctx, &wait) != nil {
-				break
+				return Entry{}, unavailable(ctx, last)
 			}
 		default:
 			return Entry{}, o.err

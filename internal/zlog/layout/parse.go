@@ -25,7 +25,7 @@ func Parse(text string) (Layout, error) {
 		}
 		head, body, ok := strings.Cut(line, ":")
 		if !ok {
-			return l, fmt.Errorf("layout: line %q: want \"segment ID [S, E) epoch N: 0=dev,dev ...\"", line)
+			return l, fmt.Errorf("layout: line %q: want segment ID [S, E) epoch N: 0=dev,dev 1=dev,dev", line)
 		}
 		var seg Segment
 		var end string
@@ -43,7 +43,7 @@ func Parse(text string) (Layout, error) {
 		for i, f := range strings.Fields(body) {
 			idx, reps, ok := strings.Cut(f, "=")
 			if !ok || idx != strconv.Itoa(i) {
-				return l, fmt.Errorf("layout: line %q: stripe %q: want %d=dev,...", line, f, i)
+				return l, fmt.Errorf("layout: line %q: stripe %q: want %d=DEV[,DEV]", line, f, i)
 			}
 			var st []Replica
 			for _, d := range strings.Split(reps, ",") {

@@ -314,7 +314,7 @@ func (r *runner) failover(ctx context.Context) error {
 		r.res.Resumes = append(r.res.Resumes, resume)
 		r.add(Row{Experiment: "failover", Variant: fmt.Sprintf("round=%d", round+1), Clients: 8, Ops: 1, Seconds: resume.Seconds(),
 			Latency: bench.LatencySummary{P50Ms: float64(resume) / 1e6, P99Ms: float64(resume) / 1e6, MaxMs: float64(resume) / 1e6},
-			Note: fmt.Sprintf("killed %s (host), resumed after %s", r.cl.Nodes[victim].ID, resume.Round(time.Millisecond))})
+			Note:    fmt.Sprintf("killed %s (host), resumed after %s", r.cl.Nodes[victim].ID, resume.Round(time.Millisecond))})
 		time.Sleep(2 * time.Second)
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		err = r.cl.Restart(rctx, r.cl.Nodes[victim])

@@ -49,9 +49,9 @@ type Options struct {
 	Clients     int           // append clients
 	// Depths are the appends each client keeps in flight (each depth is
 	// one append point; 1 = synchronous appends).
-	Depths []int
-	EntryBytes  int
-	LeaseSizes  []int // lease experiment
+	Depths     []int
+	EntryBytes int
+	LeaseSizes []int // lease experiment
 	// AppendLease is the lease the append experiment's leased run uses.
 	AppendLease     int
 	AppendLeaseHold time.Duration

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
@@ -309,5 +308,3 @@ func (s *Service) ReadEntry(ctx context.Context, req *zlogpb.ReadEntryRequest) (
 	}
 	return &zlogpb.ReadEntryResponse{Status: zlogpb.Status_STATUS_OK, Kind: zlogpb.Kind(e.Kind), Data: e.Data}, nil
 }
-
-var _ = fmt.Sprint

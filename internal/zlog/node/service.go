@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/terrace-storage/terrace/internal/cluster"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -223,9 +221,6 @@ func (s *Service) ready() error {
 // Client returns the node's own log client.
 func (s *Service) Client() *client.Client { return s.client }
 
-// errf returns a gRPC error.
-func errf(c codes.Code, f string, a ...any) error { return status.Errorf(c, f, a...) }
-
 // grpcErr maps an internal error to a gRPC status, keeping client errors'
 // codes.
 func grpcErr(err error) error {
@@ -250,20 +245,9 @@ func grpcErr(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// unused keeps cluster imported for DialPeer in peers.go.
-var _ = cluster.DialPeer
-
-func (s *Service) randIntn(n int) int {
-	s.rngMu.Lock()
-	defer s.rngMu.Unlock()
-	return s.rng.IntN(n)
-}
-
 func fmtNode(n string) string {
 	if n == "" {
 		return "(none)"
 	}
 	return n
 }
-
-var _ = fmt.Sprint

@@ -91,9 +91,6 @@ var errCorrupt = errors.New("store: corrupt journal record")
 // errShort reports a record cut off by the end of the file (a torn write).
 var errShort = errors.New("store: torn journal record")
 
-// encodedLen is the encoded size of a record with n data bytes.
-func encodedLen(n int) int { return recordHeaderBytes + bodyFixedBytes + n }
-
 // appendRecord encodes r onto dst.
 func appendRecord(dst []byte, r *record) []byte {
 	n := bodyFixedBytes + len(r.data)
