@@ -187,35 +187,43 @@ func mapErr(err error) error {
 // anyNode runs f against the nodes in turn until one answers (a node that
 // cannot be reached is skipped), starting after the last that worked.
 func (c *Client) anyNode(ctx context.Context, avoid string, f func(zlogpb.LogClient) error) error {
-	c.mu.Lock()
-	eps := append([]string(nil), c.endpoints...)
-	start := c.next
-	c.mu.Unlock()
 	var last error
-	for i := range eps {
-		k := (start + i) % len(eps)
-		addr := eps[k]
-		if addr == avoid && len(eps) > 1 {
-			continue
+	// A few rounds: a node that just restarted, or a burst of load, should
+	// not fail a metadata call that any node could answer a moment later.
+	for round := 0; round < 3; round++ {
+		if round > 0 {
+			if sleepCtx(ctx, time.Duration(round)*100*time.Millisecond) != nil {
+				break
+			}
 		}
-		cl, err := c.pool.Get(addr)
-		if err == nil {
-			err = f(cl)
-		}
-		if transient(err) {
-			c.pool.Reset(addr)
-		}
-		if !transient(err) {
+		c.mu.Lock()
+		eps := append([]string(nil), c.endpoints...)
+		start := c.next
+		c.mu.Unlock()
+		for i := range eps {
+			k := (start + i) % len(eps)
+			addr := eps[k]
+			if addr == avoid && len(eps) > 1 {
+				continue
+			}
+			cl, err := c.pool.Get(addr)
+			if err == nil {
+				err = f(cl)
+			}
+			if transient(err) {
+				c.pool.Reset(addr)
+				last = err
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				continue
+			}
 			if err == nil {
 				c.mu.Lock()
 				c.next = k
 				c.mu.Unlock()
 			}
 			return mapErr(err)
-		}
-		last = err
-		if ctx.Err() != nil {
-			return ctx.Err()
 		}
 	}
 	return fmt.Errorf("%w: no node answered: %v", ErrUnavailable, last)

@@ -23,8 +23,10 @@ type Log struct {
 	mu    sync.Mutex
 	st    *state
 	lease *leaseBlock
-	// leaseSize is the size of the next lease (adapted to use).
+	// leaseSize is the size of the next lease (adapted to use); expired
+	// is the last lease that ran out of time (how much of it was used).
 	leaseSize int
+	expired   *leaseBlock
 	// leasing is closed when the lease request in flight finishes.
 	leasing chan struct{}
 

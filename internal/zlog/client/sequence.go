@@ -66,13 +66,17 @@ func (l *Log) nextPosition(ctx context.Context) (uint64, uint64, error) {
 		// Size leases to what the client uses in a hold time: double after
 		// a lease ran out, shrink to what was used after one expired. An
 		// oversized lease costs a fill per unused position.
+		last := old
+		if last == nil {
+			last, l.expired = l.expired, nil
+		}
 		switch {
 		case l.leaseSize == 0:
 			l.leaseSize = min(16, l.opts.LeasePositions)
-		case old != nil && old.used >= old.count:
+		case last != nil && last.used >= last.count:
 			l.leaseSize = min(l.leaseSize*2, l.opts.LeasePositions)
-		case old != nil:
-			l.leaseSize = max(2, min(int(old.used+old.used/4+1), l.opts.LeasePositions))
+		case last != nil:
+			l.leaseSize = max(2, min(int(last.used+last.used/4+1), l.opts.LeasePositions))
 		}
 		size := l.leaseSize
 		l.mu.Unlock()
@@ -87,6 +91,10 @@ func (l *Log) nextPosition(ctx context.Context) (uint64, uint64, error) {
 		l.mu.Lock()
 		if err == nil {
 			l.lease = nb
+			// At expiry, fill what is unused at once rather than when the
+			// next append comes: holes below the tail delay in-order
+			// readers until they are filled.
+			time.AfterFunc(time.Until(nb.expires), func() { l.expire(nb) })
 		}
 		l.leasing = nil
 		close(ch)
@@ -95,6 +103,21 @@ func (l *Log) nextPosition(ctx context.Context) (uint64, uint64, error) {
 			return 0, 0, err
 		}
 	}
+}
+
+// expire ends lease lb if it is still current.
+func (l *Log) expire(lb *leaseBlock) {
+	l.mu.Lock()
+	if l.lease != lb {
+		l.mu.Unlock()
+		return
+	}
+	l.lease = nil
+	l.expired = lb // sizes the next lease
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l.release(ctx, lb)
 }
 
 // acquire leases a new block.

@@ -160,6 +160,7 @@ func (r *runner) appendRun(ctx context.Context, variant string, depth, lease int
 	})
 	var ackMu sync.Mutex
 	acked := map[uint64]time.Time{}
+	var firstErr atomic.Value
 	hists := make([]bench.Histogram, len(logs)*depth)
 	var ops, errs atomic.Int64
 	cpu0 := r.serverCPU()
@@ -177,6 +178,7 @@ func (r *runner) appendRun(ctx context.Context, variant string, depth, lease int
 				pos, err := l.Append(ctx, payload)
 				if err != nil {
 					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}
 				now := time.Now()
@@ -218,7 +220,7 @@ func (r *runner) appendRun(ctx context.Context, variant string, depth, lease int
 	n := ops.Load()
 	r.add(Row{Experiment: "append", Variant: variant, Clients: r.o.Clients, Depth: depth, Lease: lease, Ops: n, Seconds: secs,
 		PerSec: float64(n) / secs, MBps: float64(n) * float64(r.o.EntryBytes) / secs / 1e6, Latency: all.Summary(),
-		Lag: &ls, ServerCPU: cpu, Errors: errs.Load(), Note: fmt.Sprintf("subscriber delivered %d of %d", lag.Count(), n)})
+		Lag: &ls, ServerCPU: cpu, Errors: errs.Load(), Note: fmt.Sprintf("subscriber delivered %d of %d%s", lag.Count(), n, errNote(&firstErr))})
 	return nil
 }
 
@@ -337,4 +339,12 @@ func (r *runner) failover(ctx context.Context) error {
 	slotsMu.Unlock()
 	r.deleteLog(ctx, name)
 	return nil
+}
+
+// errNote is "; first error: ..." when an error was recorded.
+func errNote(v *atomic.Value) string {
+	if e, ok := v.Load().(string); ok {
+		return "; first error: " + e
+	}
+	return ""
 }
