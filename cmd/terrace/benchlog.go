@@ -73,6 +73,7 @@ measure the disk, not the log).`,
 	f.IntSliceVar(&o.LeaseSizes, "lease-sizes", nil, "lease sizes of the lease experiment (default 1,10,100,1000,10000)")
 	f.IntVar(&o.AppendLease, "append-lease", 0, "lease size of the append experiment's leased run (default 64)")
 	f.DurationVar(&o.AppendLeaseHold, "append-lease-hold", 0, "lease hold of the append experiment's leased run (default 20ms)")
+	f.BoolVar(&o.NoSubscriber, "no-subscriber", false, "append experiment without the in-order subscriber (no lag; its reads leave the CPU to appends)")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write the benchmark process's CPU profile (the clients' cost) to this file")
 	f.IntVar(&o.FailoverRounds, "failover-rounds", 0, "sequencer kills in the failover experiment (default 3)")
 	return cmd

@@ -151,13 +151,15 @@ func (r *runner) appendRun(ctx context.Context, variant string, depth, lease int
 	defer sc.Close()
 	subCtx, subCancel := context.WithCancel(ctx)
 	defer subCancel()
-	go sc.Open(name, client.LogOptions{}).Subscribe(subCtx, 0, func(e client.Entry) error {
-		now := time.Now()
-		subMu.Lock()
-		delivered[e.Pos] = now
-		subMu.Unlock()
-		return nil
-	})
+	if !r.o.NoSubscriber {
+		go sc.Open(name, client.LogOptions{}).Subscribe(subCtx, 0, func(e client.Entry) error {
+			now := time.Now()
+			subMu.Lock()
+			delivered[e.Pos] = now
+			subMu.Unlock()
+			return nil
+		})
+	}
 	var ackMu sync.Mutex
 	acked := map[uint64]time.Time{}
 	var firstErr atomic.Value
@@ -195,7 +197,7 @@ func (r *runner) appendRun(ctx context.Context, variant string, depth, lease int
 	cpu := r.serverCPU() - cpu0
 	// Let the subscriber catch up (bounded), then measure its lag.
 	catch := time.Now().Add(30 * time.Second)
-	for time.Now().Before(catch) {
+	for !r.o.NoSubscriber && time.Now().Before(catch) {
 		subMu.Lock()
 		n := len(delivered)
 		subMu.Unlock()
@@ -217,10 +219,14 @@ func (r *runner) appendRun(ctx context.Context, variant string, depth, lease int
 		all.Merge(&hists[i])
 	}
 	ls := lag.Summary()
+	lagp := &ls
+	if r.o.NoSubscriber {
+		lagp = nil
+	}
 	n := ops.Load()
 	r.add(Row{Experiment: "append", Variant: variant, Clients: r.o.Clients, Depth: depth, Lease: lease, Ops: n, Seconds: secs,
 		PerSec: float64(n) / secs, MBps: float64(n) * float64(r.o.EntryBytes) / secs / 1e6, Latency: all.Summary(),
-		Lag: &ls, ServerCPU: cpu, Errors: errs.Load(), Note: fmt.Sprintf("subscriber delivered %d of %d%s", lag.Count(), n, errNote(&firstErr))})
+		Lag: lagp, ServerCPU: cpu, Errors: errs.Load(), Note: fmt.Sprintf("subscriber delivered %d of %d%s", lag.Count(), n, errNote(&firstErr))})
 	return nil
 }
 

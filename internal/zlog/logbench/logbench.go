@@ -56,6 +56,9 @@ type Options struct {
 	AppendLease     int
 	AppendLeaseHold time.Duration
 	FailoverRounds  int
+	// NoSubscriber runs the append experiment without the in-order
+	// subscriber (no lag measured; its reads no longer share the CPU).
+	NoSubscriber bool
 	// CPUProfile, if set, is where the benchmark process's own CPU
 	// profile goes (the clients' share of the cost).
 	CPUProfile string
