@@ -115,12 +115,13 @@ func (c *testCluster) dumpLogs() {
 		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 		var keep []string
 		for _, l := range lines {
-			if strings.Contains(l, "component=log") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "panic") {
+			if strings.Contains(l, "component=log") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") ||
+				strings.Contains(l, "panic") || strings.Contains(l, "election") {
 				keep = append(keep, l)
 			}
 		}
-		if len(keep) > 60 {
-			keep = keep[len(keep)-60:]
+		if len(keep) > 120 {
+			keep = keep[len(keep)-120:]
 		}
 		c.t.Logf("---- %s log (shared-log lines) ----\n%s", n.ID, strings.Join(keep, "\n"))
 	}
