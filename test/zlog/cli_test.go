@@ -35,10 +35,11 @@ func TestCLIThroughEveryNode(t *testing.T) {
 	var last int64 = -1
 	payloads := map[uint64]string{}
 	for i := 0; i < 9; i++ {
-		data := fmt.Sprintf("entry %d via %s\x00\xff binary", i, c.Nodes[i%3].ID)
+		data := fmt.Sprintf("entry %d via %s", i, c.Nodes[i%3].ID)
 		args := []string{"log", "append", "cli", data}
 		stdin := ""
-		if i%2 == 1 { // from standard input
+		if i%2 == 1 { // binary, from standard input
+			data += "\x00\xff\n binary"
 			args, stdin = []string{"log", "append", "cli", "-"}, data
 		}
 		out, errOut, err := terraceCLI(t, admin(i), stdin, args...)
