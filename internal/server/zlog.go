@@ -75,6 +75,11 @@ func (n *Node) openLog() error {
 	}
 	if n.cluster != nil {
 		cfg.Etcd = n.cluster.client
+		// Membership's own view, not the object layer's cached snapshot:
+		// right after start the cached one may not list every node up yet,
+		// and a new segment placed on it could put both replicas of a
+		// stripe on one node.
+		cfg.Snapshot = n.cluster.members.Snapshot
 	}
 	if err := n.logs.svc.Start(cfg); err != nil {
 		return err

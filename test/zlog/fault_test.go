@@ -39,6 +39,22 @@ func TestSequencerKill(t *testing.T) {
 	if _, err := admin.Create(ctx, "faults", client.CreateOptions{Vector: "any=2", Stripes: 6}); err != nil {
 		t.Fatal(err)
 	}
+	// Durability needs each stripe's two replicas on two nodes.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		info, err := admin.Info(ctx, "faults")
+		if err == nil && len(info.Layout.Segments) > 0 {
+			for _, st := range info.Layout.Segments[0].Stripes {
+				if len(st.Replicas) != 2 || st.Replicas[0].Node == st.Replicas[1].Node {
+					t.Fatalf("stripe replicas %v: want two nodes", st.Replicas)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no layout after 30s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	h := checker.NewHistory()
 	var acked atomic.Int64
 	var killAt, resumeAt atomic.Int64 // history clock; resumeAt 0 until the first ack begun after killAt

@@ -44,19 +44,33 @@ func (s *Service) placeStripes(rec layout.Record, dead map[string]bool) ([][]lay
 	s.rngMu.Lock()
 	rng := rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64()))
 	s.rngMu.Unlock()
+	// A stripe's replicas must be on distinct nodes whenever enough nodes
+	// are up: that is what lets an acknowledged entry survive losing one.
+	up := 0
+	for _, n := range snap.Nodes {
+		if n.Up {
+			up++
+		}
+	}
+	needNodes := min(v.Total(), up)
 	out := make([][]layout.Replica, rec.Stripes)
 	for st := range out {
 		reps, err := s.cfg.Policy.Place(snap, placement.Request{Vector: v, Bytes: s.cfg.Options.SegmentBytes}, rng)
 		if err != nil {
 			return nil, fmt.Errorf("log: place stripe %d of %s (vector %s): %w", st, rec.Name, rec.Vector, err)
 		}
+		nodes := map[string]bool{}
 		for i := range reps {
 			r := reps[(i+st)%len(reps)]
 			node := string(r.Node)
 			if d, ok := snap.Device(r.Device); ok && node == "" {
 				node = string(d.Node)
 			}
+			nodes[node] = true
 			out[st] = append(out[st], layout.Replica{Node: node, Device: string(r.Device)})
+		}
+		if len(nodes) < needNodes {
+			return nil, fmt.Errorf("log: placement put stripe %d of %s on %d nodes while %d are up; retrying", st, rec.Name, len(nodes), up)
 		}
 	}
 	return out, nil
