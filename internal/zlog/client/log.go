@@ -88,7 +88,7 @@ func (l *Log) refresh(ctx context.Context, minEpoch uint64) (*state, error) {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
 		var err error
-		info, err = cl.GetLog(cctx, &zlogpb.GetLogRequest{Name: l.name, MinEpoch: minEpoch, WaitMs: 2000})
+		info, err = cl.GetLog(cctx, &zlogpb.GetLogRequest{Name: l.name, MinEpoch: minEpoch, WaitMs: 1000})
 		return err
 	})
 	if err != nil {

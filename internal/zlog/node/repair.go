@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -99,14 +100,8 @@ func (s *Service) Report(ctx context.Context, req *zlogpb.ReportRequest) (*zlogp
 		if s.cfg.Etcd == nil || v.Host.LeaseID == 0 {
 			return &zlogpb.ReportResponse{}, nil
 		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := s.cfg.Etcd.Revoke(rctx, clientv3.LeaseID(v.Host.LeaseID))
-		cancel()
-		if err == nil {
-			s.metrics.deposed.Inc()
-			s.log.Warn("deposed unreachable log sequencer host", "log", req.Name, "host", req.Node, "reason", req.Reason)
-		}
-		return &zlogpb.ReportResponse{Acted: err == nil}, nil
+		s.run(func(ctx context.Context) { s.depose(ctx, req.Name, v.Host, req.Reason) })
+		return &zlogpb.ReportResponse{Acted: true}, nil
 	}
 	if v.HostRev == 0 {
 		return &zlogpb.ReportResponse{}, nil
@@ -135,6 +130,43 @@ func (s *Service) Report(ctx context.Context, req *zlogpb.ReportRequest) (*zlogp
 		return &zlogpb.ReportResponse{}, nil
 	}
 	return resp.(*zlogpb.ReportResponse), nil
+}
+
+// deposeFor bounds how long a node keeps trying to revoke a dead host's
+// lease: etcd may be electing a leader (the dead node may have led it),
+// and the first revoke that can commit should end the wait at once.
+const deposeFor = 10 * time.Second
+
+// depose revokes an unreachable host's lease, retrying while etcd cannot
+// commit, until it succeeds or the log has another host.
+func (s *Service) depose(ctx context.Context, name string, h hostRecord, reason string) {
+	s.hostMu.Lock()
+	if s.deposing[h.LeaseID] {
+		s.hostMu.Unlock()
+		return
+	}
+	s.deposing[h.LeaseID] = true
+	s.hostMu.Unlock()
+	defer func() {
+		s.hostMu.Lock()
+		delete(s.deposing, h.LeaseID)
+		s.hostMu.Unlock()
+	}()
+	deadline := time.Now().Add(deposeFor)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if v, ok := s.cache.get(name); !ok || v.HostRev == 0 || v.Host.LeaseID != h.LeaseID {
+			return // already gone
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := s.cfg.Etcd.Revoke(rctx, clientv3.LeaseID(h.LeaseID))
+		cancel()
+		if err == nil || strings.Contains(err.Error(), "requested lease not found") {
+			s.metrics.deposed.Inc()
+			s.log.Warn("deposed unreachable log sequencer host", "log", name, "host", h.Node, "reason", reason)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // unreachable pings node: a refused connection or no answer within

@@ -126,6 +126,7 @@ type Service struct {
 	noHost   map[string]time.Time // since when a log has had no host
 	lease    clientv3.LeaseID     // this node's host lease (cluster)
 	leaseGen uint64
+	deposing map[int64]bool // host leases this node is revoking
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -156,6 +157,7 @@ func (s *Service) Start(cfg Config) error {
 	s.hosted = map[string]*sequencer{}
 	s.lastHost = map[string]string{}
 	s.noHost = map[string]time.Time{}
+	s.deposing = map[int64]bool{}
 	s.metrics = newSvcMetrics()
 	s.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x5eed))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
