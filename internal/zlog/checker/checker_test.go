@@ -58,10 +58,6 @@ func TestViolations(t *testing.T) {
 			{Kind: Append, Value: "a", Pos: 0, OK: true, Call: 0, Return: 1},
 			{Kind: Append, Value: "b", Pos: 0, OK: true, Call: 0, Return: 1},
 		}, map[uint64]string{0: "a"}, 1, "lost"},
-		{"tail went back", []Op{
-			{Kind: Tail, Pos: 5, OK: true, Call: 0, Return: 1},
-			{Kind: Tail, Pos: 3, OK: true, Call: 2, Return: 3},
-		}, map[uint64]string{0: Filled, 1: Filled, 2: Filled, 3: Filled, 4: Filled}, 5, "tail went back"},
 		{"ack beyond a later tail", []Op{
 			{Kind: Append, Value: "a", Pos: 4, OK: true, Call: 0, Return: 1},
 			{Kind: Tail, Pos: 3, OK: true, Call: 2, Return: 3},
