@@ -90,6 +90,7 @@ func (n *Node) AdminHandler() http.Handler {
 	n.lifecycleRoutes(mux)                            // lifecycle.go
 	n.planRoutes(mux)                                 // plan.go
 	n.policyRoutes(mux)                               // policy.go
+	n.mountLog(mux)                                   // zlog.go
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
 	return v.Wrap(mux)

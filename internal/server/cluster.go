@@ -86,6 +86,7 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	rs := cluster.NewReplicaServer(n.Local, cp.router)
 	cp.members.SetConns(rs.InFlight)
 	rpcpb.RegisterReplicaServer(cp.grpc, rs)
+	n.registerLog(cp.grpc)
 	go cp.grpc.Serve(ln)
 	n.Log.Info("replica RPC listening", "address", ln.Addr().String())
 	return cluster.NewEtcdKV(c), cp.router, cp.members, nil

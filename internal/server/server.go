@@ -27,9 +27,9 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
+	"github.com/terrace-storage/terrace/internal/policy"
 	"github.com/terrace-storage/terrace/internal/sse"
 	"github.com/terrace-storage/terrace/internal/users"
-	"github.com/terrace-storage/terrace/internal/policy"
 )
 
 // Node is a running Terrace node.
@@ -67,6 +67,7 @@ type Node struct {
 	peerOnce   sync.Once
 	peerClient *http.Client
 	peerScheme string
+	logs       *logParts // shared log (zlog.go)
 }
 
 // AddAdminKeyring lets more keys sign admin API requests (call before
@@ -184,6 +185,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 			n.Close()
 			return nil, err
 		}
+	}
+	if err := n.openLog(); err != nil {
+		n.Close()
+		return nil, err
 	}
 	n.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.Reg.MustRegister(layer.Collectors()...)
@@ -318,6 +323,7 @@ func (n *Node) Close() error {
 	if n.policyStop != nil {
 		n.policyStop()
 	}
+	n.closeLog()
 	if n.Layer != nil {
 		errs = append(errs, n.Layer.Close())
 	}
