@@ -14,7 +14,7 @@ import (
 func terraceCLI(t *testing.T, admin, stdin string, args ...string) (string, string, error) {
 	t.Helper()
 	cmd := exec.Command(terraceBin, args...)
-	cmd.Env = append(cmd.Environ(), "TERRACE_ENDPOINT=http://"+admin)
+	cmd.Env = append(cmd.Environ(), "TERRACE_ENDPOINT=http://"+admin, "TERRACE_ACCESS_KEY=terrace", "TERRACE_SECRET_KEY=terrace-secret")
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
