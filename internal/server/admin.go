@@ -50,6 +50,8 @@ import (
 //	GET    /v1/data/B/K                        get an object
 //	DELETE /v1/data/B/K                        delete an object
 //	GET    /v1/data/B?prefix=P&delimiter=D&after=A&max=N  list
+//	GET    /v1/curator/jobs[?n=N], /v1/curator/jobs/ID   job progress and tasks (console.go)
+//	       /console/                           the web console: its own login and session cookie (console.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
@@ -80,9 +82,10 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)
 	mux.HandleFunc("DELETE /v1/data/{bucket}/{key...}", n.handleDelete)
 	mux.HandleFunc("GET /v1/data/{bucket}", n.handleList)
+	n.jobRoutes(mux)
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
-	return v.Wrap(mux)
+	return n.withConsole(mux, v.Wrap(mux))
 }
 
 // APIError is the admin API's error body.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/adminauth"
 	"github.com/terrace-storage/terrace/internal/cluster"
+	"github.com/terrace-storage/terrace/internal/console"
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
@@ -45,6 +46,7 @@ type Node struct {
 	Curator   *curator.Curator
 	elector   *cluster.Elector
 	bgStop    context.CancelFunc
+	sampler   *console.Sampler // the web console's metric history
 }
 
 // AddAdminKeyring lets more keys sign admin API requests (call before
@@ -155,6 +157,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	n.Reg.MustRegister(layer.Collectors()...)
 	n.Reg.MustRegister(newDeviceCollector(n))
 	n.openCurator(pol, topo)
+	n.openConsole()
 	return n, nil
 }
 
@@ -246,7 +249,7 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 			errc <- fmt.Errorf("server: admin: %w", err)
 		}
 	}()
-	n.Log.Info("admin API listening", "address", ln.Addr().String())
+	n.Log.Info("admin API listening", "address", ln.Addr().String(), "console", n.ConsoleURL())
 	bg, stop := context.WithCancel(ctx)
 	n.bgStop = stop
 	defer stop()
@@ -256,6 +259,7 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 	if !n.Config.Curator.Disabled {
 		go n.Curator.Run(bg)
 	}
+	go n.sampler.Run(bg)
 	if startS3 != nil {
 		go func() {
 			if err := startS3(ctx, n); err != nil && ctx.Err() == nil {
