@@ -22,7 +22,6 @@ import (
 	"github.com/terrace-storage/terrace/internal/adminauth"
 )
 
-
 // adminGet reads an admin API endpoint with a signed request (the test's
 // independent view of what the console should show).
 func adminGet(t *testing.T, n *node, path string, q url.Values, out any) {
