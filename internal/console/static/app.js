@@ -272,11 +272,13 @@ const tiersView = {
         data: [samples.map((s) => s.latency_s * 1000), samples.map((s) => (s.baseline_s ? s.baseline_s * 1000 : null))], fmt: (v) => v.toFixed(2) + ' ms' },
     ];
     this.destroy();
-    const width = Math.max(320, Math.min(1300, this.box.clientWidth || 900));
-    const wrap = h('div', {});
+    const full = Math.max(320, Math.min(1360, this.box.clientWidth || 900));
+    const twoCols = full >= 900;
+    const width = twoCols ? Math.floor(full / 2) - 12 : full;
+    const wrap = h('div', { class: twoCols ? 'charts two' : 'charts' });
     for (const sp of specs) {
       const el = h('div', { class: 'chart', id: 'chart-' + sp.id });
-      wrap.append(h('h3', {}, sp.title), el);
+      wrap.append(h('div', {}, h('h3', {}, sp.title), el));
       const opts = {
         width, height: 180,
         scales: { x: { time: true } },
