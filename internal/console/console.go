@@ -311,7 +311,8 @@ func (c *Console) handleHistory(w http.ResponseWriter, r *http.Request) {
 	if samples == nil {
 		samples = []Sample{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"interval_ms": c.opts.Sampler.Interval().Milliseconds(), "samples": samples})
+	writeJSON(w, http.StatusOK, map[string]any{"interval_ms": c.opts.Sampler.Interval().Milliseconds(),
+		"capacity": c.opts.Sampler.Capacity(), "samples": samples})
 }
 
 // handleEvents streams every new sample as a server-sent event ("sample")

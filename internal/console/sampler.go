@@ -98,6 +98,9 @@ func NewSampler(src Source, interval, slowEvery time.Duration, capacity int) *Sa
 		subs: map[chan Sample]struct{}{}}
 }
 
+// Capacity is how many samples the ring holds.
+func (s *Sampler) Capacity() int { return len(s.ring) }
+
 // Interval is the time between samples.
 func (s *Sampler) Interval() time.Duration { return s.every }
 

@@ -92,6 +92,25 @@ func TestConsoleSessionOnRealNode(t *testing.T) {
 	if st.Node != n.Config.NodeID || len(st.Devices) != 2 {
 		t.Errorf("status through the console: %+v", st)
 	}
+	n.sampler.Take(context.Background(), time.Now().Add(-time.Second))
+	n.sampler.Take(context.Background(), time.Now())
+	var hist struct {
+		Capacity int `json:"capacity"`
+		Samples  []struct {
+			Time time.Time `json:"time"`
+		} `json:"samples"`
+	}
+	getJSON(t, browser, s.URL+"/console/api/history", &hist)
+	if hist.Capacity != DefaultConsoleSamples || len(hist.Samples) != 2 {
+		t.Fatalf("history: capacity %d, %d samples", hist.Capacity, len(hist.Samples))
+	}
+	getJSON(t, browser, s.URL+"/console/api/history?since="+url.QueryEscape(hist.Samples[0].Time.Format(time.RFC3339Nano)), &hist)
+	if len(hist.Samples) != 1 {
+		t.Errorf("history since the first sample: %d samples, want 1", len(hist.Samples))
+	}
+	if got := status(t, browser, s.URL+"/console/api/history?since=yesterday"); got != 400 {
+		t.Errorf("history since=yesterday: %d, want 400", got)
+	}
 	if got := status(t, browser, s.URL+"/v1/status"); got != 401 {
 		t.Errorf("the session cookie opened the signed admin API: %d", got)
 	}

@@ -251,10 +251,16 @@ const tiersView = {
     return this.refresh();
   },
   destroy() { for (const c of state.charts) c.destroy(); state.charts = []; },
+  samples: [],
   async refresh() {
+    // Fetch only the samples newer than the ones held (a full ring is
+    // hundreds of kilobytes); keep as many as the node's ring holds.
     let hist;
-    try { hist = await api('GET', '/history'); } catch (e) { this.box.replaceChildren(errorBox(e, 'metric history')); return; }
-    const samples = hist.samples || [];
+    const newest = this.samples.length ? this.samples[this.samples.length - 1].time : '';
+    try { hist = await api('GET', '/history', { since: newest }); } catch (e) { this.box.replaceChildren(errorBox(e, 'metric history')); return; }
+    this.samples = this.samples.concat(hist.samples || []);
+    if (hist.capacity && this.samples.length > hist.capacity) this.samples = this.samples.slice(this.samples.length - hist.capacity);
+    const samples = this.samples;
     this.info.replaceChildren('From this node\'s own metric history: ' + samples.length + ' samples, one every ' + (hist.interval_ms / 1000) + ' s (kept in memory; Grafana keeps the long view). Throughput is this node\'s devices; usage and hot/cold bytes are cluster-wide.');
     if (samples.length < 2) { this.box.replaceChildren(h('div', { class: 'msg info' }, 'Collecting samples… charts appear after the second sample.')); return; }
     const last = samples[samples.length - 1];
