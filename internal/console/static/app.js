@@ -140,6 +140,7 @@ async function fill(el, load, render) {
 
 const overview = {
   title: 'Overview',
+  down: new Set(),
   render(root) {
     this.nodes = h('div', { class: 'panel', id: 'panel-nodes' }, 'loading…');
     this.health = h('div', { class: 'panel', id: 'panel-health' }, 'loading…');
@@ -150,6 +151,7 @@ const overview = {
   },
   async refresh() {
     const [st, rep, cur] = await Promise.allSettled([api('GET', '/v1/status'), api('GET', '/v1/tier/report'), api('GET', '/v1/curator/status')]);
+    this.down = new Set(st.status === 'fulfilled' && st.value.cluster ? (st.value.cluster.nodes || []).filter((n) => !n.up).map((n) => n.id) : []);
     const show = (el, r, fn) => el.replaceChildren(...nodes(r.status === 'fulfilled' ? fn(r.value) : errorBox(r.reason)));
     show(this.nodes, st, (s) => this.renderNodes(s));
     show(this.capacity, rep, (r) => this.renderCapacity(r));
@@ -230,7 +232,8 @@ const overview = {
       h('h2', {}, 'Devices · ', tierBadge(t), h('span', { class: 'muted small' }, ' ' + byTier[t].length + ' device(s)')),
       h('table', {}, h('thead', {}, h('tr', {}, ['device', 'node', 'state', 'usage', 'used', 'capacity', 'egroups', 'queue', 'read speed', 'write speed', 'bad replicas'].map((c, i) => h('th', { class: i > 3 ? 'num' : '' }, c)))),
         h('tbody', {}, byTier[t].map((d) => h('tr', { 'data-device': d.ID, 'data-tier': d.Tier },
-          h('td', {}, h('code', {}, d.ID)), h('td', {}, d.Node), h('td', {}, h('span', { class: 'badge ' + ['ok', 'warn', 'bad'][d.State] }, DEVICE_STATES[d.State] || d.State)),
+          h('td', {}, h('code', {}, d.ID)), h('td', {}, d.Node), h('td', {}, this.down.has(d.Node) ? h('span', { class: 'badge bad', title: 'its node is down' }, 'node down')
+            : h('span', { class: 'badge ' + ['ok', 'warn', 'bad'][d.State] }, DEVICE_STATES[d.State] || d.State)),
           h('td', {}, usageBar(d.UsedBytes, d.CapacityBytes)), h('td', { class: 'num' }, fmtBytes(d.UsedBytes)), h('td', { class: 'num' }, fmtBytes(d.CapacityBytes)),
           h('td', { class: 'num' }, d.egroups), h('td', { class: 'num' }, d.QueueLen), h('td', { class: 'num' }, fmtRate(d.ReadBps)), h('td', { class: 'num' }, fmtRate(d.WriteBps)),
           h('td', { class: 'num' }, d.bad_replicas || 0)))))));
