@@ -33,6 +33,9 @@ const (
 	csrfLabel    = "terrace-console-csrf/v1"
 )
 
+// b64 decodes token parts, refusing non-canonical encodings.
+var b64 = base64.RawURLEncoding.Strict()
+
 // Errors of session verification (all mean "log in again").
 var (
 	ErrNoSession      = errors.New("console: not logged in")
@@ -102,10 +105,14 @@ func (s *sessions) login(accessKey, secret string) (string, Session, error) {
 	nonce := base64.RawURLEncoding.EncodeToString(nb[:])
 	exp := s.now().Add(s.ttl).Unix()
 	key := sessionKey(k.Secret)
+	return mintToken(key, accessKey, exp, nonce), Session{AccessKey: accessKey, Expires: time.Unix(exp, 0), nonce: nonce, key: key}, nil
+}
+
+// mintToken encodes a token (see the format above).
+func mintToken(key []byte, accessKey string, exp int64, nonce string) string {
 	mac := tokenMAC(key, accessKey, exp, nonce)
-	tok := strings.Join([]string{tokenVersion, base64.RawURLEncoding.EncodeToString([]byte(accessKey)),
+	return strings.Join([]string{tokenVersion, base64.RawURLEncoding.EncodeToString([]byte(accessKey)),
 		strconv.FormatInt(exp, 10), nonce, base64.RawURLEncoding.EncodeToString(mac)}, ".")
-	return tok, Session{AccessKey: accessKey, Expires: time.Unix(exp, 0), nonce: nonce, key: key}, nil
 }
 
 // verify checks a token.
@@ -120,7 +127,10 @@ func (s *sessions) verify(tok string) (Session, error) {
 	if len(parts) != 5 || parts[0] != tokenVersion {
 		return Session{}, ErrBadSession
 	}
-	ak, err := base64.RawURLEncoding.DecodeString(parts[1])
+	// Strict decoding: a non-canonical encoding of the same bytes (other
+	// trailing bits) is a different cookie and is refused, so every
+	// session has exactly one token (found by FuzzSessionVerify).
+	ak, err := b64.DecodeString(parts[1])
 	if err != nil || len(ak) == 0 {
 		return Session{}, ErrBadSession
 	}
@@ -129,10 +139,10 @@ func (s *sessions) verify(tok string) (Session, error) {
 		return Session{}, ErrBadSession
 	}
 	nonce := parts[3]
-	if _, err := base64.RawURLEncoding.DecodeString(nonce); err != nil || nonce == "" {
+	if _, err := b64.DecodeString(nonce); err != nil || nonce == "" {
 		return Session{}, ErrBadSession
 	}
-	mac, err := base64.RawURLEncoding.DecodeString(parts[4])
+	mac, err := b64.DecodeString(parts[4])
 	if err != nil {
 		return Session{}, ErrBadSession
 	}
