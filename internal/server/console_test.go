@@ -8,6 +8,8 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -217,4 +219,67 @@ func TestConsoleMetricsAndJobs(t *testing.T) {
 	if got := status(t, root, s.URL+"/v1/curator/jobs/nonexistent"); got != 404 {
 		t.Errorf("unknown job: %d, want 404", got)
 	}
+}
+
+// FuzzConsoleUnauthenticated sends arbitrary console requests (method,
+// path, cookie, form body) without valid credentials to a real node: none
+// may crash it or answer 5xx, none reaches the API (2xx under
+// /console/api/), and none gets a session cookie.
+func FuzzConsoleUnauthenticated(f *testing.F) {
+	for _, c := range []struct{ method, path, cookie, body string }{
+		{"GET", "/console/", "", ""},
+		{"GET", "/console/api/v1/status", "v1.dGVycmFjZQ.99999999999.bm9uY2U.AAAA", ""},
+		{"POST", "/console/login", "", "access_key=terrace&secret_key=guess"},
+		{"POST", "/console/login", "", "access_key=%ff%fe&secret_key=" + strings.Repeat("a", 5000)},
+		{"POST", "/console/api/v1/curator/run?kind=full", "garbage", ""},
+		{"GET", "/console/api/history?since=%00", "", ""},
+		{"GET", "/console/static/../login", "", ""},
+		{"POST", "/console/logout", "v1....", ""},
+		{"GET", "/console/api/events", "v1.YWRtaW4.1.x.y", ""},
+	} {
+		f.Add(c.method, c.path, c.cookie, c.body)
+	}
+	f.Fuzz(func(t *testing.T, method, path, cookie, body string) {
+		fuzzNode.once.Do(func() {
+			dir, err := os.MkdirTemp("", "terrace-admin-fuzz-")
+			if err != nil {
+				fuzzNode.err = err
+				return
+			}
+			fuzzNode.root = dir
+			fuzzNode.n, fuzzNode.err = openNodeAt(filepath.Join(dir, "data"), nil)
+		})
+		if fuzzNode.err != nil {
+			t.Fatal(fuzzNode.err)
+		}
+		switch method {
+		case "GET", "PUT", "POST", "DELETE", "HEAD":
+		default:
+			return
+		}
+		req, err := http.NewRequest(method, "http://127.0.0.1:9001"+path, strings.NewReader(body))
+		if err != nil || !strings.HasPrefix(req.URL.Path, "/console") {
+			return
+		}
+		if strings.Contains(body, "secret_key="+url.QueryEscape(fuzzNode.n.Config.RootPassword)) {
+			return // the right secret: a real login
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if cookie != "" {
+			req.Header.Set("Cookie", "terrace_console="+cookie)
+		}
+		rec := httptest.NewRecorder()
+		fuzzNode.n.AdminHandler().ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body.String())
+		}
+		if strings.HasPrefix(req.URL.Path, "/console/api/") && rec.Code < 300 {
+			t.Fatalf("%s %s with cookie %q reached the API: %d", method, path, cookie, rec.Code)
+		}
+		for _, c := range rec.Result().Cookies() {
+			if c.Value != "" {
+				t.Fatalf("%s %s set a session cookie %q", method, path, c.Value)
+			}
+		}
+	})
 }
