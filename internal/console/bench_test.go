@@ -38,6 +38,7 @@ func BenchmarkSamplerTake(b *testing.B) {
 	now := time.Unix(1_800_000_000, 0)
 	for b.Loop() {
 		now = now.Add(time.Second)
+		s.Want() // a console page is open
 		s.Take(context.Background(), now)
 	}
 }

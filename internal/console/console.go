@@ -341,7 +341,10 @@ func (c *Console) handleEvents(w http.ResponseWriter, r *http.Request, sess Sess
 			fmt.Fprint(w, "event: expired\ndata: {}\n\n")
 			fl.Flush()
 			return
-		case sm := <-ch:
+		case sm, ok := <-ch:
+			if !ok {
+				return // the node is shutting down
+			}
 			// Re-check: a logout or a rotated secret ends the stream too.
 			if _, err := c.session(r); err != nil {
 				fmt.Fprint(w, "event: expired\ndata: {}\n\n")

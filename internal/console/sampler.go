@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,6 +81,13 @@ type Sampler struct {
 	tiersAt  time.Time
 	tiersErr string
 	subs     map[chan Sample]struct{}
+	closed   bool
+	// The tier report scans metadata, so it is read only while someone
+	// looks: a console page, or Prometheus collecting the hot/cold
+	// metrics. wanted is set by those; wantedAt is the sample time at
+	// which it was last seen set.
+	wanted   atomic.Bool
+	wantedAt time.Time
 }
 
 // NewSampler returns a sampler over src keeping capacity samples taken
@@ -124,7 +132,11 @@ func (s *Sampler) Take(ctx context.Context, now time.Time) Sample {
 	devs := s.src.Devices()
 	recent, base := s.src.Latency()
 	s.mu.Lock()
-	needTiers := s.tiersAt.IsZero() || now.Sub(s.tiersAt) >= s.slowEvery
+	if s.wanted.Swap(false) || len(s.subs) > 0 {
+		s.wantedAt = now
+	}
+	looked := !s.wantedAt.IsZero() && now.Sub(s.wantedAt) < 2*s.slowEvery
+	needTiers := looked && (s.tiersAt.IsZero() || now.Sub(s.tiersAt) >= s.slowEvery)
 	s.mu.Unlock()
 	var tiers []TierReading
 	var terr error
@@ -198,9 +210,14 @@ func (s *Sampler) Take(ctx context.Context, now time.Time) Sample {
 	return sm
 }
 
+// Want marks the tier report as wanted: the next samples read it (every
+// slowEvery) until nobody has asked for two slowEvery intervals.
+func (s *Sampler) Want() { s.wanted.Store(true) }
+
 // History returns the samples in the ring, oldest first, newer than since
-// (zero: all).
+// (zero: all). It counts as wanting the tier report.
 func (s *Sampler) History(since time.Time) []Sample {
+	s.Want()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Sample
@@ -229,15 +246,35 @@ func (s *Sampler) Latest() (Sample, bool) {
 }
 
 // subscribe returns a channel receiving each new sample; cancel stops it.
+// The channel is closed when the sampler is.
 func (s *Sampler) subscribe() (<-chan Sample, func()) {
 	ch := make(chan Sample, 1)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		close(ch)
+		return ch, func() {}
+	}
 	s.subs[ch] = struct{}{}
-	s.mu.Unlock()
 	return ch, func() {
 		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.subs[ch]; ok {
+			delete(s.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// Close ends every live-update stream (the node is shutting down: open
+// console pages must not hold the HTTP server's graceful shutdown).
+func (s *Sampler) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for ch := range s.subs {
 		delete(s.subs, ch)
-		s.mu.Unlock()
+		close(ch)
 	}
 }
 
@@ -275,6 +312,7 @@ func (c samplerCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c samplerCollector) Collect(ch chan<- prometheus.Metric) {
+	c.s.Want() // a scrape wants fresh hot/cold bytes next time
 	c.s.mu.Lock()
 	tiers := append([]TierReading(nil), c.s.tiers...)
 	c.s.mu.Unlock()

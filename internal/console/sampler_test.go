@@ -39,6 +39,7 @@ func TestSamplerRatesAndUsage(t *testing.T) {
 	}
 	s := NewSampler(src, time.Second, 10*time.Second, 100)
 	t0 := time.Unix(1_800_000_000, 0)
+	s.Want()
 	first := s.Take(context.Background(), t0)
 	if len(first.Tiers) != 2 || first.Tiers[0].Tier != "ssd" || first.Tiers[1].Tier != "hdd" {
 		t.Fatalf("tiers %+v, want ssd then hdd", first.Tiers)
@@ -73,6 +74,7 @@ func TestSamplerRatesAndUsage(t *testing.T) {
 		t.Errorf("tier report read %d times in 3 s, want 1", src.tierCalls)
 	}
 	src.tierErr = errors.New("metadata unavailable")
+	s.Want()
 	sm = s.Take(context.Background(), t0.Add(11*time.Second))
 	if src.tierCalls != 2 || sm.TiersError != "metadata unavailable" || sm.Tiers[1].HotBytes != 7 {
 		t.Errorf("failed tier report: calls %d, sample %+v (want the error and the last good hot bytes)", src.tierCalls, sm)
@@ -119,9 +121,48 @@ func TestSamplerSubscribers(t *testing.T) {
 	}
 	cancel()
 	s.Take(context.Background(), t0.Add(2*time.Second))
-	select {
-	case got := <-ch:
+	if got, ok := <-ch; ok {
 		t.Errorf("a cancelled subscriber got %v", got.Time)
-	default:
+	}
+	// Close (node shutdown) ends every stream, and later ones at once.
+	ch2, cancel2 := s.subscribe()
+	s.Close()
+	if _, ok := <-ch2; ok {
+		t.Error("a stream outlived Close")
+	}
+	cancel2()
+	if _, ok := <-func() <-chan Sample { c, _ := s.subscribe(); return c }(); ok {
+		t.Error("a stream opened after Close")
+	}
+}
+
+// TestSamplerReadsTierReportOnlyWhenWatched: the tier report scans
+// metadata, so nobody looking means no scan.
+func TestSamplerReadsTierReportOnlyWhenWatched(t *testing.T) {
+	src := &countingSource{tiers: []TierReading{{Tier: "hdd", HotBytes: 1}}}
+	s := NewSampler(src, time.Second, 5*time.Second, 100)
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(sec int) { s.Take(context.Background(), t0.Add(time.Duration(sec)*time.Second)) }
+	for i := range 20 {
+		at(i)
+	}
+	if src.tierCalls != 0 {
+		t.Fatalf("tier report read %d times with nobody looking", src.tierCalls)
+	}
+	s.History(time.Time{}) // a console page
+	for i := 20; i < 40; i++ {
+		at(i)
+	}
+	// Read at 20 and 25; the want lapses after two slow intervals.
+	if src.tierCalls != 2 {
+		t.Errorf("after one look: %d tier reads, want 2", src.tierCalls)
+	}
+	_, cancel := s.subscribe() // an open page keeps it wanted
+	for i := 40; i < 60; i++ {
+		at(i)
+	}
+	cancel()
+	if src.tierCalls != 6 {
+		t.Errorf("with a page open for 20 s: %d tier reads in all, want 6", src.tierCalls)
 	}
 }

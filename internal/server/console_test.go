@@ -184,6 +184,7 @@ func TestConsoleMetricsAndJobs(t *testing.T) {
 	if _, err := n.Layer.Put(ctx, "bkt", "k", strings.NewReader("hello console"), object.PutOptions{Size: 13}); err != nil {
 		t.Fatal(err)
 	}
+	n.sampler.Want() // as a console page or a scrape does
 	sm := n.sampler.Take(ctx, time.Now())
 	var tiers []string
 	for _, ts := range sm.Tiers {

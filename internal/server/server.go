@@ -243,6 +243,7 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 		ln = tls.NewListener(ln, tc)
 	}
 	n.admin = &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	n.admin.RegisterOnShutdown(n.sampler.Close) // ends the console's live-update streams
 	errc := make(chan error, 2)
 	go func() {
 		if err := n.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
