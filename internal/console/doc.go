@@ -26,9 +26,11 @@
 //     (policies, users) appear without console changes.
 //   - The Sampler: a bounded in-memory ring of per-tier samples (usage,
 //     hot/cold bytes, read/write throughput, client latency) that the
-//     charts draw; Prometheus keeps the long history. Its Collector
-//     exports the last tier report's hot and cold bytes so scrapes never
-//     scan metadata.
+//     charts draw; Prometheus keeps the long history. The tier report
+//     (a metadata scan, for hot and cold bytes) is read at most every
+//     slow interval and only while someone looks: a page open, or
+//     Prometheus collecting. Its Collector exports the last report's hot
+//     and cold bytes, so a scrape never scans metadata itself.
 //   - The page itself (static/): plain JavaScript without a build step;
 //     it builds the DOM with textContent only, so object names cannot
 //     inject markup, and a Content-Security-Policy allows nothing from
