@@ -10,7 +10,7 @@ PKGS    ?= ./...
 # staticcheck is pinned and fetched through the Go module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test unit smoke conformance vet fuzz bench clean
+.PHONY: all build run test unit smoke conformance vet fuzz bench screenshots clean
 
 all: build
 
@@ -45,6 +45,11 @@ fuzz:
 
 bench:
 	scripts/bench.sh
+
+# Screenshots of the web console for docs/operations.md, taken by the
+# browser tests (headless Chromium) against a real node.
+screenshots:
+	TERRACE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestConsole ./test/console
 
 clean:
 	rm -rf bin

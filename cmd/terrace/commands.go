@@ -110,7 +110,10 @@ decision on the current state and list the moves it would make. Nothing moves.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, prefix, _ := strings.Cut(strings.TrimPrefix(args[0], "s3://"), "/")
 			var rec curator.JobRecord
-			if err := g.client().callJSON("POST", "/v1/tier/recall", url.Values{"bucket": {b}, "prefix": {prefix}}, &rec); err != nil {
+			c := g.client()
+			if err := watchJobs(c, newProgress("recall "+args[0], g.json), "recall", func() error {
+				return c.callJSON("POST", "/v1/tier/recall", url.Values{"bucket": {b}, "prefix": {prefix}}, &rec)
+			}); err != nil {
 				return err
 			}
 			if g.json {
@@ -196,7 +199,12 @@ wins and the move is dropped.`,
 				q.Set("wait", "1")
 			}
 			var res map[string]string
-			if err := g.client().callJSON("POST", "/v1/object/set-replication", q, &res); err != nil {
+			c := g.client()
+			call := func() error { return c.callJSON("POST", "/v1/object/set-replication", q, &res) }
+			if wait {
+				call = spinWhile(c, newProgress("set-replication "+args[0], g.json), b, k, args[1], call)
+			}
+			if err := call(); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: vector %s %s\n", b, k, res["vector"], res["status"])

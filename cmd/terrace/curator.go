@@ -102,7 +102,10 @@ compare-and-swap against the metadata version it was computed from.`,
 			}
 			q.Set("wait", "1")
 			var r curator.JobRecord
-			if err := g.client().callJSON("POST", "/v1/curator/run", q, &r); err != nil {
+			c := g.client()
+			if err := watchJobs(c, newProgress(args[0]+" scan", g.json), args[0], func() error {
+				return c.callJSON("POST", "/v1/curator/run", q, &r)
+			}); err != nil {
 				return err
 			}
 			if g.json {
@@ -112,7 +115,7 @@ compare-and-swap against the metadata version it was computed from.`,
 			return nil
 		},
 	}
-	run.Flags().BoolVar(&wait, "wait", false, "wait for the job and print its record")
+	run.Flags().BoolVar(&wait, "wait", false, "wait for the job and print its record (a progress bar on stderr meanwhile)")
 	cmd.AddCommand(run)
 	return cmd
 }

@@ -91,7 +91,7 @@ Ports: node i (from 0) uses base+10i: +0 S3, +1 admin, +2 replica RPC,
 
 func newNodeCmd(g *globalFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "node", Short: "Manage cluster nodes"}
-	var off bool
+	var off, wait bool
 	drain := &cobra.Command{
 		Use:   "drain NODE",
 		Short: "Start evacuating a node: its devices take no new replicas and the Curator moves its replicas away",
@@ -101,18 +101,25 @@ func newNodeCmd(g *globalFlags) *cobra.Command {
 			if off {
 				q.Set("off", "1")
 			}
-			if err := g.client().callJSON("POST", "/v1/nodes/"+url.PathEscape(args[0])+"/drain", q, nil); err != nil {
+			c := g.client()
+			if err := c.callJSON("POST", "/v1/nodes/"+url.PathEscape(args[0])+"/drain", q, nil); err != nil {
 				return err
 			}
 			state := "draining"
 			if off {
 				state = "no longer draining"
+			} else if wait {
+				if err := waitDrained(cmd.Context(), c, newProgress("drain "+args[0], g.json), args[0]); err != nil {
+					return err
+				}
+				state = "drained: it holds no replicas"
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %s is %s; 'terrace status' shows progress\n", args[0], state)
 			return nil
 		},
 	}
 	drain.Flags().BoolVar(&off, "off", false, "stop draining")
+	drain.Flags().BoolVar(&wait, "wait", false, "wait until the node holds no replicas (a progress bar on stderr meanwhile)")
 	cmd.AddCommand(drain)
 	return cmd
 }

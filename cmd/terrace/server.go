@@ -141,11 +141,12 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 			fmt.Fprintf(cmd.OutOrStdout(), `Terrace node %s is up.
   S3 endpoint:  %s://%s   (access key %q, secret key %q)
   Admin API:    %s://%s   (signed with the same keys)
+  Console:      %s   (log in with the same keys)
   Data dir:     %s
   Try:  export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s
         aws --endpoint-url %s://%s%s s3 ls
         terrace tier report
-`, cfg.NodeID, scheme, cfg.S3Address, cfg.RootUser, cfg.RootPassword, scheme, cfg.AdminAddress, cfg.DataDir,
+`, cfg.NodeID, scheme, cfg.S3Address, cfg.RootUser, cfg.RootPassword, scheme, cfg.AdminAddress, node.ConsoleURL(), cfg.DataDir,
 				cfg.RootUser, cfg.RootPassword, scheme, cfg.S3Address, caHint)
 			err = node.Serve(ctx, s3Starter)
 			log.Info("shutting down")

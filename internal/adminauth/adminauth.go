@@ -164,6 +164,13 @@ func PrincipalOf(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
+// WithPrincipal marks ctx as authenticated as p, for requests that were
+// authenticated by other means than a signature (the web console's
+// session cookie, which is itself derived from an admin's secret).
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
 // Wrap returns h behind the verifier.
 func (v *Verifier) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

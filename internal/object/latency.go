@@ -3,6 +3,8 @@ package object
 import (
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // latencyTracker follows foreground (client) operation latency so that
@@ -19,9 +21,25 @@ type latencyTracker struct {
 	minutes [10]float64
 	counts  [10]int
 	slot    int64 // minute index of minutes[slot%10]
+
+	histOnce sync.Once
+	hist     prometheus.Histogram // every observation, for Prometheus
+}
+
+// histogram is the distribution of client operation latencies
+// (terrace_object_client_op_seconds), created on first use so that a
+// zero latencyTracker works.
+func (t *latencyTracker) histogram() prometheus.Histogram {
+	t.histOnce.Do(func() {
+		t.hist = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "terrace", Subsystem: "object",
+			Name: "client_op_seconds", Help: "Latency of client object writes and read opens (the foreground latency the Curator protects).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	})
+	return t.hist
 }
 
 func (t *latencyTracker) observe(now time.Time, d time.Duration) {
+	t.histogram().Observe(d.Seconds())
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ns := float64(d)
@@ -57,3 +75,6 @@ func (t *latencyTracker) get() (recent, baseline time.Duration) {
 // ForegroundLatency returns the recent latency of client writes and read
 // opens and its quiet baseline (0 until enough operations were seen).
 func (l *Layer) ForegroundLatency() (recent, baseline time.Duration) { return l.lat.get() }
+
+// LatencyCollector is the histogram of client operation latencies.
+func (l *Layer) LatencyCollector() prometheus.Collector { return l.lat.histogram() }

@@ -55,6 +55,8 @@ import (
 //	POST   /v1/sse/rewrap                      re-seal with the active master key (rewrap.go)
 //	GET    /v1/lifecycle/report, POST /v1/lifecycle/run  S3 lifecycle rules (lifecycle.go)
 //	...    /v1/policies..., /v1/object/exec    policies and object classes (policy.go)
+//	GET    /v1/curator/jobs[?n=N], /v1/curator/jobs/ID   job progress and tasks (console.go)
+//	       /console/                           the web console: its own login and session cookie (console.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.Reg, promhttp.HandlerOpts{}))
@@ -91,9 +93,10 @@ func (n *Node) AdminHandler() http.Handler {
 	n.planRoutes(mux)                                 // plan.go
 	n.policyRoutes(mux)                               // policy.go
 	n.mountLog(mux)                                   // zlog.go
+	n.jobRoutes(mux)                                  // console.go
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
-	return v.Wrap(mux)
+	return n.withConsole(mux, v.Wrap(mux))
 }
 
 // APIError is the admin API's error body.

@@ -65,6 +65,10 @@ type Config struct {
 	ProbeBytes    int64         `yaml:"probe_bytes"`
 	StatsInterval time.Duration `yaml:"stats_interval"`
 	LogLevel      string        `yaml:"log_level"`
+	// ConsoleSampleEvery and ConsoleSamples size the web console's metric
+	// history ring (default every 5s, 720 samples: an hour).
+	ConsoleSampleEvery time.Duration `yaml:"console_sample_every"`
+	ConsoleSamples     int           `yaml:"console_samples"`
 
 	// Curator schedules and thresholds (zero: the paper's defaults).
 	Curator CuratorConfig `yaml:"curator"`

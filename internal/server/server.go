@@ -19,6 +19,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/adminauth"
 	"github.com/terrace-storage/terrace/internal/cluster"
+	"github.com/terrace-storage/terrace/internal/console"
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
@@ -67,7 +68,8 @@ type Node struct {
 	peerOnce   sync.Once
 	peerClient *http.Client
 	peerScheme string
-	logs       *logParts // shared log (zlog.go)
+	logs       *logParts        // shared log (zlog.go)
+	sampler    *console.Sampler // the web console's metric history
 }
 
 // AddAdminKeyring lets more keys sign admin API requests (call before
@@ -195,6 +197,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	n.Reg.MustRegister(newDeviceCollector(n))
 	n.openCurator(pol, topo)
 	n.openLifecycle()
+	n.openConsole()
 	return n, nil
 }
 
@@ -281,13 +284,14 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 		ln = tls.NewListener(ln, tc)
 	}
 	n.admin = &http.Server{Handler: n.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	n.admin.RegisterOnShutdown(n.sampler.Close) // ends the console's live-update streams
 	errc := make(chan error, 2)
 	go func() {
 		if err := n.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("server: admin: %w", err)
 		}
 	}()
-	n.Log.Info("admin API listening", "address", ln.Addr().String())
+	n.Log.Info("admin API listening", "address", ln.Addr().String(), "console", n.ConsoleURL())
 	bg, stop := context.WithCancel(ctx)
 	n.bgStop = stop
 	defer stop()
@@ -300,6 +304,7 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 	if !n.Config.Lifecycle.Disabled {
 		go n.Lifecycle.Run(bg)
 	}
+	go n.sampler.Run(bg)
 	if startS3 != nil {
 		go func() {
 			if err := startS3(ctx, n); err != nil && ctx.Err() == nil {
