@@ -250,8 +250,7 @@ func (b *batch) fits(p *pendingCommit, maxOps, maxBytes int) bool {
 		return false
 	}
 	for _, op := range p.t.Ops {
-		k := string(op.Key)
-		if b.writes[k] || b.compares[k] {
+		if b.writes[string(op.Key)] || b.compares[string(op.Key)] {
 			return false
 		}
 	}

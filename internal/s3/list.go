@@ -12,9 +12,6 @@ import (
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
-// nullVersion is the version ID of every object of an unversioned bucket.
-const nullVersion = "null"
-
 // listPage lists one page after the given key. maxKeys 0 answers an empty,
 // complete page (S3); the layer caps pages at 1000 keys.
 // listOwner says whose name listings report as an object's owner (nil:
