@@ -27,6 +27,7 @@ func cli(t *testing.T, n *devcluster.Node, args ...string) (string, string, erro
 	ctx, cancel := ctxT(60 * time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, terraceBin, append(args, "--endpoint", "http://"+n.Admin)...)
+	cmd.Env = append(cmd.Environ(), "TERRACE_ACCESS_KEY="+devcluster.AccessKey, "TERRACE_SECRET_KEY="+devcluster.SecretKey)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

@@ -99,7 +99,11 @@ func (l *Log) refresh(ctx context.Context, minEpoch uint64) (*state, error) {
 	l.c.learn(info.Addresses)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.st == nil || st.lay.Epoch > l.st.lay.Epoch || (st.lay.Epoch == l.st.lay.Epoch && (st.host != l.st.host || st.rec.TrimBefore != l.st.rec.TrimBefore)) || len(st.lay.Segments) != len(l.st.lay.Segments) {
+	// Within an epoch the trim point only grows: a view with a lower one
+	// is stale (a node's watch not caught up) and must not undo a trim
+	// this client has seen committed.
+	if l.st == nil || st.lay.Epoch > l.st.lay.Epoch || (st.lay.Epoch == l.st.lay.Epoch && (st.rec.TrimBefore > l.st.rec.TrimBefore ||
+		st.rec.TrimBefore == l.st.rec.TrimBefore && (st.host != l.st.host || len(st.lay.Segments) != len(l.st.lay.Segments)))) {
 		l.st = st
 		if l.lease != nil && l.lease.epoch < st.lay.Epoch {
 			// Positions of an older epoch: recovery settled them.
@@ -457,14 +461,28 @@ func (l *Log) fillOrTrim(ctx context.Context, pos uint64, kind zlogpb.Kind) (Ent
 // TrimPrefix trims every position below before (recorded in the
 // metadata; nodes reclaim the space).
 func (l *Log) TrimPrefix(ctx context.Context, before uint64) error {
+	var info *zlogpb.LogInfo
 	err := l.c.anyNode(ctx, "", func(cl zlogpb.LogClient) error {
-		_, err := cl.TrimLog(ctx, &zlogpb.TrimLogRequest{Name: l.name, Before: before})
+		var err error
+		info, err = cl.TrimLog(ctx, &zlogpb.TrimLogRequest{Name: l.name, Before: before})
 		return err
 	})
-	if err == nil {
-		_, _ = l.refresh(ctx, 0)
+	if err != nil {
+		return err
 	}
-	return err
+	// Adopt the committed record at once: a refresh may be answered from
+	// a node's watch-fed view that has not seen the trim yet, and a read
+	// right after TrimPrefix must already report the prefix trimmed.
+	rec, lay := RecordFromProto(info.Record), LayoutFromProto(info.Layout)
+	l.mu.Lock()
+	if l.st != nil && lay.Epoch == l.st.lay.Epoch && rec.TrimBefore > l.st.rec.TrimBefore {
+		st := *l.st
+		st.rec, st.lay = rec, lay
+		l.st = &st
+	}
+	l.mu.Unlock()
+	_, _ = l.refresh(ctx, 0)
+	return nil
 }
 
 // seqCall runs f against the sequencer host, following host changes.
