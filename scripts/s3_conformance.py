@@ -470,8 +470,69 @@ check("lifecycle-invalid-class", lambda: root.put_bucket_lifecycle_configuration
     "Rules": [{"ID": "x", "Status": "Enabled", "Filter": {"Prefix": ""},
                "Transitions": [{"Days": 1, "StorageClass": "DEEP_ARCHIVE"}]}]}))
 
+# ---------------------------------------------------------------- versioning
+VB = bucket("conf-versions")
+root.create_bucket(Bucket=VB)
+
+
+def versioning_enable():
+    assert root.get_bucket_versioning(Bucket=VB).get("Status") is None, "new bucket reports a versioning status"
+    root.put_bucket_versioning(Bucket=VB, VersioningConfiguration={"Status": "Enabled"})
+    got = root.get_bucket_versioning(Bucket=VB).get("Status")
+    assert got == "Enabled", got
+
+
+def versioning_versions():
+    v1 = root.put_object(Bucket=VB, Key="doc", Body=b"one")["VersionId"]
+    v2 = root.put_object(Bucket=VB, Key="doc", Body=b"two")["VersionId"]
+    assert v1 and v2 and v1 != v2, (v1, v2)
+    assert root.get_object(Bucket=VB, Key="doc")["Body"].read() == b"two", "latest"
+    assert root.get_object(Bucket=VB, Key="doc", VersionId=v1)["Body"].read() == b"one", "by version"
+    vs = root.list_object_versions(Bucket=VB, Prefix="doc")["Versions"]
+    assert [v["VersionId"] for v in vs] == [v2, v1], vs
+    assert [v["IsLatest"] for v in vs] == [True, False], vs
+
+
+def versioning_delete_marker():
+    r = root.delete_object(Bucket=VB, Key="doc")
+    assert r.get("DeleteMarker") is True and r.get("VersionId"), r
+    try:
+        root.get_object(Bucket=VB, Key="doc")
+        raise AssertionError("GET after delete marker succeeded")
+    except botocore.exceptions.ClientError as e:
+        assert e.response["Error"]["Code"] == "NoSuchKey", e.response["Error"]
+    listing = root.list_object_versions(Bucket=VB, Prefix="doc")
+    markers = listing.get("DeleteMarkers", [])
+    assert len(markers) == 1 and markers[0]["IsLatest"], listing
+    # Removing the marker brings the object back.
+    root.delete_object(Bucket=VB, Key="doc", VersionId=markers[0]["VersionId"])
+    assert root.get_object(Bucket=VB, Key="doc")["Body"].read() == b"two", "restored"
+
+
+def versioning_delete_version():
+    vs = root.list_object_versions(Bucket=VB, Prefix="doc")["Versions"]
+    root.delete_object(Bucket=VB, Key="doc", VersionId=vs[0]["VersionId"])
+    assert root.get_object(Bucket=VB, Key="doc")["Body"].read() == b"one", "previous version is latest"
+
+
+def versioning_suspend():
+    root.put_bucket_versioning(Bucket=VB, VersioningConfiguration={"Status": "Suspended"})
+    assert root.get_bucket_versioning(Bucket=VB).get("Status") == "Suspended"
+    r = root.put_object(Bucket=VB, Key="doc", Body=b"three")
+    assert r.get("VersionId") in (None, "null"), r
+    ids = [v["VersionId"] for v in root.list_object_versions(Bucket=VB, Prefix="doc")["Versions"]]
+    assert "null" in ids and len(ids) == 2, ids
+
+
+check("versioning-enable", versioning_enable)
+check("versioning-versions", versioning_versions)
+check("versioning-delete-marker", versioning_delete_marker)
+check("versioning-delete-version", versioning_delete_version)
+check("versioning-suspend", versioning_suspend)
+check("versioning-bad-status", lambda: root.put_bucket_versioning(Bucket=VB, VersioningConfiguration={"Status": "Sometimes"}))
+check("versioning-other-user", lambda: alice.get_object(Bucket=VB, Key="doc"))
+
 # ---------------------------------------------------------------- unsupported (the exact answer is the contract)
-check("versioning-enable", lambda: root.put_bucket_versioning(Bucket=B, VersioningConfiguration={"Status": "Enabled"}))
 check("object-lock-bucket", lambda: root.create_bucket(Bucket=bucket("conf-lock"), ObjectLockEnabledForBucket=True))
 check("object-lock-configuration", lambda: root.put_object_lock_configuration(
     Bucket=B, ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"}))

@@ -41,7 +41,8 @@ same on a changed copy of the cluster: a failed device or node, a new node,
 a drained node, or a changed rule. 'plan apply' runs the plan as a job
 (copy, verify, switch, delete — through the actuator, checkpointed so a new
 Curator master finishes it). Rules are configuration (YAML 'planner:
-rules:'); docs/planner.md explains each.`,
+rules:'); live Lua rule policies join every plan as lua.NAME ('terrace
+policy put NAME FILE.lua'); docs/planner.md explains each.`,
 		Example: `  terrace plan
   terrace plan --what-if fail:n2/hdd0
   terrace plan --what-if add:n4 --what-if "rule:load_balanced spread=0.1"
@@ -197,6 +198,9 @@ func printPlan(w io.Writer, p curator.PlanResult) {
 	}
 	for _, u := range p.Unresolved {
 		fmt.Fprintf(w, "UNRESOLVED: %s\n", u)
+	}
+	for _, e := range p.RuleErrors {
+		fmt.Fprintf(w, "RULE ERROR: %s\n", e)
 	}
 	if len(p.Stranded) > 0 {
 		fmt.Fprintf(w, "STRANDED (no readable replica): %s\n", strings.Join(p.Stranded, " "))

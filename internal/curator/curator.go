@@ -58,6 +58,10 @@ type Options struct {
 	// PlannerRules are the planner's rules, one per line (terrace plan;
 	// default DefaultPlannerRules).
 	PlannerRules string
+	// PlannerRuleSource, when set, adds rules from outside the
+	// configuration (the live Lua rule policies) to every plan, bound to
+	// the snapshot the plan's model is built from.
+	PlannerRuleSource func(*model.Snapshot) RuleSource
 	// Scrub enables checksum verification of every replica on full scans.
 	Scrub bool
 	// SealIdleBeforeScan seals open egroups idle this long before each

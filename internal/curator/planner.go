@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -67,10 +68,12 @@ type PlanResult struct {
 	CostAfter  string      `json:"cost_after"`
 	PerRule    []RuleDelta `json:"rules_cost"`
 	Unresolved []string    `json:"unresolved,omitempty"`
-	Stranded   []string    `json:"stranded,omitempty"`
-	Egroups    int         `json:"egroups"`
-	Devices    int         `json:"devices"`
-	Took       string      `json:"took"`
+	// RuleErrors reports Lua rule evaluations that failed (counted as 0).
+	RuleErrors []string `json:"rule_errors,omitempty"`
+	Stranded   []string `json:"stranded,omitempty"`
+	Egroups    int      `json:"egroups"`
+	Devices    int      `json:"devices"`
+	Took       string   `json:"took"`
 }
 
 // PlanMove is one move as operators see it.
@@ -104,15 +107,20 @@ func (c *Curator) Plan(ctx context.Context, rules string, whatIfs []WhatIf) (*Pl
 			extra = append(extra, w.Target)
 		}
 	}
-	rs, err := buildRuleSet(rules, extra)
-	if err != nil {
-		return nil, err
-	}
 	res, err := c.scan(ctx, true)
 	if err != nil {
 		return nil, fmt.Errorf("curator: scan: %w", err)
 	}
-	m, revs := c.plannerModel(res)
+	snap := c.snapshotFor()
+	var src RuleSource
+	if c.opts.PlannerRuleSource != nil {
+		src = c.opts.PlannerRuleSource(snap)
+	}
+	rs, lines, err := buildRuleSet(rules, extra, src)
+	if err != nil {
+		return nil, err
+	}
+	m, revs := c.plannerModel(res, snap)
 	for _, w := range whatIfs {
 		if err := applyWhatIf(m, w); err != nil {
 			return nil, err
@@ -125,7 +133,7 @@ func (c *Curator) Plan(ctx context.Context, rules string, whatIfs []WhatIf) (*Pl
 	if err != nil {
 		return nil, err
 	}
-	out := &PlanResult{Seed: seed, Rules: rules + joinLines(extra), CostBefore: p.Initial.String(), CostAfter: p.Final.String(),
+	out := &PlanResult{Seed: seed, Rules: lines, CostBefore: p.Initial.String(), CostAfter: p.Final.String(),
 		Egroups: len(m.Egroups), Devices: len(m.Devices)}
 	for _, mv := range p.Moves {
 		out.Moves = append(out.Moves, PlanMove{Egroup: fmt.Sprintf("%016x", mv.Egroup), From: string(mv.From), To: string(mv.To),
@@ -140,21 +148,35 @@ func (c *Curator) Plan(ctx context.Context, rules string, whatIfs []WhatIf) (*Pl
 	for _, id := range p.Stranded {
 		out.Stranded = append(out.Stranded, fmt.Sprintf("%016x", id))
 	}
+	if src != nil {
+		out.RuleErrors = src.Errors()
+	}
 	out.Tasks = planTasks(m, p, revs)
 	out.Took = time.Since(start).Round(time.Millisecond).String()
 	return out, nil
 }
 
-func joinLines(extra []string) string {
-	if len(extra) == 0 {
-		return ""
-	}
-	return "\n" + strings.Join(extra, "\n")
+// RuleSource supplies rules defined outside the configuration: the live
+// Lua rule policies, bound to one version each for the whole plan. Every
+// rule it names joins each plan (weight 1) unless the rule set names it,
+// e.g. "lua.spread weight=3" (weight=0 keeps only its hard constraints).
+type RuleSource interface {
+	// Specs are the rules' specs for parsing.
+	Specs() []plan.RuleSpec
+	// Names are the rule-set names of every live rule.
+	Names() []string
+	// Errors describes failed evaluations once the plan is done.
+	Errors() []string
 }
 
+// luaRulePrefix starts the names of Lua rule policies in rule sets; the
+// configuration may name them before they are put (checked at plan time).
+const luaRulePrefix = "lua."
+
 // buildRuleSet parses the rule lines; extra lines replace a configured
-// rule of the same name or add one.
-func buildRuleSet(rules string, extra []string) (*plan.RuleSet, error) {
+// rule of the same name or add one; src's rules join unless named. It
+// returns the rule set and its lines.
+func buildRuleSet(rules string, extra []string, src RuleSource) (*plan.RuleSet, string, error) {
 	lines := map[string]string{}
 	var order []string
 	for _, l := range append(strings.Split(rules, "\n"), extra...) {
@@ -168,20 +190,46 @@ func buildRuleSet(rules string, extra []string) (*plan.RuleSet, error) {
 		}
 		lines[name] = l
 	}
+	var specs []plan.RuleSpec
+	if src != nil {
+		specs = src.Specs()
+		for _, n := range src.Names() {
+			if _, ok := lines[n]; !ok {
+				order = append(order, n)
+				lines[n] = n
+			}
+		}
+	}
 	var b strings.Builder
 	for _, n := range order {
 		b.WriteString(lines[n] + "\n")
 	}
-	rs, err := plan.ParseRuleSet(b.String())
+	rs, err := plan.ParseRuleSetWith(b.String(), specs)
 	if err != nil {
-		return nil, fmt.Errorf("curator: planner rules: %w", err)
+		if src != nil {
+			for _, n := range order {
+				if strings.HasPrefix(n, luaRulePrefix) && !slices.Contains(src.Names(), n) {
+					return nil, "", fmt.Errorf("curator: planner rules: %s names the rule policy %q, which is not live (terrace policy ls): %w",
+						n, strings.TrimPrefix(n, luaRulePrefix), err)
+				}
+			}
+		}
+		return nil, "", fmt.Errorf("curator: planner rules: %w", err)
 	}
-	return rs, nil
+	return rs, strings.TrimSpace(b.String()), nil
 }
 
-// ValidateRules checks a rule set at start-up.
+// ValidateRules checks a rule set at start-up. Lines naming Lua rule
+// policies ("lua.NAME ...") are checked when a plan runs: the policy may
+// be put after the node starts.
 func ValidateRules(rules string) error {
-	_, err := buildRuleSet(rules, nil)
+	var kept []string
+	for _, l := range strings.Split(rules, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")), luaRulePrefix) {
+			kept = append(kept, l)
+		}
+	}
+	_, _, err := buildRuleSet(strings.Join(kept, "\n"), nil, nil)
 	return err
 }
 
@@ -189,8 +237,7 @@ func ValidateRules(rules string) error {
 // of the cluster view (long-down nodes' devices failed), every sealed
 // egroup with its good replicas, size, bucket and read load. It returns
 // each egroup's record revision for the tasks.
-func (c *Curator) plannerModel(res *scanResult) (*plan.Model, map[uint64]int64) {
-	snap := c.snapshotFor()
+func (c *Curator) plannerModel(res *scanResult, snap *model.Snapshot) (*plan.Model, map[uint64]int64) {
 	m := &plan.Model{Devices: plan.FromSnapshot(snap)}
 	window := c.opts.Tier.HotWindow.Seconds()
 	if window <= 0 {

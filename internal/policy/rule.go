@@ -51,6 +51,13 @@ type RuleView struct {
 	Egroup   *decide.Egroup
 	Replicas []model.Replica
 	Device   *model.Device
+
+	// cluster, when set, is the precomputed cluster summary (the planner
+	// adapter computes it once per plan, not once per evaluation);
+	// devices, when set, parallels Replicas with the devices' current
+	// state (the planner's, after the moves so far).
+	cluster map[string]any
+	devices []model.Device
 }
 
 // RuleHint is a domain hint a rule gives the solver (Mirador §3.3):
@@ -174,7 +181,10 @@ func ruleView(v *Version, rv RuleView) map[string]any {
 	if v.params != nil {
 		out["params"] = v.params
 	}
-	if rv.Snapshot != nil {
+	switch {
+	case rv.cluster != nil:
+		out["cluster"] = rv.cluster
+	case rv.Snapshot != nil:
 		out["cluster"] = clusterSummary(rv.Snapshot)
 	}
 	if rv.Device != nil {
@@ -185,8 +195,10 @@ func ruleView(v *Version, rv RuleView) map[string]any {
 	}
 	if rv.Replicas != nil {
 		reps := make([]any, 0, len(rv.Replicas))
-		for _, r := range rv.Replicas {
-			if rv.Snapshot != nil {
+		for i, r := range rv.Replicas {
+			if len(rv.devices) == len(rv.Replicas) {
+				reps = append(reps, deviceReplicaView(rv.devices[i]))
+			} else if rv.Snapshot != nil {
 				reps = append(reps, replicaView(rv.Snapshot, r))
 			} else {
 				reps = append(reps, map[string]any{"device": string(r.Device), "node": string(r.Node), "tier": string(r.Tier)})

@@ -156,12 +156,14 @@ func egroupView(eg decide.Egroup) map[string]any {
 
 // replicaView describes a candidate replica with its device's state.
 func replicaView(s *model.Snapshot, r model.Replica) map[string]any {
-	v := map[string]any{"device": string(r.Device), "node": string(r.Node), "tier": string(r.Tier)}
 	if d, ok := s.Device(r.Device); ok {
-		v["rack"] = d.Rack
-		v["usage"] = d.Usage()
-		v["queue"] = d.QueueLen
-		v["state"] = d.State.String()
+		return deviceReplicaView(d)
 	}
-	return v
+	return map[string]any{"device": string(r.Device), "node": string(r.Node), "tier": string(r.Tier)}
+}
+
+// deviceReplicaView describes a replica on device d.
+func deviceReplicaView(d model.Device) map[string]any {
+	return map[string]any{"device": string(d.ID), "node": string(d.Node), "tier": string(d.Tier),
+		"rack": d.Rack, "usage": d.Usage(), "queue": d.QueueLen, "state": d.State.String()}
 }

@@ -275,6 +275,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	if c.NetMBps < 0 {
 		return nil, fmt.Errorf("server: net_mbps %v must be positive", c.NetMBps)
 	}
+	if c.Curator.MoveMBps < 0 || c.Curator.MovesPerDevice < 0 || c.Curator.MovesPerLink < 0 {
+		return nil, fmt.Errorf("server: curator: move_mbps, moves_per_device and moves_per_link must not be negative")
+	}
 	if _, err := AdminPublicPaths(c.AdminPublic); err != nil {
 		return nil, err
 	}
@@ -342,7 +345,12 @@ type CuratorConfig struct {
 	NodeDownAfter time.Duration `yaml:"node_down_after"`
 	GarbageGrace  time.Duration `yaml:"garbage_grace"`
 	MoveMBps      float64       `yaml:"move_mbps"`
-	Scrub         *bool         `yaml:"scrub"`
+	// MovesPerDevice and MovesPerLink bound concurrent background moves
+	// reading or writing one device, and between one pair of nodes
+	// (defaults 2 and 4).
+	MovesPerDevice int   `yaml:"moves_per_device"`
+	MovesPerLink   int   `yaml:"moves_per_link"`
+	Scrub          *bool `yaml:"scrub"`
 	// Tiering turns automatic tiering and disk balancing on (default on).
 	Tiering *bool `yaml:"tiering"`
 	// Tier thresholds (fractions, e.g. 0.75); zero means the paper's.

@@ -47,6 +47,7 @@ func (n *Node) withPolicyHooks(o curator.Options) curator.Options {
 	o.Tuner = n.Policies.Tiering()
 	o.Balancer = scanBalancer{n: n}
 	o.Self = model.NodeID(n.Config.NodeID)
+	o.PlannerRuleSource = func(s *model.Snapshot) curator.RuleSource { return n.Policies.PlanRules(s) }
 	return o
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/adminauth"
 	"github.com/terrace-storage/terrace/internal/cluster"
 	"github.com/terrace-storage/terrace/internal/console"
@@ -241,6 +242,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		JobTimeLimit:       cc.JobTimeLimit,
 		FullEvery:          cc.FullEvery,
 		MoveBytesPerSec:    cc.MoveMBps * 1e6,
+		Limits:             actuate.Limits{PerSource: cc.MovesPerDevice, PerDest: cc.MovesPerDevice, PerLink: cc.MovesPerLink},
 		Scrub:              scrub,
 		Logger:             n.Log.With("component", "curator"),
 	}))
