@@ -203,6 +203,14 @@ func (l *Layer) guardedCommit(ctx context.Context, bucket string, bv bucketView,
 	}
 }
 
+// guardMoved reports whether the bucket's guard changed since bv was
+// read (a failed guard compare), so a retry needs a fresh view. An error
+// reading the guard counts as moved: the caller's refresh reports it.
+func (l *Layer) guardMoved(ctx context.Context, bucket string, bv bucketView) bool {
+	it, err := l.kv.Get(ctx, meta.BucketGuardKey(bucket))
+	return err != nil || it.ModRev != bv.guardRev
+}
+
 // UpdateBucket applies fn to the bucket record with compare-and-swap. It
 // leaves the guard alone, so uploads in flight are not disturbed.
 func (l *Layer) UpdateBucket(ctx context.Context, name string, fn func(*meta.Bucket) error) error {

@@ -503,6 +503,9 @@ func (l *Layer) DeleteObject(ctx context.Context, bucket, key, versionID string)
 				return err
 			}
 			if _, err = l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
+				if l.guardMoved(ctx, bucket, bv) {
+					return err // a snapshot or setting changed: guardedCommit refreshes the view
+				}
 				continue // the key changed: decide again
 			}
 			res = r

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -451,5 +453,73 @@ func BenchmarkDeepCloneHead(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestSnapshotsDoNotFailWrites: snapshots taken and dropped as fast as
+// they go change the bucket's guard under writers; no PUT or DELETE may
+// fail for it (a delete used to retry on its stale view until it gave up
+// with "too much contention").
+func TestSnapshotsDoNotFailWrites(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "busy", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var snaps atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name := fmt.Sprint("s", i)
+			if _, err := e.l.CreateSnapshot(ctx, "busy", name); err != nil {
+				t.Errorf("snapshot: %v", err)
+				return
+			}
+			if i >= 3 {
+				if err := e.l.DeleteSnapshot(ctx, "busy", fmt.Sprint("s", i-3)); err != nil {
+					t.Errorf("drop snapshot: %v", err)
+					return
+				}
+			}
+			snaps.Add(1)
+		}
+	}()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 60 {
+				key := fmt.Sprintf("w%d/%d", w, i%5) // every key is written before it is deleted
+				var err error
+				if i%3 == 2 {
+					_, err = e.l.DeleteObject(ctx, "busy", key, "")
+				} else {
+					data := payload(uint64(w*100+i), 2048)
+					_, err = e.l.Put(ctx, "busy", key, bytes.NewReader(data), PutOptions{Size: int64(len(data))})
+				}
+				if err != nil {
+					failed.Add(1)
+					t.Errorf("%s: %v", key, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-done
+	if failed.Load() != 0 {
+		t.Fatalf("%d writes failed", failed.Load())
+	}
+	if snaps.Load() < 5 {
+		t.Fatalf("only %d snapshots during the writes: the test proves nothing", snaps.Load())
 	}
 }
