@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"fmt"
+	"time"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,6 +106,10 @@ func (c *Curator) collectHistory(ctx context.Context, res *scanResult, rec *JobR
 	}
 }
 
+// pinRepairAge: a snapshot or clone pin still unfinished this long after
+// its creation was left by a crash (creation takes two commits).
+const pinRepairAge = time.Minute
+
 // reduceBudget bounds the records one job copies into clones (snapshot
 // tree reduction), so a huge clone is reduced over several jobs.
 const reduceBudget = 20000
@@ -118,6 +123,20 @@ func (c *Curator) reduceClones(ctx context.Context, rec *JobRecord) {
 	if err != nil {
 		rec.addErr(err)
 		return
+	}
+	for _, b := range buckets {
+		if len(b.Snapshots) == 0 {
+			continue
+		}
+		finished, dropped, err := c.layer.RepairPins(ctx, b.Name, pinRepairAge)
+		if err != nil {
+			rec.addErr(fmt.Errorf("repair pins of %s: %w", b.Name, err))
+			continue
+		}
+		if finished+dropped > 0 {
+			rec.Done["repair-pins"] += finished + dropped
+			c.log.Warn("snapshot pins left by an interrupted create repaired", "bucket", b.Name, "finished", finished, "dropped", dropped)
+		}
 	}
 	budget := reduceBudget
 	for _, b := range buckets {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 )
@@ -158,6 +159,62 @@ func (l *Layer) removePin(ctx context.Context, bucket, name string, clonePin boo
 		}
 		return fmt.Errorf("%w: %s of bucket %s", ErrNoSuchSnapshot, name, bucket)
 	})
+}
+
+// RepairPins finishes what a crash cut short in snapshot and clone
+// creation, for pins created more than olderThan ago (younger ones may
+// still be in their creator's hands). A snapshot whose second commit never
+// happened (revision pending) pins everything and would keep every
+// replaced record forever: it gets the bucket record's current revision,
+// which is at or after its first commit — every record replaced since
+// that commit was kept, so the view at that revision is complete. A clone
+// pin whose clone bucket was never created is dropped. It returns how many
+// pins it finished and dropped. The Curator runs it on full scans.
+func (l *Layer) RepairPins(ctx context.Context, bucket string, olderThan time.Duration) (finished, dropped int, err error) {
+	for attempt := 0; attempt < 16; attempt++ {
+		b, rev, err := l.getBucketFresh(ctx, bucket)
+		if err != nil {
+			return 0, 0, err
+		}
+		cutoff := l.opts.Now().Add(-olderThan).UnixNano()
+		finished, dropped = 0, 0
+		kept := b.Snapshots[:0:0]
+		for _, s := range b.Snapshots {
+			if s.Created > cutoff {
+				kept = append(kept, s)
+				continue
+			}
+			if s.Clone != "" {
+				cb, _, err := l.getBucketFresh(ctx, s.Clone)
+				if errors.Is(err, ErrNoSuchBucket) || err == nil && (cb.Parent == nil || cb.Parent.Bucket != bucket || cb.Parent.Snapshot != s.Name) {
+					dropped++
+					continue
+				}
+				if err != nil {
+					return 0, 0, err
+				}
+			}
+			if s.Rev == 0 {
+				s.Rev = rev
+				finished++
+			}
+			kept = append(kept, s)
+		}
+		if finished == 0 && dropped == 0 {
+			return 0, 0, nil
+		}
+		b.Snapshots = kept
+		var t meta.Txn
+		t.If(meta.BucketKey(bucket), rev)
+		t.Put(meta.BucketKey(bucket), meta.Encode(b))
+		_, err = l.kv.Commit(ctx, &t)
+		l.buckets.drop(bucket)
+		if errors.Is(err, meta.ErrConflict) {
+			continue
+		}
+		return finished, dropped, err
+	}
+	return 0, 0, fmt.Errorf("%w: bucket %s", ErrBucketBusy, bucket)
 }
 
 // Clone creates bucket dst that shares every object of src — as of

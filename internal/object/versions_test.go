@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -521,5 +522,54 @@ func TestSnapshotsDoNotFailWrites(t *testing.T) {
 	}
 	if snaps.Load() < 5 {
 		t.Fatalf("only %d snapshots during the writes: the test proves nothing", snaps.Load())
+	}
+}
+
+// TestRepairPins: a snapshot whose creation was cut between its two
+// commits (revision pending) and a clone pin whose clone bucket was never
+// made are what a crash leaves; RepairPins finishes the first as a
+// complete point in time and drops the second, and leaves young pins to
+// their creators.
+func TestRepairPins(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "pins", "", model.Vector{})
+	e.putS("pins", "k", "v1")
+	old := e.l.opts.Now().Add(-time.Hour).UnixNano()
+	// The first commit of CreateSnapshot and of Clone, then the crash.
+	if _, err := e.l.changeBucket(ctx, "pins", func(b *meta.Bucket) error {
+		b.Snapshots = append(b.Snapshots,
+			meta.BucketSnapshot{Name: "cut", Created: old},
+			meta.BucketSnapshot{Name: "clone-ghost", Created: old, Clone: "ghost"},
+			meta.BucketSnapshot{Name: "young", Created: e.l.opts.Now().UnixNano()})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("pins", "k", "v2") // kept for the pending pins
+	finished, dropped, err := e.l.RepairPins(ctx, "pins", time.Minute)
+	if err != nil || finished != 1 || dropped != 1 {
+		t.Fatalf("repair: finished %d dropped %d, %v", finished, dropped, err)
+	}
+	snaps, _ := e.l.Snapshots(ctx, "pins")
+	var names []string
+	for _, s := range snaps {
+		names = append(names, fmt.Sprintf("%s@%v", s.Name, s.Rev != 0))
+	}
+	if got := strings.Join(names, " "); got != "cut@true young@false" {
+		t.Fatalf("pins after repair: %s", got)
+	}
+	// The finished snapshot is a point in time: the bucket record last
+	// changed with the pins' commit, before v2.
+	e.putS("pins", "k", "v3")
+	if got := e.read("pins--snap-cut", "k", ""); got != "v1" {
+		t.Fatalf("repaired snapshot reads %q", got)
+	}
+	if got := e.read("pins", "k", ""); got != "v3" {
+		t.Fatalf("live bucket reads %q", got)
+	}
+	// Nothing left to do: a second repair changes nothing.
+	if f, d, err := e.l.RepairPins(ctx, "pins", time.Minute); err != nil || f+d != 0 {
+		t.Fatalf("second repair: %d %d %v", f, d, err)
 	}
 }
