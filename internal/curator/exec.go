@@ -3,8 +3,8 @@ package curator
 import (
 	"context"
 	"fmt"
-	"time"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
