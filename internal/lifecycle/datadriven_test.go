@@ -19,6 +19,9 @@ import (
 //	                               prints the action, or "none" and when the next one is due
 //	upload key=K initiated=RFC3339 now=RFC3339
 //	                               prints whether the upload is aborted and by which rule
+//	noncurrent key=K since=RFC3339 now=RFC3339 [size=N]
+//	                               a version replaced at since: removed, and by which rule?
+//	marker key=K                   a delete marker left alone: removed, and by which rule?
 //
 // Rewrite expectations with: go test ./internal/lifecycle -run DataDriven -rewrite
 func TestDataDriven(t *testing.T) {
@@ -79,6 +82,22 @@ func TestDataDriven(t *testing.T) {
 					return fmt.Sprintf("expire by %s (due %s)", a.Rule, a.Due.Format(time.RFC3339))
 				}
 				return fmt.Sprintf("transition to %s by %s (due %s)", a.Class, a.Rule, a.Due.Format(time.RFC3339))
+			case "noncurrent":
+				o := Object{Key: args["key"]}
+				if v := args["size"]; v != "" {
+					o.Size, _ = strconv.ParseInt(v, 10, 64)
+				}
+				ok, rule := cfg.DecideNoncurrent(o, ts("since"), ts("now"), day)
+				if !ok {
+					return "keep"
+				}
+				return "remove by " + rule
+			case "marker":
+				ok, rule := cfg.DecideLoneMarker(args["key"])
+				if !ok {
+					return "keep"
+				}
+				return "remove by " + rule
 			case "upload":
 				abort, rule := cfg.DecideUpload(args["key"], ts("initiated"), ts("now"), day)
 				if !abort {

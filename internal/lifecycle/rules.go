@@ -34,8 +34,9 @@ type Rule struct {
 	// AbortDays aborts multipart uploads this many days after they were
 	// started (0: never).
 	AbortDays int `json:"abort_days,omitempty"`
-	// NoncurrentDays is accepted and kept for when versioning exists;
-	// unversioned buckets have no noncurrent versions.
+	// NoncurrentDays removes a version of a versioned bucket this many
+	// days after a newer version replaced it (NoncurrentVersionExpiration;
+	// 0: never). Unversioned buckets have no noncurrent versions.
 	NoncurrentDays int `json:"noncurrent_days,omitempty"`
 }
 
@@ -43,7 +44,8 @@ type Rule struct {
 type Expiration struct {
 	Days int       `json:"days,omitempty"`
 	Date time.Time `json:"date,omitzero"`
-	// DeleteMarker (ExpiredObjectDeleteMarker) is kept for versioning.
+	// DeleteMarker (ExpiredObjectDeleteMarker) removes a delete marker
+	// that is the only version left of its key.
 	DeleteMarker bool `json:"delete_marker,omitempty"`
 }
 
@@ -104,6 +106,9 @@ func (c Config) Validate(classOK func(string) bool) error {
 		if e := r.Expiration; e != nil {
 			if err := checkWhen(name, "Expiration", e.Days, e.Date, e.DeleteMarker); err != nil {
 				return err
+			}
+			if e.DeleteMarker && len(r.Tags) > 0 {
+				return invalid("rule %s: ExpiredObjectDeleteMarker cannot be specified with Tags", name)
 			}
 		}
 		seen := map[string]bool{}
@@ -262,6 +267,36 @@ func (c Config) Decide(o Object, now time.Time, day time.Duration) Action {
 		return Action{}
 	}
 	return best
+}
+
+// DecideNoncurrent reports whether a noncurrent version o, replaced by a
+// newer version at since, is due for removal at now, and by which rule:
+// NoncurrentDays after since, rounded up to a day boundary as for
+// expirations. The rule's filter applies to the version (its key, size
+// and tags).
+func (c Config) DecideNoncurrent(o Object, since, now time.Time, day time.Duration) (bool, string) {
+	for i, r := range c.Rules {
+		if r.NoncurrentDays <= 0 || !r.matches(o) {
+			continue
+		}
+		if !now.Before(dueAfter(since, r.NoncurrentDays, day)) {
+			return true, r.name(i)
+		}
+	}
+	return false, ""
+}
+
+// DecideLoneMarker reports whether a delete marker that is the only
+// version left of key is removed (ExpiredObjectDeleteMarker), and by which
+// rule. Such a marker hides nothing; removing it makes the key simply
+// absent.
+func (c Config) DecideLoneMarker(key string) (bool, string) {
+	for i, r := range c.Rules {
+		if r.Enabled && r.Expiration != nil && r.Expiration.DeleteMarker && strings.HasPrefix(key, r.Prefix) && len(r.Tags) == 0 {
+			return true, r.name(i)
+		}
+	}
+	return false, ""
 }
 
 // DecideUpload reports whether a multipart upload started at initiated

@@ -573,3 +573,37 @@ func TestRepairPins(t *testing.T) {
 		t.Fatalf("second repair: %d %d %v", f, d, err)
 	}
 }
+
+// BenchmarkCreateSnapshot: a snapshot is two commits to the bucket record
+// whatever the bucket holds (10 or 10,000 objects); clones likewise.
+func BenchmarkCreateSnapshot(b *testing.B) {
+	for _, objects := range []int{10, 10000} {
+		e := newEnv(b)
+		ctx := context.Background()
+		e.l.CreateBucket(ctx, "snap", "", model.Vector{})
+		for i := range objects {
+			if _, err := e.l.Put(ctx, "snap", fmt.Sprintf("k%05d", i), strings.NewReader("x"), PutOptions{Size: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("objects=%d/snapshot", objects), func(b *testing.B) {
+			for i := range b.N {
+				if _, err := e.l.CreateSnapshot(ctx, "snap", fmt.Sprint("s", i)); err != nil {
+					b.Fatal(err)
+				}
+				if err := e.l.DeleteSnapshot(ctx, "snap", fmt.Sprint("s", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		clones := 0
+		b.Run(fmt.Sprintf("objects=%d/clone", objects), func(b *testing.B) {
+			for range b.N {
+				clones++
+				if _, err := e.l.Clone(ctx, "snap", "", fmt.Sprint("clone-", clones)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -107,5 +108,19 @@ func TestBucketDefaultVector(t *testing.T) {
 	put(t, c, b, "k", []byte("x"))
 	if loc, err := srv.layer.Locate(ctx, b, "k"); err != nil || loc.Vector != "ssd=2" || loc.Tiers["ssd"] != 2 {
 		t.Fatalf("bucket default: %+v %v", loc, err)
+	}
+}
+
+// TestRefusedUploadGetsTheError: an upload refused before its body is
+// read (an unknown storage class) answers the S3 error, not a connection
+// reset while the client is still writing — every time.
+func TestRefusedUploadGetsTheError(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	data := randBytes(12, 1536<<10) // below the SDK's 100-continue threshold
+	for i := range 20 {
+		_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &b, Key: aws.String("refused-" + strconv.Itoa(i)), Body: bytes.NewReader(data), StorageClass: "NO_SUCH_CLASS"})
+		wantErr(t, "unknown class", err, "InvalidStorageClass", 400)
 	}
 }

@@ -67,7 +67,7 @@ var (
 	errNoLifecycle = s3err.APIError{Code: "NoSuchLifecycleConfiguration", Description: "The lifecycle configuration does not exist",
 		HTTPStatusCode: http.StatusNotFound}
 	errLifecycleNoncurrentTransition = s3err.APIError{Code: "NotImplemented",
-		Description:    "NoncurrentVersionTransition is not supported: Terrace buckets are not versioned.",
+		Description:    "NoncurrentVersionTransition is not supported: noncurrent versions stay on the tier they were written to (NoncurrentVersionExpiration is supported).",
 		HTTPStatusCode: http.StatusNotImplemented}
 )
 

@@ -35,7 +35,7 @@ var (
 		Description: "Access Denied: the bucket's public access block forbids public ACLs and policies", HTTPStatusCode: http.StatusForbidden}
 	// errObjectLockUnsupported answers every object-lock write.
 	errObjectLockUnsupported = s3err.APIError{Code: "NotImplemented",
-		Description:    "Object Lock is not supported: it needs bucket versioning, which Terrace does not implement yet.",
+		Description:    "Object Lock (retention and legal hold) is not supported.",
 		HTTPStatusCode: http.StatusNotImplemented}
 )
 

@@ -75,8 +75,8 @@ func TestObjectLockRefused(t *testing.T) {
 	c := client(t, testSecret)
 	_, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(fmt.Sprintf("t%d-lock", bucketSeq.Add(1))), ObjectLockEnabledForBucket: aws.Bool(true)})
 	wantErr(t, "create with object lock", err, "NotImplemented", 501)
-	if !strings.Contains(err.Error(), "versioning") {
-		t.Fatalf("object lock refusal does not say why: %v", err)
+	if !strings.Contains(err.Error(), "retention and legal hold") {
+		t.Fatalf("object lock refusal does not say what is missing: %v", err)
 	}
 	b := newBucket(t, c)
 	_, err = c.PutObjectLockConfiguration(ctx, &s3.PutObjectLockConfigurationInput{Bucket: &b, ObjectLockConfiguration: &types.ObjectLockConfiguration{

@@ -136,7 +136,7 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 		si.owner = be.ownerOf
 	}
 	env := routeEnv{be: be, root: middlewares.RootUserConfig{Access: cfg.RootUser, Secret: cfg.RootPassword}, iam: iam, region: cfg.Region}
-	opts := []s3api.Option{s3api.WithMiddleware("/", be.publicAccessGate()),
+	opts := []s3api.Option{s3api.WithMiddleware("/", be.drainRefused()), s3api.WithMiddleware("/", be.publicAccessGate()),
 		s3api.WithMiddleware("/", be.spoolChunked()), s3api.WithMiddleware("/", be.aclResponses())}
 	opts = append(opts, env.expectOptions(be.log)...)
 	for _, r := range be.routes(env) {

@@ -64,6 +64,31 @@ func (b *Backend) spoolChunked() fiber.Handler {
 
 var errSpoolTooLarge = errors.New("s3: body exceeds the single-upload limit")
 
+// maxDrainBytes bounds how much of a refused upload's body is read and
+// discarded so the client gets the error instead of a connection reset.
+// Larger bodies are cut off: clients send those with Expect: 100-continue
+// (answered before any byte is sent, see expectOptions), and reading
+// gigabytes only to refuse them would let anyone waste the node's network.
+const maxDrainBytes = 16 << 20
+
+// drainRefused reads what is left of the body of a request answered with
+// an error, up to maxDrainBytes. Without it, a refusal that comes before
+// the body is read (a bad storage class, a denied bucket) closes the
+// connection while the client is still writing, and the client sees
+// "connection reset by peer" instead of the S3 error.
+func (b *Backend) drainRefused() fiber.Handler {
+	return func(ctx fiber.Ctx) error {
+		err := ctx.Next()
+		if err == nil && ctx.Response().StatusCode() < 400 {
+			return nil
+		}
+		if body := ctx.Request().BodyStream(); body != nil {
+			_, _ = io.CopyN(io.Discard, body, maxDrainBytes)
+		}
+		return err
+	}
+}
+
 // spooled is a spooled body: a decrypting reader over an unlinked file.
 type spooled struct {
 	file   *os.File
