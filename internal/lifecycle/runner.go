@@ -110,40 +110,40 @@ func (r *Runner) Run(ctx context.Context) {
 
 // RuleReport counts one rule's work (applied, or pending in a dry run).
 type RuleReport struct {
-	Bucket            string   `json:"bucket"`
-	Rule              string   `json:"rule"`
-	Expire            int      `json:"expire"`
-	ExpireBytes       int64    `json:"expire_bytes"`
-	Transition        int      `json:"transition"`
-	TransitionBytes   int64    `json:"transition_bytes"`
-	AbortUploads      int      `json:"abort_uploads"`
+	Bucket          string `json:"bucket"`
+	Rule            string `json:"rule"`
+	Expire          int    `json:"expire"`
+	ExpireBytes     int64  `json:"expire_bytes"`
+	Transition      int    `json:"transition"`
+	TransitionBytes int64  `json:"transition_bytes"`
+	AbortUploads    int    `json:"abort_uploads"`
 	// NoncurrentExpire counts noncurrent versions removed (or, dry, due);
 	// MarkersRemoved lone delete markers removed.
-	NoncurrentExpire      int   `json:"noncurrent_expire,omitempty"`
-	NoncurrentExpireBytes int64 `json:"noncurrent_expire_bytes,omitempty"`
-	MarkersRemoved        int   `json:"markers_removed,omitempty"`
-	Waiting           int      `json:"waiting"` // objects with an action due later
-	WaitingBytes      int64    `json:"waiting_bytes"`
-	NextDue           string   `json:"next_due,omitempty"`
-	TransitionClasses []string `json:"transition_classes,omitempty"`
+	NoncurrentExpire      int      `json:"noncurrent_expire,omitempty"`
+	NoncurrentExpireBytes int64    `json:"noncurrent_expire_bytes,omitempty"`
+	MarkersRemoved        int      `json:"markers_removed,omitempty"`
+	Waiting               int      `json:"waiting"` // objects with an action due later
+	WaitingBytes          int64    `json:"waiting_bytes"`
+	NextDue               string   `json:"next_due,omitempty"`
+	TransitionClasses     []string `json:"transition_classes,omitempty"`
 }
 
 // RunReport describes a run (or, with DryRun, what a run would do now).
 type RunReport struct {
-	DryRun       bool         `json:"dry_run"`
-	Start        time.Time    `json:"start"`
-	End          time.Time    `json:"end"`
-	Buckets      int          `json:"buckets"`
-	Scanned      int          `json:"scanned"`
-	Expired      int          `json:"expired"`
-	Transitioned int          `json:"transitioned"`
-	Aborted      int          `json:"aborted_uploads"`
+	DryRun       bool      `json:"dry_run"`
+	Start        time.Time `json:"start"`
+	End          time.Time `json:"end"`
+	Buckets      int       `json:"buckets"`
+	Scanned      int       `json:"scanned"`
+	Expired      int       `json:"expired"`
+	Transitioned int       `json:"transitioned"`
+	Aborted      int       `json:"aborted_uploads"`
 	// NoncurrentExpired counts noncurrent versions removed; Markers lone
 	// delete markers removed (versioned buckets).
-	NoncurrentExpired int `json:"noncurrent_expired"`
-	Markers           int `json:"markers_removed"`
-	Skipped      int          `json:"skipped"` // changed since the decision, or failed
-	Rules        []RuleReport `json:"rules"`
+	NoncurrentExpired int          `json:"noncurrent_expired"`
+	Markers           int          `json:"markers_removed"`
+	Skipped           int          `json:"skipped"` // changed since the decision, or failed
+	Rules             []RuleReport `json:"rules"`
 }
 
 // Last returns the last completed run (nil before the first).
