@@ -254,6 +254,16 @@ func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo,
 			return SnapshotInfo{}, fmt.Errorf("%w: %s of bucket %s", ErrNoSuchSnapshot, snap, src)
 		}
 		if _, err := l.changeBucket(ctx, src, func(b *meta.Bucket) error {
+			// The named snapshot must still hold its revision when the
+			// clone's pin takes over, or the Curator may already have
+			// collected what it kept.
+			still := false
+			for _, s := range b.Snapshots {
+				still = still || s.Name == snap && s.Clone == "" && s.Rev == at
+			}
+			if !still {
+				return fmt.Errorf("%w: %s of bucket %s (deleted meanwhile)", ErrNoSuchSnapshot, snap, src)
+			}
 			b.Snapshots = append(b.Snapshots, meta.BucketSnapshot{Name: pinName, Rev: at, Created: l.opts.Now().UnixNano(), Clone: dst})
 			return nil
 		}); err != nil {

@@ -779,7 +779,7 @@ func (l *Layer) listStart(bucket, prefix, key string, includeKey bool) []byte {
 // object). Each removal is compare-and-swap on the record the decision
 // saw. It returns how many records went.
 func (l *Layer) CollectVersions(ctx context.Context, bucket, key string) (int, error) {
-	b, _, err := l.getBucketFresh(ctx, bucket)
+	b, brev, err := l.getBucketFresh(ctx, bucket)
 	if errors.Is(err, ErrNoSuchBucket) {
 		return 0, nil
 	}
@@ -816,6 +816,9 @@ func (l *Layer) CollectVersions(ctx context.Context, bucket, key string) (int, e
 		}
 	}
 	var t meta.Txn
+	// The pins decided what goes: a pin added meanwhile (a clone of an
+	// existing snapshot) must make this fail, not lose its records.
+	t.If(meta.BucketKey(bucket), brev)
 	removed := 0
 	kept := 0
 	for _, s := range spans {
