@@ -23,6 +23,18 @@ type Endpoint struct {
 	// PID, when non-zero, is the local server process whose CPU time and
 	// peak memory are reported.
 	PID int `json:"pid,omitempty"`
+	// MorePIDs are the service's other local processes (the other nodes
+	// of a cluster, "pid=A+B+C"): their CPU is added to PID's, so a
+	// cluster's cost per operation is comparable with one node's.
+	MorePIDs []int `json:"more_pids,omitempty"`
+}
+
+// PIDs returns every local server process of the endpoint.
+func (e Endpoint) PIDs() []int {
+	if e.PID <= 0 {
+		return nil
+	}
+	return append([]int{e.PID}, e.MorePIDs...)
 }
 
 // DefaultRegion is the signing region when none is given.
@@ -88,11 +100,17 @@ func ParseEndpoint(spec string, defaults Endpoint) (Endpoint, error) {
 		case "region":
 			ep.Region = v
 		case "pid":
-			pid, err := strconv.Atoi(v)
-			if err != nil || pid <= 0 {
-				return Endpoint{}, fmt.Errorf("bench: endpoint %q: pid %q must be a positive integer", spec, v)
+			for i, f := range strings.Split(v, "+") {
+				pid, err := strconv.Atoi(f)
+				if err != nil || pid <= 0 {
+					return Endpoint{}, fmt.Errorf("bench: endpoint %q: pid %q must be a positive integer or several joined by + (one per node)", spec, v)
+				}
+				if i == 0 {
+					ep.PID = pid
+				} else {
+					ep.MorePIDs = append(ep.MorePIDs, pid)
+				}
 			}
-			ep.PID = pid
 		default:
 			return Endpoint{}, fmt.Errorf("bench: endpoint %q: unknown field %q (want access, secret, pid or region)", spec, k)
 		}
@@ -138,8 +156,12 @@ func validName(s string) bool {
 // String prints the endpoint in spec syntax with the secret elided.
 func (e Endpoint) String() string {
 	s := e.Name + "=" + e.URL + ",access=" + e.Access + ",secret=…"
-	if e.PID > 0 {
-		s += ",pid=" + strconv.Itoa(e.PID)
+	for i, pid := range e.PIDs() {
+		if i == 0 {
+			s += ",pid=" + strconv.Itoa(pid)
+		} else {
+			s += "+" + strconv.Itoa(pid)
+		}
 	}
 	if e.Region != "" && e.Region != DefaultRegion {
 		s += ",region=" + e.Region

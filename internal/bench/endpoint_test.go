@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,8 @@ func TestParseEndpoint(t *testing.T) {
 	}{
 		{"terrace=http://127.0.0.1:9000,access=KEY,secret=SECRET,pid=1234",
 			Endpoint{Name: "terrace", URL: "http://127.0.0.1:9000", Access: "KEY", Secret: "SECRET", Region: "us-east-1", PID: 1234}},
+		{"cluster=http://127.0.0.1:9000,access=KEY,secret=SECRET,pid=11+12+13",
+			Endpoint{Name: "cluster", URL: "http://127.0.0.1:9000", Access: "KEY", Secret: "SECRET", Region: "us-east-1", PID: 11, MorePIDs: []int{12, 13}}},
 		{"http://127.0.0.1:7070",
 			Endpoint{Name: "127.0.0.1:7070", URL: "http://127.0.0.1:7070", Access: "dk", Secret: "ds", Region: "us-east-1"}},
 		{"vgw=http://localhost:7070/,secret=s=with=equals,region=eu-west-1",
@@ -21,7 +24,7 @@ func TestParseEndpoint(t *testing.T) {
 			Endpoint{Name: "minio", URL: "https://[::1]:9000", Access: "a", Secret: "ds", Region: "us-east-1"}},
 	} {
 		got, err := ParseEndpoint(tc.spec, def)
-		if err != nil || got != tc.want {
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("ParseEndpoint(%q) =\n  %+v, %v\nwant\n  %+v", tc.spec, got, err, tc.want)
 		}
 	}
@@ -43,6 +46,7 @@ func TestParseEndpointErrors(t *testing.T) {
 		{"a=http://h:1/bucket", def, "must not have a path or query"},
 		{"a=http://h:1,pid=abc", def, "pid \"abc\" must be a positive integer"},
 		{"a=http://h:1,pid=0", def, "must be a positive integer"},
+		{"a=http://h:1,pid=1+", def, "several joined by +"},
 		{"a=http://h:1,user=x", def, "unknown field \"user\""},
 		{"a=http://h:1,access", def, "is not KEY=VALUE"},
 		{"a=http://h:1,access=x,access=y", def, "access given twice"},

@@ -46,6 +46,22 @@ func ReadProc(pid int) (ProcSample, error) {
 	return s, nil
 }
 
+// readProcs sums the CPU and memory of several processes (the nodes of a
+// local cluster); peak RSS is the sum of the peaks, an upper bound.
+func readProcs(pids []int) (ProcSample, error) {
+	var sum ProcSample
+	for _, pid := range pids {
+		s, err := ReadProc(pid)
+		if err != nil {
+			return sum, err
+		}
+		sum.CPUSeconds += s.CPUSeconds
+		sum.RSSBytes += s.RSSBytes
+		sum.PeakRSSBytes += s.PeakRSSBytes
+	}
+	return sum, nil
+}
+
 // parseProcStatCPU returns utime+stime in seconds from /proc/PID/stat. The
 // command name (field 2) may contain spaces and parentheses, so fields are
 // counted from the last ')'.

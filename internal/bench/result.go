@@ -32,6 +32,9 @@ type OpResult struct {
 // ServerResult is a local server's resource use, from /proc.
 type ServerResult struct {
 	PID int `json:"pid"`
+	// Processes is how many server processes the numbers sum (the nodes
+	// of a local cluster; 1 for one server).
+	Processes int `json:"processes,omitempty"`
 	// CPUSeconds is the server's user+system CPU during the timed phase.
 	CPUSeconds float64 `json:"cpu_seconds"`
 	// CPUPerOpMs is CPUSeconds per completed operation, in milliseconds.
@@ -146,7 +149,11 @@ func WriteTable(w io.Writer, results ...*Result) error {
 		fmt.Fprintf(w, "%s: %s, %s objects, %d clients, %.2fs; client cpu %.2fs (%s/op)",
 			r.Endpoint, r.Workload, r.Sizes, r.Concurrency, r.ElapsedSeconds, r.ClientCPUSeconds, FormatMs(r.ClientCPUPerOpMs))
 		if s := r.Server; s != nil {
-			fmt.Fprintf(w, "; server cpu %.2fs (%s/op), peak rss %s", s.CPUSeconds, FormatMs(s.CPUPerOpMs), FormatSize(s.PeakRSSBytes))
+			procs := ""
+			if s.Processes > 1 {
+				procs = fmt.Sprintf(" over %d processes", s.Processes)
+			}
+			fmt.Fprintf(w, "; server cpu%s %.2fs (%s/op), peak rss %s", procs, s.CPUSeconds, FormatMs(s.CPUPerOpMs), FormatSize(s.PeakRSSBytes))
 		}
 		fmt.Fprintln(w)
 		for _, o := range r.Ops {

@@ -146,7 +146,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	var srvBefore ProcSample
 	var srvErr error
 	if r.ep.PID > 0 {
-		srvBefore, srvErr = ReadProc(r.ep.PID)
+		srvBefore, srvErr = readProcs(r.ep.PIDs())
 	}
 	cpu0 := selfCPUSeconds()
 	start := time.Now()
@@ -184,14 +184,14 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		res.ClientCPUPerOpMs = cpu * 1000 / float64(n)
 	}
 	if r.ep.PID > 0 {
-		after, err := ReadProc(r.ep.PID)
+		after, err := readProcs(r.ep.PIDs())
 		if srvErr == nil {
 			srvErr = err
 		}
 		if srvErr != nil {
 			res.Notes = append(res.Notes, "server stats unavailable: "+srvErr.Error())
 		} else {
-			s := &ServerResult{PID: r.ep.PID, CPUSeconds: after.CPUSeconds - srvBefore.CPUSeconds,
+			s := &ServerResult{PID: r.ep.PID, Processes: len(r.ep.PIDs()), CPUSeconds: after.CPUSeconds - srvBefore.CPUSeconds,
 				PeakRSSBytes: after.PeakRSSBytes, RSSBytes: after.RSSBytes}
 			if n := res.Total.Count; n > 0 {
 				s.CPUPerOpMs = s.CPUSeconds * 1000 / float64(n)

@@ -28,6 +28,10 @@ import (
 // large) is retried part by part.
 type EtcdKV struct {
 	c *clientv3.Client
+	// local, when set, is an in-process client of this node's own etcd
+	// member: reads go straight into the member (no gRPC, no socket) and
+	// fall back to c when it fails. Writes always go through c.
+	local *clientv3.Client
 
 	queue    chan *pendingCommit // nil: no group commit
 	maxOps   atomic.Int64
@@ -38,6 +42,9 @@ type EtcdKV struct {
 	// Counters for benchmarks and metrics: commits requested and etcd
 	// transactions sent.
 	commits, txns atomic.Int64
+	// reads counts Get and Scan requests; localFallbacks the reads the
+	// local member failed and the network client answered.
+	reads, localFallbacks atomic.Int64
 }
 
 var _ meta.KV = (*EtcdKV)(nil)
@@ -83,6 +90,27 @@ func NewEtcdKVWith(c *clientv3.Client, o EtcdOptions) *EtcdKV {
 	return e
 }
 
+// ReadLocally sends reads to local, an in-process client of this node's
+// own etcd member (v3client), falling back to the network client when it
+// fails. A linearizable read through the local member is still
+// linearizable: the member confirms the leader's commit index first.
+func (e *EtcdKV) ReadLocally(local *clientv3.Client) { e.local = local }
+
+// get runs a read on the local member when there is one, else (or when it
+// fails, e.g. during a leader change, which the in-process client does not
+// retry) on the network client.
+func (e *EtcdKV) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	e.reads.Add(1)
+	if e.local != nil {
+		resp, err := e.local.Get(ctx, key, opts...)
+		if err == nil || ctx.Err() != nil {
+			return resp, err
+		}
+		e.localFallbacks.Add(1)
+	}
+	return e.c.Get(ctx, key, opts...)
+}
+
 // Stats returns the commits requested and the etcd transactions sent.
 func (e *EtcdKV) Stats() (commits, txns int64) { return e.commits.Load(), e.txns.Load() }
 
@@ -91,7 +119,7 @@ func (e *EtcdKV) Client() *clientv3.Client { return e.c }
 
 // Get implements meta.KV.
 func (e *EtcdKV) Get(ctx context.Context, key []byte) (meta.Item, error) {
-	resp, err := e.c.Get(ctx, string(key))
+	resp, err := e.get(ctx, string(key))
 	if err != nil {
 		return meta.Item{}, fmt.Errorf("meta: etcd get: %w", err)
 	}
@@ -105,7 +133,7 @@ func (e *EtcdKV) Get(ctx context.Context, key []byte) (meta.Item, error) {
 // GetStale implements meta.StaleReader with a serializable read: answered
 // by the local member without a quorum round.
 func (e *EtcdKV) GetStale(ctx context.Context, key []byte) (meta.Item, error) {
-	resp, err := e.c.Get(ctx, string(key), clientv3.WithSerializable())
+	resp, err := e.get(ctx, string(key), clientv3.WithSerializable())
 	if err != nil {
 		return meta.Item{}, fmt.Errorf("meta: etcd get: %w", err)
 	}
@@ -129,7 +157,7 @@ func (e *EtcdKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta
 	if limit > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(limit)))
 	}
-	resp, err := e.c.Get(ctx, string(start), opts...)
+	resp, err := e.get(ctx, string(start), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("meta: etcd scan: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
 
@@ -89,7 +90,12 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	n.registerLog(cp.grpc)
 	go cp.grpc.Serve(ln)
 	n.Log.Info("replica RPC listening", "address", ln.Addr().String())
-	return cluster.NewEtcdKV(c), cp.router, cp.members, nil
+	kv := cluster.NewEtcdKV(c)
+	if cp.etcd != nil {
+		// Reads of the data path go straight into this node's member.
+		kv.ReadLocally(v3client.New(cp.etcd.Server))
+	}
+	return kv, cp.router, cp.members, nil
 }
 
 // startMembership registers the node and starts heartbeats.

@@ -322,7 +322,7 @@ objects, untimed. A PUT workload writes fresh keys. Afterwards everything under
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVarP(&endpoint, "endpoint", "e", "", "S3 endpoint: URL or NAME=URL[,access=KEY][,secret=SECRET][,pid=PID][,region=R]")
+	fs.StringVarP(&endpoint, "endpoint", "e", "", "S3 endpoint: URL or NAME=URL[,access=KEY][,secret=SECRET][,pid=PID[+PID...]][,region=R]")
 	fs.IntVar(&pid, "server-pid", 0, "pid of a local server to report CPU and peak RSS for")
 	wf.register(fs)
 	cf.register(fs)
@@ -420,7 +420,7 @@ Each endpoint's objects persist between rounds and are deleted at the end.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringArrayVarP(&endpoints, "endpoint", "e", nil, "endpoint NAME=URL,access=KEY,secret=SECRET[,pid=PID][,region=R] (repeat for each)")
+	fs.StringArrayVarP(&endpoints, "endpoint", "e", nil, "endpoint NAME=URL,access=KEY,secret=SECRET[,pid=PID[+PID...]][,region=R] (repeat for each)")
 	fs.IntVar(&rounds, "rounds", 3, "rounds; each runs every endpoint once, in order")
 	fs.StringVar(&baseline, "baseline", "", "endpoint name the ratios are relative to (default: the first)")
 	wf.register(fs)
