@@ -169,11 +169,12 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		return Threshold{}.Check(in, rng)
 	}
 	u, _ := TierUsage(in.Snapshot, fast)
+	ceiling := q.ceiling(base)
 	q.latSum += in.Obs.LatencyMs * in.Obs.Ops
 	q.ops += in.Obs.Ops
 	d := Decision{Options: q.JobOptions(in.Snapshot, in.Base)}
 	due := !q.stepped || in.Now.Sub(q.lastStep) >= q.Poll
-	if due || u >= q.ForceAbove {
+	if due || u > ceiling {
 		obs := in.Obs
 		obs.SSDUsage = math.Min(100, 100*u)
 		if slow, ok := nextTier(in.Snapshot, fast); ok {
@@ -188,7 +189,7 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		force := learn.NoForce
 		m := q.agent.Model()
 		switch {
-		case u >= q.ForceAbove:
+		case u > ceiling:
 			force = biggest(m.Actions)
 		case q.Behaviour != nil:
 			force = q.Behaviour(u, rng)
@@ -200,16 +201,15 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		q.stepped, q.lastStep, q.latSum, q.ops = true, in.Now, 0, 0
 		d.Agent = &ad
 		if !ad.Held && ad.Reduce > 0 {
-			o := in.Base
-			o.DemoteAbove = copyMap(o.DemoteAbove)
+			o := q.JobOptions(in.Snapshot, in.Base)
 			// Shed from the current usage: the tier demotes now, whatever f.
 			o.DemoteAbove[fast] = math.Max(0, u-1e-9)
 			o.Reduce = base.Reduce * ad.Reduce
 			d.Run, d.Options = true, o
 			how := "greedy"
 			switch {
-			case ad.Forced && u >= q.ForceAbove:
-				how = fmt.Sprintf("forced above %.0f%%", 100*q.ForceAbove)
+			case ad.Forced && u > ceiling:
+				how = fmt.Sprintf("forced above %.0f%%", 100*ceiling)
 			case ad.Forced:
 				how = "behaviour policy"
 			case ad.Explored:
@@ -233,16 +233,27 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 	return d, nil
 }
 
-// JobOptions keep the fastest tier's data unless it is over the safety
-// ceiling: under the learned scheduler only the agent tiers it down.
+// JobOptions leave the fastest tier's data in place unless it is over the
+// safety ceiling: under the learned scheduler only the agent tiers it
+// down. Promotions still fill it only up to f, and slower tiers keep f.
 func (q *QLearning) JobOptions(s *model.Snapshot, base decide.TierOptions) decide.TierOptions {
 	fast, ok := FastestTier(s)
 	if !ok {
 		return base
 	}
 	base.DemoteAbove = copyMap(base.DemoteAbove)
-	base.DemoteAbove[fast] = q.ForceAbove
+	base.DemoteAbove[fast] = q.ceiling(base)
 	return base
+}
+
+// ceiling is the usage above which tiering runs whatever the agent says.
+func (q *QLearning) ceiling(base decide.TierOptions) float64 {
+	if q.ForceAbove > 0 {
+		return q.ForceAbove
+	}
+	// Zero or negative: the threshold policy's trigger f.
+	base.EnsureDefaults()
+	return base.DownAbove
 }
 
 func copyMap(m map[model.Tier]float64) map[model.Tier]float64 {

@@ -111,7 +111,7 @@ func (d *simDevice) settle(dt float64) (latSum, ops float64) {
 	if d.reqs > 0 {
 		lambda := float64(d.reqs) / dt
 		es2 := d.work2 / float64(d.reqs)
-		wq = lambda * es2 / (2 * (1 - math.Min(rho, 0.98)))
+		wq = lambda * es2 / (2 * (1 - math.Min(rho, 0.95)))
 	}
 	// Clients keep a bounded number of requests outstanding (fio's
 	// iodepth): work beyond maxBacklog is never issued, so an overloaded

@@ -460,46 +460,51 @@ func (m *mover) promoting() bool {
 	return false
 }
 
-// step moves up to rate × dt bytes and returns the bytes moved.
+// step moves up to rate × dt bytes and returns the bytes moved. Up to
+// `workers` moves run at once and share the budget; a finished move's
+// worker takes the next task within the same step.
 func (m *mover) step(now time.Time, l *layout, dt float64) int64 {
-	for len(m.active) < m.workers && len(m.queue) > 0 {
-		t := m.queue[0]
-		m.queue = m.queue[1:]
-		eg := l.egs[t.eg]
-		if now.After(t.deadline) || eg.removed || eg.moving || eg.open || eg.dev == t.to {
-			m.dropped++
-			continue
-		}
-		eg.moving = true
-		m.active = append(m.active, t)
-	}
-	if len(m.active) == 0 {
-		return 0
-	}
 	budget := int64(m.rate * dt)
-	share := max(1, budget/int64(len(m.active)))
 	var moved int64
-	keep := m.active[:0]
-	for _, t := range m.active {
-		eg := l.egs[t.eg]
-		if eg.removed { // all its blocks died meanwhile: nothing to move
-			eg.moving = false
-			continue
+	for budget > 0 {
+		for len(m.active) < m.workers && len(m.queue) > 0 {
+			t := m.queue[0]
+			m.queue = m.queue[1:]
+			eg := l.egs[t.eg]
+			if now.After(t.deadline) || eg.removed || eg.moving || eg.open || eg.dev == t.to {
+				m.dropped++
+				continue
+			}
+			eg.moving = true
+			m.active = append(m.active, t)
 		}
-		part := min(share, eg.size-t.done)
-		l.devs[eg.dev].request(part, true, false)
-		l.devs[t.to].request(part, true, false)
-		t.done += part
-		moved += part
-		if t.done >= eg.size {
-			l.devs[eg.dev].UsedBytes -= eg.size
-			l.devs[t.to].UsedBytes += eg.size
-			eg.dev, eg.moving = t.to, false
-			continue
+		if len(m.active) == 0 {
+			break
 		}
-		keep = append(keep, t)
+		share := max(1, budget/int64(len(m.active)))
+		keep := m.active[:0]
+		for _, t := range m.active {
+			eg := l.egs[t.eg]
+			if eg.removed { // all its blocks died meanwhile: nothing to move
+				eg.moving = false
+				continue
+			}
+			part := min(share, eg.size-t.done, budget)
+			l.devs[eg.dev].request(part, true, false)
+			l.devs[t.to].request(part, true, false)
+			t.done += part
+			moved += part
+			budget -= part
+			if t.done >= eg.size {
+				l.devs[eg.dev].UsedBytes -= eg.size
+				l.devs[t.to].UsedBytes += eg.size
+				eg.dev, eg.moving = t.to, false
+				continue
+			}
+			keep = append(keep, t)
+		}
+		m.active = keep
 	}
-	m.active = keep
 	return moved
 }
 

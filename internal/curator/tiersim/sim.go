@@ -68,6 +68,12 @@ type Options struct {
 	// BehaviourEpsilon is the share of random actions in the pre-training
 	// behaviour policy (default 0.2).
 	BehaviourEpsilon float64
+	// ForceAbove is the learned scheduler's safety ceiling (0: its
+	// default; see tiersched.QLearning).
+	ForceAbove float64
+	// Epsilon is the deployed agent's exploration rate (default 0.2, the
+	// paper's; it overrides the model's).
+	Epsilon float64
 	// Check verifies the layout's accounting at every sample (tests).
 	Check bool
 }
@@ -78,7 +84,7 @@ func (o *Options) EnsureDefaults() {
 		o.Scale = 1.0 / 32
 	}
 	if o.IOPSScale == 0 {
-		o.IOPSScale = 1.0 / 16
+		o.IOPSScale = 1.0 / 32
 	}
 	if o.Exec == 0 {
 		o.Exec = 2 * time.Hour
@@ -93,7 +99,7 @@ func (o *Options) EnsureDefaults() {
 		o.PrefillMBps = 150
 	}
 	if o.Promotion == "" {
-		o.Promotion = PromoteScan
+		o.Promotion = PromoteEvent
 	}
 	o.Tier.EnsureDefaults()
 	if o.MoveBytesPerSec == 0 {
@@ -112,7 +118,7 @@ func (o *Options) EnsureDefaults() {
 		o.BusyQueueLen = 8
 	}
 	if o.PretrainSeeds == 0 {
-		o.PretrainSeeds = 2
+		o.PretrainSeeds = 3
 	}
 	if o.Features == nil {
 		o.Features = learn.PaperFeatures
@@ -122,6 +128,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.BehaviourEpsilon == 0 {
 		o.BehaviourEpsilon = 0.2
+	}
+	if o.Epsilon == 0 {
+		o.Epsilon = learn.DefaultEpsilon
 	}
 }
 
@@ -411,6 +420,9 @@ func collect(w Workload, o Options, seed uint64) ([]learn.Transition, error) {
 		return nil, err
 	}
 	q := tiersched.NewQLearning(a)
+	if o.ForceAbove != 0 {
+		q.ForceAbove = o.ForceAbove
+	}
 	run := 1
 	for i, s := range o.Actions {
 		if s.Reduce == 1 {
@@ -510,7 +522,9 @@ func Simulate(o Options, progress func(string)) (*Report, error) {
 			if progress != nil {
 				progress(fmt.Sprintf("execute %s with %s", w.Name, name))
 			}
-			sched, err := tiersched.New(name, o.Model.Clone(), learn.AgentOptions{})
+			m := o.Model.Clone()
+			m.Epsilon = o.Epsilon
+			sched, err := o.scheduler(name, m)
 			if err != nil {
 				return nil, err
 			}
@@ -522,4 +536,18 @@ func Simulate(o Options, progress func(string)) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// scheduler builds the named scheduler with the options' ceiling.
+func (o Options) scheduler(name string, m *learn.Model) (tiersched.Scheduler, error) {
+	s, err := tiersched.New(name, m, learn.AgentOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if q, ok := s.(*tiersched.QLearning); ok {
+		if o.ForceAbove != 0 {
+			q.ForceAbove = o.ForceAbove
+		}
+	}
+	return s, nil
 }
