@@ -14,6 +14,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/curator/learn"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
@@ -30,6 +31,10 @@ type Options struct {
 	// them (the Curator ON/OFF experiment turns everything off instead).
 	Tier    decide.TierOptions
 	Tiering bool
+	// TieringScheduler decides when tiering runs (nil: the threshold
+	// rule); TierSignals feeds it the node's signals (tiering_scheduler.go).
+	TieringScheduler TieringScheduler
+	TierSignals      func() learn.Observation
 	// PartialEvery and FullEvery are the periodic schedules (Curator §3.3:
 	// partial scans hourly, full scans every six hours).
 	PartialEvery time.Duration
@@ -160,6 +165,7 @@ type Curator struct {
 	last      map[string]time.Time
 	trigger   chan string
 	rng       *rand.Rand
+	tier      tierState
 }
 
 // New returns a Curator. kv is the metadata store the layer runs on: the
@@ -345,17 +351,8 @@ func (c *Curator) due() (kind, why string) {
 		}
 	}
 	if c.opts.Tiering && now.Sub(c.last["partial"]) >= c.opts.Tier.MinInterval {
-		for _, t := range s.Tiers() {
-			var used, capacity int64
-			for _, d := range s.Devices {
-				if d.Tier == t {
-					used += d.UsedBytes
-					capacity += d.CapacityBytes
-				}
-			}
-			if capacity > 0 && float64(used)/float64(capacity) > c.opts.Tier.DownAbove {
-				return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
-			}
+		if run, why := c.tierCheck(s, now); run {
+			return "partial", why
 		}
 	}
 	if now.Sub(c.last["full"]) >= c.opts.FullEvery {
@@ -440,7 +437,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	c.mu.Lock()
 	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, rng, full)
 	if c.opts.Tiering {
-		tasks = append(tasks, c.tieringTasks(snap, res, tasks, rng)...)
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, rng, true)...)
 	}
 	c.mu.Unlock()
 	for _, e := range errs {
@@ -497,6 +494,7 @@ type Status struct {
 	Options string               `json:"options"`
 	Down    map[string]time.Time `json:"nodes_down_since,omitempty"`
 	Last    *JobRecord           `json:"last_job,omitempty"`
+	Tiering *TieringStatus       `json:"tiering,omitempty"`
 }
 
 // Status returns the current state.
@@ -519,6 +517,8 @@ func (c *Curator) Status(ctx context.Context) Status {
 	if h, err := c.History(ctx, 1); err == nil && len(h) > 0 {
 		st.Last = &h[0]
 	}
+	ts := c.TieringStatus()
+	st.Tiering = &ts
 	return st
 }
 
@@ -567,7 +567,7 @@ func (c *Curator) History(ctx context.Context, n int) ([]JobRecord, error) {
 // tieringTasks plans tiering and balancing for egroups that no earlier
 // task of this job touches (one move per egroup per job keeps every task's
 // compare-and-swap meaningful).
-func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, rng *rand.Rand) []decide.Task {
+func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, rng *rand.Rand, consume bool) []decide.Task {
 	busy := map[uint64]bool{}
 	for _, t := range planned {
 		busy[t.Egroup] = true
@@ -578,7 +578,7 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 			egs = append(egs, eg)
 		}
 	}
-	return decide.Tiering(snap, egs, c.policy, c.opts.Tier, rng)
+	return decide.Tiering(snap, egs, c.policy, c.schedulerOptions(snap, consume), rng)
 }
 
 // DryRun scans and decides without executing: what would the Curator do
@@ -592,7 +592,7 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tasks, stats, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
-	tasks = append(tasks, c.tieringTasks(snap, res, tasks, c.rng)...)
+	tasks = append(tasks, c.tieringTasks(snap, res, tasks, c.rng, false)...)
 	return tasks, stats, nil
 }
 

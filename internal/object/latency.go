@@ -19,12 +19,18 @@ type latencyTracker struct {
 	minutes [10]float64
 	counts  [10]int
 	slot    int64 // minute index of minutes[slot%10]
+	// ops and total count every observed operation and sum their
+	// latencies, so a sampler can take exact means over any interval.
+	ops   int64
+	total time.Duration
 }
 
 func (t *latencyTracker) observe(now time.Time, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ns := float64(d)
+	t.ops++
+	t.total += d
 	if t.recent == 0 {
 		t.recent = ns
 	} else {
@@ -57,3 +63,13 @@ func (t *latencyTracker) get() (recent, baseline time.Duration) {
 // ForegroundLatency returns the recent latency of client writes and read
 // opens and its quiet baseline (0 until enough operations were seen).
 func (l *Layer) ForegroundLatency() (recent, baseline time.Duration) { return l.lat.get() }
+
+// ClientLatencyTotals returns how many client writes and read opens were
+// observed and their summed latency, since the layer started: the
+// difference of two calls gives an interval's exact mean (the learned
+// tiering scheduler's reward).
+func (l *Layer) ClientLatencyTotals() (ops int64, total time.Duration) {
+	l.lat.mu.Lock()
+	defer l.lat.mu.Unlock()
+	return l.lat.ops, l.lat.total
+}

@@ -184,7 +184,9 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 	if cc.Tiering != nil {
 		tiering = *cc.Tiering
 	}
+	sched, signals := n.tieringScheduler(n.Layer)
 	n.Curator = curator.New(n.Layer, n.KV, topo, pol, leader, load, curator.Options{
+		TieringScheduler: sched, TierSignals: signals,
 		Node:          n.Config.NodeID,
 		ClientLatency: n.Layer.ForegroundLatency,
 		Decide:        decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},

@@ -302,3 +302,18 @@ func TestPretrainRefusesBadData(t *testing.T) {
 		t.Fatal("NaN reward accepted")
 	}
 }
+
+func TestPretrainedModel(t *testing.T) {
+	m, err := Pretrained()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Features) != len(PaperFeatures) || len(m.Actions) != 2 || m.Epsilon != DefaultEpsilon || m.Gamma != DefaultGamma {
+		t.Fatalf("built-in model is not the paper's setup:\n%s", m)
+	}
+	m.W[0][0] = 1234
+	m2, _ := Pretrained()
+	if m2.W[0][0] == 1234 {
+		t.Fatal("Pretrained shares state between calls")
+	}
+}

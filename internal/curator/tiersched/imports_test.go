@@ -13,7 +13,7 @@ import (
 // packages that do no I/O.
 func TestImportsArePure(t *testing.T) {
 	allowed := map[string]bool{
-		"github.com/terrace-storage/terrace/internal/model":           true,
+		"github.com/terrace-storage/terrace/internal/model":          true,
 		"github.com/terrace-storage/terrace/internal/curator/decide": true,
 		"github.com/terrace-storage/terrace/internal/curator/learn":  true,
 	}

@@ -1,0 +1,121 @@
+package curator
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/curator/learn"
+	"github.com/terrace-storage/terrace/internal/curator/tiersched"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// TieringScheduler answers the Curator's question "tier down now, and
+// with which thresholds?" at every tiering check. tiersched.Threshold
+// (run when a tier is over f) is the default; tiersched.QLearning is the
+// learned scheduler (`curator: tiering_scheduler: qlearning`,
+// docs/design/0006-learned-tiering.md). Implementations are pure and are
+// called under the Curator's lock.
+type TieringScheduler interface {
+	Name() string
+	// Check is called at each tiering check; a Decision with Run starts a
+	// partial job whose tiering pass uses Decision.Options.
+	Check(in tiersched.Input, rng *rand.Rand) (tiersched.Decision, error)
+	// JobOptions are the tiering options of a job started for another
+	// reason (periodic scans, requested jobs, dry runs).
+	JobOptions(s *model.Snapshot, base decide.TierOptions) decide.TierOptions
+}
+
+var (
+	_ TieringScheduler = tiersched.Threshold{}
+	_ TieringScheduler = (*tiersched.QLearning)(nil)
+)
+
+// TieringStatus is the tiering scheduler's part of the Curator's status:
+// for the learned scheduler, the agent's last state, action and reward.
+type TieringStatus struct {
+	Scheduler string    `json:"scheduler"`
+	LastCheck time.Time `json:"last_check,omitzero"`
+	// LastRun is when a check last started a tiering job, and why.
+	LastRun    time.Time         `json:"last_run,omitzero"`
+	LastReason string            `json:"last_reason,omitempty"`
+	Agent      *learn.Decision   `json:"agent,omitempty"`
+	AgentStats *learn.AgentStats `json:"agent_stats,omitempty"`
+	Error      string            `json:"error,omitempty"`
+}
+
+// tierState is the Curator's scheduler bookkeeping (guarded by c.mu).
+type tierState struct {
+	pending   *decide.TierOptions // options of the job the last check started
+	pendingAt time.Time
+	status    TieringStatus
+}
+
+// pendingFor bounds how long a check's options wait for the job it
+// started (a job whose scan failed must not hand them to a periodic scan
+// an hour later).
+const pendingFor = 10 * time.Minute
+
+func (c *Curator) scheduler() TieringScheduler {
+	if c.opts.TieringScheduler != nil {
+		return c.opts.TieringScheduler
+	}
+	return tiersched.Threshold{}
+}
+
+// tierCheck asks the scheduler whether to start a tiering job now. A
+// scheduler error (a bad signal) falls back to the threshold rule for
+// this check. Called with c.mu held.
+func (c *Curator) tierCheck(s *model.Snapshot, now time.Time) (bool, string) {
+	var obs learn.Observation
+	if c.opts.TierSignals != nil {
+		obs = c.opts.TierSignals()
+	}
+	sched := c.scheduler()
+	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: c.opts.Tier}
+	d, err := sched.Check(in, c.rng)
+	st := &c.tier.status
+	st.Scheduler, st.LastCheck, st.Error = sched.Name(), now, ""
+	if err != nil {
+		c.log.Warn("tiering scheduler check failed; using the threshold rule", "scheduler", sched.Name(), "err", err)
+		st.Error = err.Error()
+		d, _ = tiersched.Threshold{}.Check(in, c.rng)
+	}
+	if d.Agent != nil && !d.Agent.Held {
+		a := *d.Agent
+		st.Agent = &a
+	}
+	if q, ok := sched.(*tiersched.QLearning); ok {
+		s := q.Agent().Stats()
+		st.AgentStats = &s
+	}
+	if !d.Run {
+		return false, ""
+	}
+	o := d.Options
+	c.tier.pending, c.tier.pendingAt = &o, now
+	st.LastRun, st.LastReason = now, d.Reason
+	return true, d.Reason
+}
+
+// schedulerOptions are the tiering options of this job: those of the
+// check that started it (consumed once), else the scheduler's options
+// for any other job. Called with c.mu held.
+func (c *Curator) schedulerOptions(s *model.Snapshot, consume bool) decide.TierOptions {
+	if p := c.tier.pending; p != nil && c.now().Sub(c.tier.pendingAt) < pendingFor {
+		if consume {
+			c.tier.pending = nil
+		}
+		return *p
+	}
+	return c.scheduler().JobOptions(s, c.opts.Tier)
+}
+
+// TieringStatus returns the scheduler's status.
+func (c *Curator) TieringStatus() TieringStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.tier.status
+	st.Scheduler = c.scheduler().Name()
+	return st
+}
