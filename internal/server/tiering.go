@@ -62,13 +62,22 @@ func (n *Node) tieringScheduler(layer *object.Layer) (curator.TieringScheduler, 
 	if !strings.EqualFold(cc.TieringScheduler, tiersched.NameQLearning) {
 		return tiersched.Threshold{}, nil
 	}
+	// The agent decides at the tiering check interval (default 30 s, the
+	// paper's poll) and holds ten of them (5 min) after a run, so a
+	// compressed schedule (benchmarks) compresses the agent's too.
+	poll := cc.TierCheckInterval
+	if poll <= 0 {
+		poll = learn.DefaultPoll
+	}
 	m, err := tieringModel(cc.TieringModel)
 	if err == nil {
 		var s tiersched.Scheduler
-		if s, err = tiersched.New(tiersched.NameQLearning, m, learn.AgentOptions{}); err == nil {
-			n.Log.Info("curator: learned tiering scheduler", "model_features", strings.Join(m.Features, ","), "epsilon", m.Epsilon)
+		if s, err = tiersched.New(tiersched.NameQLearning, m, learn.AgentOptions{Hold: 10 * poll}); err == nil {
+			q := s.(*tiersched.QLearning)
+			q.Poll = poll
+			n.Log.Info("curator: learned tiering scheduler", "model_features", strings.Join(m.Features, ","), "epsilon", m.Epsilon, "poll", poll, "hold", 10*poll)
 			sig := &tierSignals{layer: layer, gather: n.Reg}
-			return s.(*tiersched.QLearning), sig.observe
+			return q, sig.observe
 		}
 	}
 	n.Log.Error("curator: cannot start the learned tiering scheduler; using thresholds", "err", err)

@@ -231,7 +231,6 @@ func (r Result) Row() Row {
 type metrics struct {
 	latSum, ops             float64
 	ssdReadBytes, readBytes int64
-	devReqs                 float64
 	moved                   int64
 	jobs                    int
 	promotions, demotions   int
