@@ -76,8 +76,18 @@ func (n *Node) tieringScheduler(layer *object.Layer) (curator.TieringScheduler, 
 			q := s.(*tiersched.QLearning)
 			q.Poll = poll
 			n.Log.Info("curator: learned tiering scheduler", "model_features", strings.Join(m.Features, ","), "epsilon", m.Epsilon, "poll", poll, "hold", 10*poll)
-			sig := &tierSignals{layer: layer, gather: n.Reg}
-			return q, sig.observe
+			// A private registry of the layer's counters: gathering it is
+			// cheap, unlike the node's (Go runtime, process, devices).
+			reg := prometheus.NewRegistry()
+			for _, c := range layer.Collectors() {
+				if err == nil {
+					err = reg.Register(c)
+				}
+			}
+			if err == nil {
+				sig := &tierSignals{layer: layer, gather: reg}
+				return q, sig.observe
+			}
 		}
 	}
 	n.Log.Error("curator: cannot start the learned tiering scheduler; using thresholds", "err", err)
