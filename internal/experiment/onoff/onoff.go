@@ -505,9 +505,9 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 		x := r.IntN(10)
 		if o.Workload == "oltp-skewed" {
 			// Read-only data section; log appends are ~1 % of operations.
-			x = 5 // a read
+			x = 1 // a read (1..4 below)
 			if r.IntN(100) == 0 {
-				x = 0
+				x = 0 // a log append
 			}
 		}
 		switch {

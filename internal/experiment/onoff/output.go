@@ -91,10 +91,12 @@ func summary(o Options, res *Result) string {
 	if o.Rate > 0 {
 		load = fmt.Sprintf("an open-loop load of %.0f operations/s (Poisson arrivals, at most %d in flight; latency from arrival)", o.Rate, o.MaxInFlight)
 	}
-	fmt.Fprintf(&b, "execution %s with %s: 40 %% reads and 50 %% overwrites of the data section (%.0f %% of accesses to the hottest %.0f %%), 10 %% log-section 32 KiB appends; then every object deleted.\n\n",
-		o.Exec, load, 100*o.HotShare, 100*o.HotFraction)
 	if o.Workload == "oltp-skewed" {
-		fmt.Fprintf(&b, "Workload oltp-skewed instead: the data section is only read (%.0f %% of reads to the hottest %.0f %%), 1 %% log appends.\n\n", 100*o.HotShare, 100*o.HotFraction)
+		fmt.Fprintf(&b, "execution %s with %s, oltp-skewed: reads of the data section only (%.0f %% of them to the hottest %.0f %%), 1 %% log-section 32 KiB appends; then every object deleted.\n\n",
+			o.Exec, load, 100*o.HotShare, 100*o.HotFraction)
+	} else {
+		fmt.Fprintf(&b, "execution %s with %s: 40 %% reads and 50 %% overwrites of the data section (%.0f %% of accesses to the hottest %.0f %%), 10 %% log-section 32 KiB appends; then every object deleted.\n\n",
+			o.Exec, load, 100*o.HotShare, 100*o.HotFraction)
 	}
 	get := func(mode string) ModeResult {
 		for _, m := range res.Modes {
