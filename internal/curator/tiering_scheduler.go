@@ -63,10 +63,15 @@ func (c *Curator) scheduler() TieringScheduler {
 	return tiersched.Threshold{}
 }
 
-// tierCheck asks the scheduler whether to start a tiering job now. A
-// scheduler error (a bad signal) falls back to the threshold rule for
-// this check. Called with c.mu held.
+// tierCheck asks the scheduler whether to start a tiering job now (on the
+// Curator master only). A scheduler error (a bad signal) falls back to the
+// threshold rule for this check. Called with c.mu held.
 func (c *Curator) tierCheck(s *model.Snapshot, now time.Time) (bool, string) {
+	// Only the master acts on the answer; a learning agent on another node
+	// would learn from jobs it did not run.
+	if !c.leader.IsLeader() {
+		return false, ""
+	}
 	var obs learn.Observation
 	if c.opts.TierSignals != nil {
 		obs = c.opts.TierSignals()

@@ -113,3 +113,22 @@ func TestLearnedSchedulerOwnsTheFastTier(t *testing.T) {
 		t.Fatalf("threshold scheduler over f: due %q", kind)
 	}
 }
+
+type notLeader struct{}
+
+func (notLeader) IsLeader() bool { return false }
+
+// Only the Curator master consults (and trains) the learned scheduler.
+func TestLearnedSchedulerOnlyOnTheMaster(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	q := learned(t, 10)
+	e.c.opts.TieringScheduler = q
+	e.c.leader = notLeader{}
+	e.quietSchedules()
+	e.c.due()
+	if st := q.Agent().Stats(); st.Decisions != 0 {
+		t.Fatalf("a follower's agent decided: %+v", st)
+	}
+}
