@@ -1,12 +1,15 @@
 package curator
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/curator/learn"
 	"github.com/terrace-storage/terrace/internal/curator/tiersched"
+	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
@@ -49,7 +52,17 @@ type tierState struct {
 	pending   *decide.TierOptions // options of the job the last check started
 	pendingAt time.Time
 	status    TieringStatus
+	saved     int64 // model updates at the last save
+	restored  bool  // the saved model was loaded since this node became master
 }
+
+// tieringModelKey holds the learned scheduler's model (JSON) in the
+// metadata store: the master saves it as it learns and a new master
+// restores it, so learning survives failovers.
+const tieringModelKey = meta.PrefixJob + "t/model"
+
+// modelAgent is a scheduler with a learning agent (tiersched.QLearning).
+type modelAgent interface{ Agent() *learn.Agent }
 
 // pendingFor bounds how long a check's options wait for the job it
 // started (a job whose scan failed must not hand them to a periodic scan
@@ -70,7 +83,14 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time) (bool, string) {
 	// Only the master acts on the answer; a learning agent on another node
 	// would learn from jobs it did not run.
 	if !c.leader.IsLeader() {
+		c.tier.restored = false
 		return false, ""
+	}
+	if !c.tier.restored {
+		// This node just became the master: continue from the model the
+		// previous master saved (retried at the next check if the
+		// metadata store did not answer; nothing is saved until then).
+		c.tier.restored = c.restoreTieringModel()
 	}
 	var obs learn.Observation
 	if c.opts.TierSignals != nil {
@@ -93,6 +113,7 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time) (bool, string) {
 	if q, ok := sched.(*tiersched.QLearning); ok {
 		s := q.Agent().Stats()
 		st.AgentStats = &s
+		c.saveTieringModel(q)
 	}
 	if !d.Run {
 		return false, ""
@@ -123,4 +144,63 @@ func (c *Curator) TieringStatus() TieringStatus {
 	st := c.tier.status
 	st.Scheduler = c.scheduler().Name()
 	return st
+}
+
+// saveTieringModel writes the agent's model to the metadata store when it
+// learned since the last save. Called with c.mu held, at most once per
+// agent decision (every 30 s); a failed save is retried at the next one.
+func (c *Curator) saveTieringModel(ma modelAgent) {
+	m := ma.Agent().Model()
+	if !c.tier.restored || m.Updates == c.tier.saved {
+		return
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		c.log.Warn("curator: tiering model not saved", "err", err)
+		return
+	}
+	var t meta.Txn
+	t.Put([]byte(tieringModelKey), b)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.kv.Commit(ctx, &t); err != nil {
+		c.log.Warn("curator: tiering model not saved", "err", err)
+		return
+	}
+	c.tier.saved = m.Updates
+}
+
+// restoreTieringModel loads the saved model into the learned scheduler's
+// agent, at the first tiering check after this node became the master.
+// Without a saved model (the first master) the configured one stays; an
+// invalid saved model is reported and replaced at the next save. It
+// returns false only when the store could not be read. Called with c.mu
+// held.
+func (c *Curator) restoreTieringModel() bool {
+	ma, ok := c.scheduler().(modelAgent)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	it, err := c.kv.Get(ctx, []byte(tieringModelKey))
+	if errors.Is(err, meta.ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		c.log.Warn("curator: reading the saved tiering model", "err", err)
+		return false
+	}
+	m, err := learn.ParseModel(it.Value)
+	if err == nil {
+		if err = ma.Agent().SetModel(m); err == nil {
+			c.tier.saved = m.Updates
+		}
+	}
+	if err != nil {
+		c.log.Error("curator: the saved tiering model is unusable; keeping the configured one", "err", err)
+		return true
+	}
+	c.log.Info("curator: restored the learned tiering model", "updates", m.Updates)
+	return true
 }

@@ -132,3 +132,39 @@ func TestLearnedSchedulerOnlyOnTheMaster(t *testing.T) {
 		t.Fatalf("a follower's agent decided: %+v", st)
 	}
 }
+
+// The master saves the agent's model in the metadata store as it learns;
+// a new master's agent (here: a new Curator on the same store) continues
+// from it.
+func TestTieringModelSurvivesFailover(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	q := learned(t, -10) // skip: no hold, a decision at every check
+	q.Poll = time.Nanosecond
+	e.c.opts.TieringScheduler = q
+	e.c.opts.TierSignals = func() learn.Observation { return learn.Observation{LatencyMs: 4, Ops: 100} }
+	for range 3 {
+		e.quietSchedules()
+		e.c.due()
+	}
+	learnedModel := q.Agent().Model()
+	if learnedModel.Updates != 2 {
+		t.Fatalf("agent made %d updates, want 2", learnedModel.Updates)
+	}
+	// A new master with a fresh model restores the saved one at its first check.
+	fresh := learned(t, -10)
+	fresh.Poll = time.Nanosecond
+	c2 := New(e.l, e.kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: fresh,
+		TierSignals: e.c.opts.TierSignals})
+	c2.mu.Lock()
+	c2.last["full"], c2.last["partial"] = time.Now(), time.Now().Add(-time.Minute)
+	c2.mu.Unlock()
+	c2.due()
+	// Its first decision has no predecessor to credit: the model is the
+	// saved one exactly.
+	got := fresh.Agent().Model()
+	if got.String() != learnedModel.String() {
+		t.Fatalf("new master's model:\n%s\nwant the saved one:\n%s", got, learnedModel)
+	}
+}

@@ -136,6 +136,20 @@ func NewAgent(m *Model, o AgentOptions) (*Agent, error) {
 // should Clone or Marshal it to persist).
 func (a *Agent) Model() *Model { return a.model }
 
+// SetModel replaces the agent's model (one restored from the metadata
+// store by a new Curator master); the agent's hold and pending decision
+// are kept, so the next reward still credits it.
+func (a *Agent) SetModel(m *Model) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	if a.havePrev && a.prevAct >= len(m.Actions) {
+		a.havePrev = false
+	}
+	a.model = m
+	return nil
+}
+
 // Last returns the last decision (zero before the first Step).
 func (a *Agent) Last() Decision { return a.last }
 
