@@ -52,6 +52,7 @@ compare-and-swap against the metadata version it was computed from.`,
 			if st.Running != nil {
 				fmt.Fprintf(out, "running: %s job (%s) for %s\n", st.Running.Kind, st.Running.Trigger, ago(st.Running.Start))
 			}
+			printTieringStatus(out, st.Tiering)
 			if st.Last != nil {
 				fmt.Fprintln(out, "\nlast job:")
 				printJob(out, *st.Last)

@@ -83,7 +83,16 @@ write curator_onoff.csv, two PNG plots and summary.md to --out.`,
 	f.DurationVar(&o.Warmup, "warmup", 0, "leave the first part of the execution phase out of the measured latency (both modes), to report the steady state")
 	f.IntVar(&o.MaxInFlight, "max-in-flight", 256, "open-loop execution: operations in flight at most; later arrivals wait, and the wait counts as latency")
 	f.BoolVar(&o.Emulate, "emulate", true, "emulate tier speeds (the experiment needs them)")
-	f.StringSliceVar(&o.Modes, "modes", nil, "modes to run (default on,off)")
+	f.StringSliceVar(&o.Modes, "modes", nil, "modes to run: on, off, threshold, qlearning (default on,off)")
+	var schedulers []string
+	f.StringSliceVar(&schedulers, "scheduler", nil, "compare tiering schedulers instead of ON/OFF: threshold, qlearning (sets --modes; see docs/qlearning.md)")
+	f.StringVar(&o.Workload, "workload", "", "oltp (default) or oltp-skewed (read-only data, 90 % of reads to the hottest 10 %)")
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if len(schedulers) > 0 {
+			o.Modes = schedulers
+		}
+		return nil
+	}
 	f.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	return cmd
 }

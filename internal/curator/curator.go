@@ -15,6 +15,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/curator/learn"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
@@ -31,6 +32,10 @@ type Options struct {
 	// them (the Curator ON/OFF experiment turns everything off instead).
 	Tier    decide.TierOptions
 	Tiering bool
+	// TieringScheduler decides when tiering runs (nil: the threshold
+	// rule); TierSignals feeds it the node's signals (tiering_scheduler.go).
+	TieringScheduler TieringScheduler
+	TierSignals      func() learn.Observation
 	// PartialEvery and FullEvery are the periodic schedules (Curator §3.3:
 	// partial scans hourly, full scans every six hours).
 	PartialEvery time.Duration
@@ -181,6 +186,7 @@ type Curator struct {
 	// assigned is the balancer's latest assignment.
 	partLoad map[string]PartitionLoad
 	assigned map[string]model.NodeID
+	tier     tierState
 }
 
 // New returns a Curator. kv is the metadata store the layer runs on: the
@@ -376,9 +382,11 @@ func (c *Curator) due() (kind, why string) {
 			return "partial", fmt.Sprintf("node %s down for %s", n.ID, now.Sub(since).Round(time.Second))
 		}
 	}
-	if tierRun {
-		if kind, why := c.tierTrigger(s, now, to); kind != "" {
-			return kind, why
+	if tierRun && now.Sub(c.last["partial"]) >= to.MinInterval {
+		// The scheduler decides on the policy's thresholds (a tiering
+		// policy tunes them; the scheduler says when to act on them).
+		if run, why := c.tierCheck(s, now, to); run {
+			return "partial", why
 		}
 	}
 	if now.Sub(c.last["full"]) >= c.opts.FullEvery {
@@ -386,28 +394,6 @@ func (c *Curator) due() (kind, why string) {
 	}
 	if now.Sub(c.last["partial"]) >= c.opts.PartialEvery {
 		return "partial", "periodic"
-	}
-	return "", ""
-}
-
-// tierTrigger asks for a partial scan when a tier is over the tiering
-// threshold to.DownAbove and the last partial scan is older than
-// MinInterval. Called with c.mu held.
-func (c *Curator) tierTrigger(s *model.Snapshot, now time.Time, to decide.TierOptions) (kind, why string) {
-	if now.Sub(c.last["partial"]) < to.MinInterval {
-		return "", ""
-	}
-	for _, t := range s.Tiers() {
-		var used, capacity int64
-		for _, d := range s.Devices {
-			if d.Tier == t {
-				used += d.UsedBytes
-				capacity += d.CapacityBytes
-			}
-		}
-		if capacity > 0 && float64(used)/float64(capacity) > to.DownAbove {
-			return "partial", fmt.Sprintf("tier %s at %.0f%%", t, 100*float64(used)/float64(capacity))
-		}
 	}
 	return "", ""
 }
@@ -497,7 +483,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	c.mu.Lock()
 	tasks, stats, errs := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, rng, full)
 	if tierRun {
-		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, rng)...)
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, rng, true)...)
 	}
 	c.mu.Unlock()
 	for _, e := range errs {
@@ -562,6 +548,7 @@ type Status struct {
 	Last    *JobRecord           `json:"last_job,omitempty"`
 	// Partitions is the balancer's current scan assignment.
 	Partitions map[string]model.NodeID `json:"partitions,omitempty"`
+	Tiering    *TieringStatus          `json:"tiering,omitempty"`
 }
 
 // Status returns the current state.
@@ -590,6 +577,8 @@ func (c *Curator) Status(ctx context.Context) Status {
 	if h, err := c.History(ctx, 1); err == nil && len(h) > 0 {
 		st.Last = &h[0]
 	}
+	ts := c.TieringStatus()
+	st.Tiering = &ts
 	return st
 }
 
@@ -638,7 +627,7 @@ func (c *Curator) History(ctx context.Context, n int) ([]JobRecord, error) {
 // tieringTasks plans tiering and balancing for egroups that no earlier
 // task of this job touches (one move per egroup per job keeps every task's
 // compare-and-swap meaningful).
-func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, o decide.TierOptions, rng *rand.Rand) []decide.Task {
+func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task, base decide.TierOptions, rng *rand.Rand, consume bool) []decide.Task {
 	busy := map[uint64]bool{}
 	for _, t := range planned {
 		busy[t.Egroup] = true
@@ -649,7 +638,7 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 			egs = append(egs, eg)
 		}
 	}
-	return decide.Tiering(snap, egs, c.policy, o, rng)
+	return decide.Tiering(snap, egs, c.policy, c.schedulerOptions(snap, base, consume), rng)
 }
 
 // DryRun scans and decides without executing: what would the Curator do
@@ -665,7 +654,7 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 	defer c.mu.Unlock()
 	tasks, stats, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
 	if tierRun {
-		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, c.rng)...)
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, c.rng, false)...)
 	}
 	return tasks, stats, nil
 }

@@ -22,6 +22,11 @@ type latencyTracker struct {
 	counts  [10]int
 	slot    int64 // minute index of minutes[slot%10]
 
+	// ops and total count every observed operation and sum their
+	// latencies, so a sampler can take exact means over any interval.
+	ops   int64
+	total time.Duration
+
 	histOnce sync.Once
 	hist     prometheus.Histogram // every observation, for Prometheus
 }
@@ -43,6 +48,8 @@ func (t *latencyTracker) observe(now time.Time, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ns := float64(d)
+	t.ops++
+	t.total += d
 	if t.recent == 0 {
 		t.recent = ns
 	} else {
@@ -78,3 +85,13 @@ func (l *Layer) ForegroundLatency() (recent, baseline time.Duration) { return l.
 
 // LatencyCollector is the histogram of client operation latencies.
 func (l *Layer) LatencyCollector() prometheus.Collector { return l.lat.histogram() }
+
+// ClientLatencyTotals returns how many client writes and read opens were
+// observed and their summed latency, since the layer started: the
+// difference of two calls gives an interval's exact mean (the learned
+// tiering scheduler's reward).
+func (l *Layer) ClientLatencyTotals() (ops int64, total time.Duration) {
+	l.lat.mu.Lock()
+	defer l.lat.mu.Unlock()
+	return l.lat.ops, l.lat.total
+}

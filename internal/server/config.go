@@ -286,6 +286,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 			return nil, fmt.Errorf("server: planner: %w", err)
 		}
 	}
+	if err := c.Curator.validateTiering(); err != nil {
+		return nil, err
+	}
 	if err := c.TLS().Validate(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -366,4 +369,10 @@ type CuratorConfig struct {
 	JobTimeLimit time.Duration `yaml:"job_time_limit"`
 	// SealIdle seals open egroups idle this long before each scan.
 	SealIdle time.Duration `yaml:"seal_idle"`
+	// TieringScheduler decides when tiering runs: threshold (default: f,
+	// d, h) or qlearning, the learned scheduler; TieringModel is its
+	// starting model, a JSON file from `terrace sim tiering --out`
+	// (default: the built-in one). See docs/qlearning.md.
+	TieringScheduler string `yaml:"tiering_scheduler"`
+	TieringModel     string `yaml:"tiering_model"`
 }

@@ -228,7 +228,9 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 	if cc.Tiering != nil {
 		tiering = *cc.Tiering
 	}
+	sched, signals := n.tieringScheduler(n.Layer)
 	n.Curator = curator.New(n.Layer, n.KV, topo, pol, leader, load, n.withPolicyHooks(curator.Options{
+		TieringScheduler: sched, TierSignals: signals,
 		Node:          n.Config.NodeID,
 		PlannerRules:  strings.Join(n.Config.Planner.Rules, "\n"),
 		ClientLatency: n.Layer.ForegroundLatency,

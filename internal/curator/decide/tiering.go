@@ -45,6 +45,19 @@ type TierOptions struct {
 	// tiering policy supplies it (internal/policy); it must be pure and
 	// cheap, a lookup of values computed before the decision.
 	Rank func(Egroup) float64 `json:"-"`
+	// DemoteAbove, for the tiers it names, replaces DownAbove (f) as the
+	// usage above which the tier sheds cold data; promotions still fill a
+	// tier only up to f. A tiering scheduler (internal/curator/tiersched)
+	// sets it to tier down now, or never, instead of at f.
+	DemoteAbove map[model.Tier]float64 `json:"-"`
+}
+
+// demoteAbove is the usage above which tier t sheds cold data.
+func (o TierOptions) demoteAbove(t model.Tier) float64 {
+	if v, ok := o.DemoteAbove[t]; ok {
+		return v
+	}
+	return o.DownAbove
 }
 
 // EnsureDefaults fills the paper's defaults: f=75 %, d=90 %, h=15 %,
@@ -240,7 +253,7 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 
 	// Demotion: for each tier over f, shed coldest unpinned replicas.
 	for _, src := range s.Tiers() {
-		if u.tier(src) <= o.DownAbove {
+		if u.tier(src) <= o.demoteAbove(src) {
 			continue
 		}
 		target := u.tierUsed[src] - int64(o.Reduce*float64(u.tierCap[src]))
@@ -266,7 +279,7 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 				u.move(s, from[0], dst, eg.Size)
 				moved[eg.ID] = true
 				tasks = append(tasks, Task{Kind: KindTierDown, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst}, Remove: []model.Replica{from[0]},
-					Bytes: eg.Size, Reason: fmt.Sprintf("%s at %.0f%% > %.0f%%, coldest (last touch %s ago)", src, 100*u.tier(src), 100*o.DownAbove, s.Now.Sub(lastTouch(eg)).Round(time.Second))})
+					Bytes: eg.Size, Reason: fmt.Sprintf("%s at %.0f%% > %.0f%%, coldest (last touch %s ago)", src, 100*u.tier(src), 100*o.demoteAbove(src), s.Now.Sub(lastTouch(eg)).Round(time.Second))})
 				break
 			}
 		}

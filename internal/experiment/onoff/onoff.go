@@ -58,9 +58,15 @@ type Options struct {
 	// HotFraction of the data section receives HotShare of the accesses.
 	HotFraction, HotShare float64
 	Seed                  uint64
-	Modes                 []string // "on", "off"
-	Emulate               bool
-	Log                   func(format string, args ...any)
+	// Modes to run: "on", "off", or the Curator on with one tiering
+	// scheduler, "threshold" or "qlearning" (docs/qlearning.md).
+	Modes []string
+	// Workload is "oltp" (default: reads, overwrites and log appends) or
+	// "oltp-skewed" (Curator Appendix D: reads only on the data section,
+	// HotShare of them to the hottest HotFraction, plus 1 % log appends).
+	Workload string
+	Emulate  bool
+	Log      func(format string, args ...any)
 }
 
 // EnsureDefaults fills zero fields.
@@ -131,9 +137,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("onoff: egroup size %d below 256 KiB", o.EgroupBytes)
 	}
 	for _, m := range o.Modes {
-		if m != "on" && m != "off" {
-			return fmt.Errorf("onoff: unknown mode %q (want on, off)", m)
+		if m != "on" && m != "off" && m != "threshold" && m != "qlearning" {
+			return fmt.Errorf("onoff: unknown mode %q (want on, off, threshold, qlearning)", m)
 		}
+	}
+	if o.Workload != "" && o.Workload != "oltp" && o.Workload != "oltp-skewed" {
+		return fmt.Errorf("onoff: unknown workload %q (want oltp, oltp-skewed)", o.Workload)
 	}
 	return nil
 }
@@ -341,8 +350,15 @@ func curatorConfig(mode string, egroupBytes int64) string {
 	if mode == "off" {
 		return eg + "curator:\n  disabled: true\n"
 	}
-	return eg + `curator:
-  partial_every: 5s
+	if mode == "threshold" || mode == "qlearning" {
+		eg += "curator:\n  tiering_scheduler: " + mode + "\n" + curatorSchedules
+		return eg
+	}
+	return eg + "curator:\n" + curatorSchedules
+}
+
+// curatorSchedules are the short schedules of every Curator-on mode.
+const curatorSchedules = `  partial_every: 5s
   full_every: 15s
   garbage_grace: 3s
   tier_check_interval: 3s
@@ -352,7 +368,6 @@ func curatorConfig(mode string, egroupBytes int64) string {
   scrub: false
   job_time_limit: 5s
 `
-}
 
 // Run runs every mode and writes results under o.Out.
 func Run(ctx context.Context, o Options) (*Result, error) {
@@ -487,7 +502,15 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 			i = hot + r.IntN(max(1, len(keys)-hot))
 		}
 		i = min(i, len(keys)-1)
-		switch x := r.IntN(10); {
+		x := r.IntN(10)
+		if o.Workload == "oltp-skewed" {
+			// Read-only data section; log appends are ~1 % of operations.
+			x = 1 // a read (1..4 below)
+			if r.IntN(100) == 0 {
+				x = 0 // a log append
+			}
+		}
+		switch {
 		case x < 1: // log section
 			n := logSeq.Add(1)
 			_ = c.putAt(arrival, r, fmt.Sprintf("log/%08d", n), 32<<10, o.Seed)
@@ -547,7 +570,7 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 		_, err := c.do("DELETE", "http://"+c.node(r).Admin+"/v1/data/exp/"+all2[i], nil)
 		return err
 	})
-	if mode == "on" {
+	if mode != "off" {
 		// Let the schedules run: grace, a full scan (data removal), and
 		// the next one (empty egroups).
 		time.Sleep(5 * time.Second)

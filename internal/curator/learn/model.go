@@ -1,0 +1,377 @@
+package learn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// Paper defaults (Curator §4.3.4).
+const (
+	DefaultEpsilon = 0.2
+	DefaultGamma   = 0.9
+	// DefaultAlpha is the online learning rate. The paper tunes it by
+	// cross validation and does not report it; Pretrain picks the
+	// pre-training rate the same way, and the online rate stays small
+	// because one poll's reward is a noisy sample.
+	DefaultAlpha = 0.01
+	// DefaultTDClip bounds one update's TD error, in reward units
+	// (milliseconds): one pathological interval (a device stall) must not
+	// swing the model by more than a few typical updates.
+	DefaultTDClip = 100.0
+	// zClip bounds a standardized feature: an observation far outside
+	// what the model was trained on moves the Q values only so far.
+	zClip = 5.0
+)
+
+// Limits on a model read from JSON: nothing grows without bound.
+const (
+	MaxFeatures = 16
+	MaxActions  = 8
+)
+
+// ModelVersion is the JSON format version ParseModel accepts.
+const ModelVersion = 1
+
+// ActionSpec is one action: its name and how much tiering it asks for,
+// as a multiple of the configured reduction h (0: do not tier now).
+type ActionSpec struct {
+	Name   string  `json:"name"`
+	Reduce float64 `json:"reduce"`
+}
+
+// PaperActions is A = {0, 1} of §4.3.1: do not run, run Tiering.
+var PaperActions = []ActionSpec{{Name: "skip", Reduce: 0}, {Name: "run", Reduce: 1}}
+
+// Model is a linear Q function, one linear model per action over
+// standardized features: Q(s, a) = Weights[a]·z(s) + Bias[a], with
+// z_i = clamp((s_i − Mean_i) / Scale_i, ±5).
+type Model struct {
+	Version  int          `json:"version"`
+	Features []string     `json:"features"`
+	Actions  []ActionSpec `json:"actions"`
+	// Mean and Scale standardize features (removing the mean, scaling to
+	// unit variance, §4.3.3); they are fixed when the model is created.
+	Mean  []float64   `json:"mean"`
+	Scale []float64   `json:"scale"`
+	W     [][]float64 `json:"weights"`
+	Bias  []float64   `json:"bias"`
+	// Alpha is the online learning rate, Gamma the discount, Epsilon the
+	// exploration probability, TDClip the bound on one TD error.
+	Alpha   float64 `json:"alpha"`
+	Gamma   float64 `json:"gamma"`
+	Epsilon float64 `json:"epsilon"`
+	TDClip  float64 `json:"td_clip"`
+	// Updates counts the TD updates applied since creation.
+	Updates int64 `json:"updates"`
+}
+
+// NewModel returns a model with zero weights over features and actions,
+// standardizing with mean and scale (nil: no standardization), and the
+// paper's α, γ, ε.
+func NewModel(features []string, actions []ActionSpec, mean, scale []float64) (*Model, error) {
+	n := len(features)
+	if mean == nil {
+		mean = make([]float64, n)
+	}
+	if scale == nil {
+		scale = make([]float64, n)
+		for i := range scale {
+			scale[i] = 1
+		}
+	}
+	m := &Model{Version: ModelVersion, Features: append([]string(nil), features...), Actions: append([]ActionSpec(nil), actions...),
+		Mean: append([]float64(nil), mean...), Scale: append([]float64(nil), scale...),
+		Alpha: DefaultAlpha, Gamma: DefaultGamma, Epsilon: DefaultEpsilon, TDClip: DefaultTDClip}
+	m.W = make([][]float64, len(actions))
+	for a := range m.W {
+		m.W[a] = make([]float64, n)
+	}
+	m.Bias = make([]float64, len(actions))
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Validate checks dimensions, names and numbers: a model that passes can
+// be evaluated without panicking and yields finite Q values for valid
+// observations.
+func (m *Model) Validate() error {
+	if m == nil {
+		return errors.New("learn: nil model")
+	}
+	if m.Version != ModelVersion {
+		return fmt.Errorf("learn: model version %d, want %d", m.Version, ModelVersion)
+	}
+	n := len(m.Features)
+	if n == 0 || n > MaxFeatures {
+		return fmt.Errorf("learn: model has %d features, want 1..%d", n, MaxFeatures)
+	}
+	seen := map[string]bool{}
+	for _, f := range m.Features {
+		if !knownFeature(f) {
+			return fmt.Errorf("learn: unknown feature %q (want some of %s)", f, strings.Join(AllFeatures, ", "))
+		}
+		if seen[f] {
+			return fmt.Errorf("learn: feature %q listed twice", f)
+		}
+		seen[f] = true
+	}
+	if len(m.Actions) < 2 || len(m.Actions) > MaxActions {
+		return fmt.Errorf("learn: model has %d actions, want 2..%d", len(m.Actions), MaxActions)
+	}
+	names := map[string]bool{}
+	for _, a := range m.Actions {
+		if a.Name == "" || names[a.Name] {
+			return fmt.Errorf("learn: action names must be distinct and non-empty (got %q)", a.Name)
+		}
+		names[a.Name] = true
+		if !finite(a.Reduce) || a.Reduce < 0 || a.Reduce > 10 {
+			return fmt.Errorf("learn: action %s reduce=%v: want 0..10 (multiples of h)", a.Name, a.Reduce)
+		}
+	}
+	if len(m.Mean) != n || len(m.Scale) != n {
+		return fmt.Errorf("learn: mean/scale have %d/%d entries for %d features", len(m.Mean), len(m.Scale), n)
+	}
+	for i := range n {
+		if !finite(m.Mean[i]) || !finite(m.Scale[i]) || m.Scale[i] <= 0 {
+			return fmt.Errorf("learn: feature %s: mean %v scale %v: want finite, scale > 0", m.Features[i], m.Mean[i], m.Scale[i])
+		}
+	}
+	if len(m.W) != len(m.Actions) || len(m.Bias) != len(m.Actions) {
+		return fmt.Errorf("learn: %d weight rows and %d biases for %d actions", len(m.W), len(m.Bias), len(m.Actions))
+	}
+	for a, row := range m.W {
+		if len(row) != n {
+			return fmt.Errorf("learn: action %s has %d weights for %d features", m.Actions[a].Name, len(row), n)
+		}
+		for _, w := range row {
+			if !finite(w) || math.Abs(w) > 1e9 {
+				return fmt.Errorf("learn: action %s: weight %v out of range", m.Actions[a].Name, w)
+			}
+		}
+		if !finite(m.Bias[a]) || math.Abs(m.Bias[a]) > 1e9 {
+			return fmt.Errorf("learn: action %s: bias %v out of range", m.Actions[a].Name, m.Bias[a])
+		}
+	}
+	if !finite(m.Alpha) || m.Alpha <= 0 || m.Alpha > 1 {
+		return fmt.Errorf("learn: alpha %v: want (0, 1]", m.Alpha)
+	}
+	if !finite(m.Gamma) || m.Gamma < 0 || m.Gamma >= 1 {
+		return fmt.Errorf("learn: gamma %v: want [0, 1)", m.Gamma)
+	}
+	if !finite(m.Epsilon) || m.Epsilon < 0 || m.Epsilon > 1 {
+		return fmt.Errorf("learn: epsilon %v: want [0, 1]", m.Epsilon)
+	}
+	if !finite(m.TDClip) || m.TDClip <= 0 {
+		return fmt.Errorf("learn: td_clip %v: want > 0", m.TDClip)
+	}
+	if m.Updates < 0 {
+		return fmt.Errorf("learn: updates %d < 0", m.Updates)
+	}
+	return nil
+}
+
+// Clone returns a deep copy.
+func (m *Model) Clone() *Model {
+	c := *m
+	c.Features = append([]string(nil), m.Features...)
+	c.Actions = append([]ActionSpec(nil), m.Actions...)
+	c.Mean = append([]float64(nil), m.Mean...)
+	c.Scale = append([]float64(nil), m.Scale...)
+	c.Bias = append([]float64(nil), m.Bias...)
+	c.W = make([][]float64, len(m.W))
+	for a := range m.W {
+		c.W[a] = append([]float64(nil), m.W[a]...)
+	}
+	return &c
+}
+
+// Action returns the index of the named action, or -1.
+func (m *Model) Action(name string) int {
+	for i, a := range m.Actions {
+		if a.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Standardize returns z(s) for the model's features.
+func (m *Model) Standardize(o Observation) []float64 {
+	z := make([]float64, len(m.Features))
+	for i, f := range m.Features {
+		v := (o.Value(f) - m.Mean[i]) / m.Scale[i]
+		z[i] = max(-zClip, min(zClip, v))
+	}
+	return z
+}
+
+func (m *Model) qz(z []float64, a int) float64 {
+	q := m.Bias[a]
+	for i, w := range m.W[a] {
+		q += w * z[i]
+	}
+	return q
+}
+
+// Q returns Q(s, a) for every action.
+func (m *Model) Q(o Observation) []float64 {
+	z := m.Standardize(o)
+	out := make([]float64, len(m.Actions))
+	for a := range out {
+		out[a] = m.qz(z, a)
+	}
+	return out
+}
+
+// argmax returns the best action; ties go to the lower index, so "skip"
+// (index 0 in PaperActions) wins a tie: doing nothing is the cheap choice.
+func argmax(q []float64) int {
+	best := 0
+	for a := 1; a < len(q); a++ {
+		if q[a] > q[best] {
+			best = a
+		}
+	}
+	return best
+}
+
+// Greedy returns the action with the highest Q value.
+func (m *Model) Greedy(o Observation) int { return argmax(m.Q(o)) }
+
+// Choose picks an action ε-greedily: with probability Epsilon a uniformly
+// random action (explored), otherwise the greedy one. It draws exactly
+// one Float64 from rng, and a second only when exploring, so decisions
+// replay from the seed.
+func (m *Model) Choose(o Observation, rng *rand.Rand) (a int, explored bool) {
+	if rng.Float64() < m.Epsilon {
+		return rng.IntN(len(m.Actions)), true
+	}
+	return m.Greedy(o), false
+}
+
+// Transition is one step of experience: in state S the agent took Action,
+// received Reward (−mean client latency in ms over the interval that
+// followed) and found itself in Next.
+type Transition struct {
+	S      Observation `json:"s"`
+	Action int         `json:"a"`
+	Reward float64     `json:"r"`
+	Next   Observation `json:"next"`
+}
+
+// ErrDiverged is returned by Update when a step would leave the model
+// with non-finite or absurd numbers; the model is left unchanged.
+var ErrDiverged = errors.New("learn: update would diverge; model unchanged")
+
+// tdTarget is r + γ max_a' Q(s', a').
+func (m *Model) tdTarget(t Transition) float64 {
+	zn := m.Standardize(t.Next)
+	best := math.Inf(-1)
+	for a := range m.Actions {
+		best = max(best, m.qz(zn, a))
+	}
+	return t.Reward + m.Gamma*best
+}
+
+// Update applies one step of one-step Q-learning (Curator Eq. 2) with the
+// linear approximator: δ = r + γ max_a' Q(s', a') − Q(s, a), clipped to
+// ±TDClip; W[a] += α δ z(s); Bias[a] += α δ. It returns δ before
+// clipping.
+func (m *Model) Update(t Transition) (float64, error) {
+	return m.updateRate(t, m.Alpha)
+}
+
+func (m *Model) updateRate(t Transition, alpha float64) (float64, error) {
+	if t.Action < 0 || t.Action >= len(m.Actions) {
+		return 0, fmt.Errorf("learn: transition action %d: model has %d actions", t.Action, len(m.Actions))
+	}
+	if !finite(t.Reward) {
+		return 0, fmt.Errorf("learn: transition reward %v is not finite", t.Reward)
+	}
+	if err := t.S.Validate(); err != nil {
+		return 0, err
+	}
+	if err := t.Next.Validate(); err != nil {
+		return 0, err
+	}
+	z := m.Standardize(t.S)
+	delta := m.tdTarget(t) - m.qz(z, t.Action)
+	step := alpha * max(-m.TDClip, min(m.TDClip, delta))
+	row := m.W[t.Action]
+	next := make([]float64, len(row))
+	for i := range row {
+		next[i] = row[i] + step*z[i]
+		if !finite(next[i]) || math.Abs(next[i]) > 1e9 {
+			return delta, ErrDiverged
+		}
+	}
+	b := m.Bias[t.Action] + step
+	if !finite(b) || math.Abs(b) > 1e9 {
+		return delta, ErrDiverged
+	}
+	copy(row, next)
+	m.Bias[t.Action] = b
+	m.Updates++
+	return delta, nil
+}
+
+// MarshalJSON-compatible encoding: Model has plain JSON tags; Marshal is
+// json.Marshal with a validation first, so an invalid model is never
+// persisted.
+func (m *Model) Marshal() ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return json.MarshalIndent(m, "", "  ")
+}
+
+// maxModelBytes bounds the JSON ParseModel reads (a valid model with the
+// maximum dimensions is a few KiB).
+const maxModelBytes = 1 << 20
+
+// ParseModel decodes and validates a model. Unknown fields are errors, so
+// a model written by a newer version is refused rather than half-read.
+func ParseModel(b []byte) (*Model, error) {
+	if len(b) > maxModelBytes {
+		return nil, fmt.Errorf("learn: model is %d bytes, limit %d", len(b), maxModelBytes)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	var m Model
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("learn: model: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("learn: model: trailing data after the JSON object")
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// String prints the model compactly: per action its bias and weights by
+// feature name, then the hyperparameters.
+func (m *Model) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "model features=%s alpha=%g gamma=%g epsilon=%g updates=%d\n", strings.Join(m.Features, ","), m.Alpha, m.Gamma, m.Epsilon, m.Updates)
+	for a, spec := range m.Actions {
+		fmt.Fprintf(&b, "  %s (reduce %gh): bias=%s", spec.Name, spec.Reduce, fmtF(m.Bias[a]))
+		for i, f := range m.Features {
+			fmt.Fprintf(&b, " %s=%s", f, fmtF(m.W[a][i]))
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func fmtF(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }

@@ -1,0 +1,211 @@
+package curator
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/curator/learn"
+	"github.com/terrace-storage/terrace/internal/curator/tiersched"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// TieringScheduler answers the Curator's question "tier down now, and
+// with which thresholds?" at every tiering check. tiersched.Threshold
+// (run when a tier is over f) is the default; tiersched.QLearning is the
+// learned scheduler (`curator: tiering_scheduler: qlearning`,
+// docs/design/0006-learned-tiering.md). Implementations are pure and are
+// called under the Curator's lock.
+type TieringScheduler interface {
+	Name() string
+	// Check is called at each tiering check; a Decision with Run starts a
+	// partial job whose tiering pass uses Decision.Options.
+	Check(in tiersched.Input, rng *rand.Rand) (tiersched.Decision, error)
+	// JobOptions are the tiering options of a job started for another
+	// reason (periodic scans, requested jobs, dry runs).
+	JobOptions(s *model.Snapshot, base decide.TierOptions) decide.TierOptions
+}
+
+var (
+	_ TieringScheduler = tiersched.Threshold{}
+	_ TieringScheduler = (*tiersched.QLearning)(nil)
+)
+
+// TieringStatus is the tiering scheduler's part of the Curator's status:
+// for the learned scheduler, the agent's last state, action and reward.
+type TieringStatus struct {
+	Scheduler string    `json:"scheduler"`
+	LastCheck time.Time `json:"last_check,omitzero"`
+	// LastRun is when a check last started a tiering job, and why.
+	LastRun    time.Time         `json:"last_run,omitzero"`
+	LastReason string            `json:"last_reason,omitempty"`
+	Agent      *learn.Decision   `json:"agent,omitempty"`
+	AgentStats *learn.AgentStats `json:"agent_stats,omitempty"`
+	Error      string            `json:"error,omitempty"`
+}
+
+// tierState is the Curator's scheduler bookkeeping (guarded by c.mu).
+type tierState struct {
+	pending   *decide.TierOptions // options of the job the last check started
+	pendingAt time.Time
+	status    TieringStatus
+	saved     int64 // model updates at the last save
+	restored  bool  // the saved model was loaded since this node became master
+}
+
+// tieringModelKey holds the learned scheduler's model (JSON) in the
+// metadata store: the master saves it as it learns and a new master
+// restores it, so learning survives failovers.
+const tieringModelKey = meta.PrefixJob + "t/model"
+
+// modelAgent is a scheduler with a learning agent (tiersched.QLearning).
+type modelAgent interface{ Agent() *learn.Agent }
+
+// pendingFor bounds how long a check's options wait for the job it
+// started (a job whose scan failed must not hand them to a periodic scan
+// an hour later).
+const pendingFor = 10 * time.Minute
+
+func (c *Curator) scheduler() TieringScheduler {
+	if c.opts.TieringScheduler != nil {
+		return c.opts.TieringScheduler
+	}
+	return tiersched.Threshold{}
+}
+
+// tierCheck asks the scheduler whether to start a tiering job now (on the
+// Curator master only). A scheduler error (a bad signal) falls back to the
+// threshold rule for this check. base are the thresholds in force (the
+// configured ones, or a tiering policy's). Called with c.mu held.
+func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOptions) (bool, string) {
+	// Only the master acts on the answer; a learning agent on another node
+	// would learn from jobs it did not run.
+	if !c.leader.IsLeader() {
+		c.tier.restored = false
+		return false, ""
+	}
+	if !c.tier.restored {
+		// This node just became the master: continue from the model the
+		// previous master saved (retried at the next check if the
+		// metadata store did not answer; nothing is saved until then).
+		c.tier.restored = c.restoreTieringModel()
+	}
+	var obs learn.Observation
+	if c.opts.TierSignals != nil {
+		obs = c.opts.TierSignals()
+	}
+	sched := c.scheduler()
+	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: base}
+	d, err := sched.Check(in, c.rng)
+	st := &c.tier.status
+	st.Scheduler, st.LastCheck, st.Error = sched.Name(), now, ""
+	if err != nil {
+		c.log.Warn("tiering scheduler check failed; using the threshold rule", "scheduler", sched.Name(), "err", err)
+		st.Error = err.Error()
+		d, _ = tiersched.Threshold{}.Check(in, c.rng)
+	}
+	if d.Agent != nil && !d.Agent.Held {
+		a := *d.Agent
+		st.Agent = &a
+	}
+	if q, ok := sched.(*tiersched.QLearning); ok {
+		s := q.Agent().Stats()
+		st.AgentStats = &s
+		c.saveTieringModel(q)
+	}
+	if !d.Run {
+		return false, ""
+	}
+	o := d.Options
+	c.tier.pending, c.tier.pendingAt = &o, now
+	st.LastRun, st.LastReason = now, d.Reason
+	return true, d.Reason
+}
+
+// schedulerOptions are the tiering options of this job: those of the
+// check that started it (consumed once), else the scheduler's options
+// for any other job. Called with c.mu held.
+func (c *Curator) schedulerOptions(s *model.Snapshot, base decide.TierOptions, consume bool) decide.TierOptions {
+	if p := c.tier.pending; p != nil && c.now().Sub(c.tier.pendingAt) < pendingFor {
+		if consume {
+			c.tier.pending = nil
+		}
+		o := *p
+		// The check saw no egroups; the job's base carries a tiering
+		// policy's coldness ranking over this scan's.
+		o.Rank = base.Rank
+		return o
+	}
+	return c.scheduler().JobOptions(s, base)
+}
+
+// TieringStatus returns the scheduler's status.
+func (c *Curator) TieringStatus() TieringStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.tier.status
+	st.Scheduler = c.scheduler().Name()
+	return st
+}
+
+// saveTieringModel writes the agent's model to the metadata store when it
+// learned since the last save. Called with c.mu held, at most once per
+// agent decision (every 30 s); a failed save is retried at the next one.
+func (c *Curator) saveTieringModel(ma modelAgent) {
+	m := ma.Agent().Model()
+	if !c.tier.restored || m.Updates == c.tier.saved {
+		return
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		c.log.Warn("curator: tiering model not saved", "err", err)
+		return
+	}
+	var t meta.Txn
+	t.Put([]byte(tieringModelKey), b)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := c.kv.Commit(ctx, &t); err != nil {
+		c.log.Warn("curator: tiering model not saved", "err", err)
+		return
+	}
+	c.tier.saved = m.Updates
+}
+
+// restoreTieringModel loads the saved model into the learned scheduler's
+// agent, at the first tiering check after this node became the master.
+// Without a saved model (the first master) the configured one stays; an
+// invalid saved model is reported and replaced at the next save. It
+// returns false only when the store could not be read. Called with c.mu
+// held.
+func (c *Curator) restoreTieringModel() bool {
+	ma, ok := c.scheduler().(modelAgent)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	it, err := c.kv.Get(ctx, []byte(tieringModelKey))
+	if errors.Is(err, meta.ErrNotFound) {
+		return true
+	}
+	if err != nil {
+		c.log.Warn("curator: reading the saved tiering model", "err", err)
+		return false
+	}
+	m, err := learn.ParseModel(it.Value)
+	if err == nil {
+		if err = ma.Agent().SetModel(m); err == nil {
+			c.tier.saved = m.Updates
+		}
+	}
+	if err != nil {
+		c.log.Error("curator: the saved tiering model is unusable; keeping the configured one", "err", err)
+		return true
+	}
+	c.log.Info("curator: restored the learned tiering model", "updates", m.Updates)
+	return true
+}
