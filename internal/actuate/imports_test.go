@@ -15,6 +15,8 @@ func TestLayering(t *testing.T) {
 		"internal/curator": {"internal/extent", "internal/device", "internal/cluster"},
 		"internal/actuate": {"internal/extent", "internal/device", "internal/cluster", "internal/curator\x00"},
 		"internal/replica": {"internal/object", "internal/meta", "internal/cluster"},
+		// The gateway reaches records only through the object layer.
+		"internal/s3": {"internal/meta\x00", "internal/extent", "internal/replica", "internal/device", "internal/cluster"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "github.com/terrace-storage/terrace/"+pkg).Output()

@@ -18,7 +18,7 @@ import (
 	"github.com/versity/versitygw/s3api/utils"
 	"github.com/versity/versitygw/s3err"
 
-	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/object"
 )
 
 // ACLs. Bucket ACLs are versitygw's: it parses canned ACLs and grant
@@ -135,7 +135,7 @@ func requestAccount(ctx context.Context) auth.Account {
 
 // ownershipOf is a bucket's object-ownership mode; buckets created before
 // it was stored count as BucketOwnerEnforced (AWS's default).
-func ownershipOf(bk meta.Bucket) types.ObjectOwnership {
+func ownershipOf(bk object.BucketRecord) types.ObjectOwnership {
 	if o := types.ObjectOwnership(bk.Attrs[attrOwnership]); o != "" {
 		return o
 	}
@@ -144,7 +144,7 @@ func ownershipOf(bk meta.Bucket) types.ObjectOwnership {
 
 // objectOwner is who owns an object: the bucket owner in a
 // BucketOwnerEnforced bucket, else whoever it was recorded for at upload.
-func objectOwner(bk meta.Bucket, o meta.Object) string {
+func objectOwner(bk object.BucketRecord, o object.Record) string {
 	if ownershipOf(bk) != types.ObjectOwnershipBucketOwnerEnforced {
 		if w := o.Headers[hdrObjectOwner]; w != "" {
 			return w
@@ -216,7 +216,7 @@ func grantHeaders(ctx context.Context) map[auth.Permission]string {
 }
 
 // buildObjectACL makes an object ACL from a canned ACL or grants.
-func (b *Backend) buildObjectACL(ctx context.Context, bk meta.Bucket, owner string, canned types.ObjectCannedACL, grants map[auth.Permission]string) (auth.ACL, error) {
+func (b *Backend) buildObjectACL(ctx context.Context, bk object.BucketRecord, owner string, canned types.ObjectCannedACL, grants map[auth.Permission]string) (auth.ACL, error) {
 	if canned != "" && len(grants) > 0 {
 		return auth.ACL{}, s3err.GetAPIError(s3err.ErrBothCannedAndHeaderGrants)
 	}
@@ -320,7 +320,7 @@ func (b *Backend) PutObjectAcl(ctx context.Context, in *s3.PutObjectAclInput) er
 	if err := b.checkPublicACL(ctx, bucket, raw); err != nil {
 		return err
 	}
-	err = b.layer.UpdateObject(ctx, bucket, key, func(o *meta.Object) error {
+	err = b.layer.UpdateObject(ctx, bucket, key, func(o *object.Record) error {
 		o.Headers = mergeHeaders(o.Headers, map[string]string{hdrObjectACL: string(raw)})
 		return nil
 	})

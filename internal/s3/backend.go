@@ -17,7 +17,6 @@ import (
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
 
-	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/sse"
@@ -88,7 +87,7 @@ func (b *Backend) Shutdown() {}
 // (no path semantics).
 func (b *Backend) NormalizeObjectKey(_, object string) string { return object }
 
-// Keys of the opaque S3 sub-resources kept in meta.Bucket.Attrs.
+// Keys of the opaque S3 sub-resources kept in object.BucketRecord.Attrs.
 const (
 	attrACL       = "s3.acl"
 	attrPolicy    = "s3.policy"
@@ -106,7 +105,7 @@ func accountOf(ctx context.Context, key string) auth.Account {
 }
 
 // bucketOwner is a bucket's owner: the ACL's owner, else the record's.
-func bucketOwner(b meta.Bucket) string {
+func bucketOwner(b object.BucketRecord) string {
 	if acl, err := auth.ParseACL(b.Attrs[attrACL]); err == nil && acl.Owner != "" {
 		return acl.Owner
 	}
@@ -154,7 +153,7 @@ func (b *Backend) ListBucketsAndOwners(ctx context.Context) ([]s3response.Bucket
 
 // ChangeBucketOwner serves versitygw's admin API.
 func (b *Backend) ChangeBucketOwner(ctx context.Context, bucket, owner string) error {
-	err := b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
+	err := b.layer.UpdateBucket(ctx, bucket, func(bk *object.BucketRecord) error {
 		acl, err := auth.ParseACL(bk.Attrs[attrACL])
 		if err != nil {
 			return err
@@ -218,7 +217,7 @@ func (b *Backend) CreateBucket(ctx context.Context, in *s3.CreateBucketInput, ac
 	if acl, err = normalizeACL(acl); err != nil {
 		return err
 	}
-	err = b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
+	err = b.layer.UpdateBucket(ctx, bucket, func(bk *object.BucketRecord) error {
 		setAttr(bk, attrACL, acl)
 		setAttr(bk, attrOwnership, []byte(in.ObjectOwnership))
 		if tags != nil {
@@ -267,7 +266,7 @@ func (b *Backend) GetObjectLockConfiguration(ctx context.Context, bucket string)
 	return nil, s3err.GetAPIError(s3err.ErrObjectLockConfigurationNotFound)
 }
 
-func setAttr(bk *meta.Bucket, key string, val []byte) {
+func setAttr(bk *object.BucketRecord, key string, val []byte) {
 	if len(val) == 0 {
 		delete(bk.Attrs, key)
 		return
@@ -297,7 +296,7 @@ func (b *Backend) getAttr(ctx context.Context, op, bucket, key string, missing e
 
 // putAttr stores (val non-empty) or deletes a bucket sub-resource.
 func (b *Backend) putAttr(ctx context.Context, op, bucket, key string, val []byte) error {
-	err := b.layer.UpdateBucket(ctx, bucket, func(bk *meta.Bucket) error {
+	err := b.layer.UpdateBucket(ctx, bucket, func(bk *object.BucketRecord) error {
 		setAttr(bk, key, val)
 		return nil
 	})

@@ -43,8 +43,9 @@
 //     storage class is passed through by name; the layer resolves it with its
 //     configured class table (object.Options.Classes).
 //   - No direct metadata-store access for data: everything goes through
-//     object.Layer's exported API (its records, meta.Object and
-//     meta.Bucket, are read and updated through it).
+//     object.Layer's exported API (its records, object.Record and
+//     object.BucketRecord, are read and updated through it; this package
+//     does not import internal/meta).
 //   - Never log secrets or keys.
 //
 // # Semantics worth knowing

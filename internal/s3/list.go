@@ -8,7 +8,6 @@ import (
 	"github.com/versity/versitygw/backend"
 	"github.com/versity/versitygw/s3response"
 
-	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
@@ -16,14 +15,14 @@ import (
 // complete page (S3); the layer caps pages at 1000 keys.
 // listOwner says whose name listings report as an object's owner (nil:
 // none, when FetchOwner is off).
-type listOwner func(o meta.Object) *types.Owner
+type listOwner func(o object.Record) *types.Owner
 
 func (b *Backend) listPage(ctx context.Context, op, bucket, prefix, delim, after string, maxKeys int32) (object.ListResult, listOwner, error) {
 	bk, _, err := b.layer.GetBucket(ctx, bucket)
 	if err != nil {
 		return object.ListResult{}, nil, b.mapErr(op, err, bucket)
 	}
-	owner := func(o meta.Object) *types.Owner {
+	owner := func(o object.Record) *types.Owner {
 		id := objectOwner(bk, o)
 		return &types.Owner{ID: &id, DisplayName: &id}
 	}

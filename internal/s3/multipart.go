@@ -14,7 +14,6 @@ import (
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
 
-	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/sse"
 )
@@ -253,7 +252,7 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 
 // copyPartPlain makes a part from plaintext bytes [off, off+n) of a
 // source, encrypting them when the upload is encrypted.
-func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey, srcVersion string, src meta.Object, srcDK []byte,
+func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey, srcVersion string, src object.Record, srcDK []byte,
 	off, n int64, rec *objectSSE, dk []byte, alg types.ChecksumAlgorithm) (object.PartInfo, error) {
 	var body io.Reader = &emptyReader{}
 	if n > 0 {
@@ -405,7 +404,7 @@ func (b *Backend) completedBefore(ctx context.Context, bucket, key string, in *s
 
 // completeResult is CompleteMultipartUpload's answer for a completed
 // object.
-func completeResult(bucket, key string, o meta.Object) s3response.CompleteMultipartUploadResult {
+func completeResult(bucket, key string, o object.Record) s3response.CompleteMultipartUploadResult {
 	etag := quoteETag(o.ETag)
 	loc := "/" + bucket + "/" + key
 	res := s3response.CompleteMultipartUploadResult{Location: &loc, Bucket: &bucket, Key: &key, ETag: &etag}

@@ -14,7 +14,6 @@ import (
 	"github.com/versity/versitygw/s3err"
 	"github.com/versity/versitygw/s3response"
 
-	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
@@ -146,7 +145,7 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 // as clients see it (plaintext sizes) and, for an encrypted object, its
 // data key, opened with what the request presents (SSE-C objects need
 // their key).
-func (b *Backend) readable(ctx context.Context, op, bucket string, info object.ObjectInfo) (meta.Object, *objectSSE, []byte, error) {
+func (b *Backend) readable(ctx context.Context, op, bucket string, info object.ObjectInfo) (object.Record, *objectSSE, []byte, error) {
 	o, rec, err := plainView(info.Object)
 	if err != nil {
 		return o, nil, nil, b.mapErr(op, err, bucket)
@@ -166,7 +165,7 @@ type readSpec struct {
 }
 
 // resolveRead applies partNumber or Range (versitygw rejects both at once).
-func resolveRead(o meta.Object, rng *string, part *int32) (readSpec, error) {
+func resolveRead(o object.Record, rng *string, part *int32) (readSpec, error) {
 	if part != nil {
 		off, n, count, err := partRange(o.Size, o.Parts, *part)
 		if err != nil {
@@ -194,7 +193,7 @@ func resolveRead(o meta.Object, rng *string, part *int32) (readSpec, error) {
 	return rs, nil
 }
 
-func tagCount(o meta.Object) *int32 {
+func tagCount(o object.Record) *int32 {
 	if len(o.Tags) == 0 {
 		return nil
 	}
@@ -590,7 +589,7 @@ type rewriteAttrs struct {
 // rewriteCopy copies by reading the source's plaintext and writing it as
 // a new object under the destination's encryption. The result is a simple
 // (single-part) object, as an AWS CopyObject of a multipart object is.
-func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey, srcVersion string, src object.ObjectInfo, plainSrc meta.Object, srcDK []byte,
+func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey, srcVersion string, src object.ObjectInfo, plainSrc object.Record, srcDK []byte,
 	dstBucket, dstKey string, enc sseRequest, a rewriteAttrs) (object.ObjectInfo, *objectSSE, error) {
 	var body io.Reader = &emptyReader{}
 	if plainSrc.Size > 0 {
@@ -685,7 +684,7 @@ func (b *Backend) PutObjectTagging(ctx context.Context, bucket, key, version str
 			return s3err.GetAPIError(s3err.ErrNotImplemented)
 		}
 	}
-	err := b.layer.UpdateObject(ctx, bucket, key, func(o *meta.Object) error {
+	err := b.layer.UpdateObject(ctx, bucket, key, func(o *object.Record) error {
 		o.Tags = cloneTags(tags)
 		return nil
 	})

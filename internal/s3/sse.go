@@ -17,7 +17,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/versity/versitygw/s3err"
 
-	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/sse"
 )
@@ -334,7 +333,7 @@ func setSSEResponse(ctx context.Context, rec *objectSSE) {
 
 // plainView returns the object record as clients see it: plaintext size
 // and part sizes for an encrypted object.
-func plainView(o meta.Object) (meta.Object, *objectSSE, error) {
+func plainView(o object.Record) (object.Record, *objectSSE, error) {
 	rec, err := sseOf(o.Headers)
 	if err != nil || rec == nil {
 		return o, rec, err
@@ -352,7 +351,7 @@ func plainView(o meta.Object) (meta.Object, *objectSSE, error) {
 
 // cipherLayout is the stream layout of an encrypted object: one stream
 // per part.
-func cipherLayout(o meta.Object) (sse.Layout, error) {
+func cipherLayout(o object.Record) (sse.Layout, error) {
 	streams := o.Parts
 	if len(streams) == 0 {
 		streams = []int64{o.Size}
@@ -366,7 +365,7 @@ func cipherLayout(o meta.Object) (sse.Layout, error) {
 
 // listSize is the size a listing reports (plaintext for encrypted
 // objects; the stored size if the record cannot be interpreted).
-func listSize(o meta.Object) int64 {
+func listSize(o object.Record) int64 {
 	if v, _, err := plainView(o); err == nil {
 		return v.Size
 	}
@@ -406,7 +405,7 @@ var errStaleRead = errors.New("s3: object changed during read")
 // the packages covering the range. Every layer read checks it still sees
 // the same object (ETag and size), so headers and body never mix two
 // versions of an overwritten object.
-func (b *Backend) openPlain(ctx context.Context, bucket, key, version string, o meta.Object, dk []byte, off, n int64) (io.ReadCloser, error) {
+func (b *Backend) openPlain(ctx context.Context, bucket, key, version string, o object.Record, dk []byte, off, n int64) (io.ReadCloser, error) {
 	get := func(coff, cn int64) (io.ReadCloser, error) {
 		info, rc, err := b.layer.GetVersion(ctx, bucket, key, version, coff, cn)
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/versity/versitygw/backend"
 	"github.com/versity/versitygw/s3err"
 
-	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
@@ -64,7 +63,7 @@ func checkVersion(v *string) error {
 func quoteETag(etag string) string { return `"` + etag + `"` }
 
 // lastModified returns an object's modification time.
-func lastModified(o meta.Object) time.Time { return time.Unix(0, o.Mtime).UTC() }
+func lastModified(o object.Record) time.Time { return time.Unix(0, o.Mtime).UTC() }
 
 // className normalizes an x-amz-storage-class value. Class table names are
 // upper case (object.Options.Validate), so the lookup is case-insensitive.
@@ -72,7 +71,7 @@ func className(s string) string { return strings.ToUpper(strings.TrimSpace(s)) }
 
 // storageClass is the class reported for an object: the class it was
 // written with, or STANDARD.
-func storageClass(o meta.Object) types.StorageClass {
+func storageClass(o object.Record) types.StorageClass {
 	if o.Class == "" {
 		return types.StorageClassStandard
 	}
@@ -198,7 +197,7 @@ func isDigits(s string) bool {
 	return true
 }
 
-// Keys of the content headers kept in meta.Object.Headers.
+// Keys of the content headers kept in object.Record.Headers.
 const (
 	hdrContentType        = "content-type"
 	hdrContentEncoding    = "content-encoding"
