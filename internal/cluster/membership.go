@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -97,6 +98,7 @@ type Membership struct {
 	log      *slog.Logger
 	interval time.Duration
 	ttl      time.Duration
+	gen      atomic.Uint64 // see Generation
 
 	mu     sync.RWMutex
 	nodes  map[model.NodeID]NodeInfo
@@ -238,12 +240,19 @@ func (m *Membership) watchLoop(ctx context.Context, wc clientv3.WatchChan) {
 	}
 }
 
+// Generation changes whenever the set of nodes, their up/down state or
+// their administrative state changes (not on ordinary heartbeats), so a
+// cached snapshot can be refreshed at once instead of at its next interval:
+// a write must not be placed on a view that misses a node that joined.
+func (m *Membership) Generation() uint64 { return m.gen.Load() }
+
 func (m *Membership) apply(key string, val []byte, deleted bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
 	case strings.HasPrefix(key, prefixNode):
 		id := model.NodeID(strings.TrimPrefix(key, prefixNode))
+		m.gen.Add(1)
 		if deleted {
 			delete(m.nodes, id)
 			return
@@ -258,6 +267,7 @@ func (m *Membership) apply(key string, val []byte, deleted bool) {
 		if deleted {
 			delete(m.beats, id)
 			if wasUp {
+				m.gen.Add(1)
 				m.log.Warn("node down (heartbeat lease expired)", "node", id)
 				m.notify(Event{Node: id, Up: false, Time: time.Now()})
 			}
@@ -267,12 +277,14 @@ func (m *Membership) apply(key string, val []byte, deleted bool) {
 		if json.Unmarshal(val, &hb) == nil {
 			m.beats[id] = hb
 			if !wasUp {
+				m.gen.Add(1)
 				m.log.Info("node up", "node", id)
 				m.notify(Event{Node: id, Up: true, Time: time.Now()})
 			}
 		}
 	case strings.HasPrefix(key, prefixNodeState):
 		id := model.NodeID(strings.TrimPrefix(key, prefixNodeState))
+		m.gen.Add(1)
 		if deleted {
 			delete(m.states, id)
 			return

@@ -28,6 +28,12 @@ type Topology interface {
 	Snapshot() *model.Snapshot
 }
 
+// generational is a Topology that says when its node set changed (the
+// cluster's membership); the placement snapshot is then refreshed at once.
+type generational interface {
+	Generation() uint64
+}
+
 var _ Topology = (*replica.Local)(nil)
 
 // snapshotCache refreshes the placement snapshot every interval and folds
@@ -42,6 +48,7 @@ type snapshotCache struct {
 	mu      sync.Mutex
 	snap    *model.Snapshot
 	taken   time.Time
+	gen     uint64 // the topology's generation when snap was taken
 	pending map[model.DeviceID]int64
 	rng     *rand.Rand
 }
@@ -50,9 +57,14 @@ func (c *snapshotCache) get() *model.Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
-	if c.snap == nil || now.Sub(c.taken) >= c.interval {
+	var gen uint64
+	g, isGen := c.topo.(generational)
+	if isGen {
+		gen = g.Generation()
+	}
+	if c.snap == nil || now.Sub(c.taken) >= c.interval || gen != c.gen {
 		c.snap = c.topo.Snapshot()
-		c.taken = now
+		c.taken, c.gen = now, gen
 		c.pending = map[model.DeviceID]int64{}
 		return c.snap
 	}
