@@ -64,7 +64,10 @@ func (c *bucketCache) put(name string, e bucketEntry, gen uint64) {
 	if len(c.entries) > 10_000 {
 		c.entries = map[string]bucketEntry{} // bounded: drop all, refill on demand
 	}
-	c.entries[name] = e
+	// Clone the key: the S3 gateway's names alias its HTTP server's
+	// request buffers (fasthttp reuses them once the request returns), and
+	// a map key that changes under the map finds another bucket's entry.
+	c.entries[strings.Clone(name)] = e
 }
 
 func (c *bucketCache) drop(name string) {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -309,5 +310,31 @@ func TestBucketCacheFillRacingDrop(t *testing.T) {
 	c.put("b", bucketEntry{at: time.Now()}, c.generation())
 	if _, ok := c.get("b", time.Now()); !ok {
 		t.Fatal("a clean fill was not cached")
+	}
+}
+
+// TestBucketNamesFromReusedBuffers: the S3 gateway hands the layer names
+// that alias its HTTP server's request buffers, which are overwritten by
+// the next request. Writes to "bkt000", "bkt001", ..., each named from the
+// same buffer, must land in their own bucket: a cached bucket view stored
+// under the aliased name would later be found under another bucket's name,
+// and that bucket's writes would fail as "deleted and re-created".
+func TestBucketNamesFromReusedBuffers(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const n = 300 // enough entries that stale keys share hash slots with live ones
+	buf := []byte("bkt000")
+	name := unsafe.String(&buf[0], len(buf)) // what fasthttp's unsafe strings are
+	for i := range n {
+		copy(buf[3:], fmt.Sprintf("%03d", i))
+		if err := e.l.CreateBucket(ctx, string(buf), "", model.Vector{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.l.Put(ctx, name, "k", bytes.NewReader([]byte("x")), PutOptions{Size: 1, Vector: model.MustParseVector("hdd=1")}); err != nil {
+			t.Fatalf("put into %s: %v", buf, err)
+		}
+		if b, _, err := e.l.GetBucket(ctx, name); err != nil || b.Name != string(buf) {
+			t.Fatalf("bucket %s reads as %q, %v", buf, b.Name, err)
+		}
 	}
 }

@@ -47,6 +47,11 @@
 //     object.BucketRecord, are read and updated through it; this package
 //     does not import internal/meta).
 //   - Never log secrets or keys.
+//   - Never keep a string from a request past the request: versitygw's
+//     HTTP server (fiber over fasthttp) hands out names and headers that
+//     alias request buffers it reuses. Anything retained (a cache key, a
+//     goroutine that outlives the request) takes strings.Clone; the object
+//     layer clones the keys of its bucket cache for the same reason.
 //
 // # Semantics worth knowing
 //
