@@ -218,7 +218,7 @@ func TestCrashKill9History(t *testing.T) {
 	c := srv.client()
 	for i := 0; i < 2; i++ {
 		if err := c.json("POST", "/v1/curator/run", url.Values{"kind": {"full"}, "wait": {"1"}}, nil, nil); err != nil {
-			t.Fatal(err)
+			t.Fatalf("final scan %d: %v; server log:\n%s", i, err, tail(srv.log(), 6000))
 		}
 		time.Sleep(1100 * time.Millisecond) // past garbage_grace: the second scan frees
 	}

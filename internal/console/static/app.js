@@ -594,6 +594,8 @@ async function main() {
     } catch (_) { /* the login page follows either way */ }
     location.href = '/console/login';
   });
+  // Shown only now: a click before the handler exists would do nothing.
+  document.getElementById('logout').hidden = false;
   window.addEventListener('hashchange', route);
   await route();
   startLive(state.session.sample_every_ms || 5000);
