@@ -42,7 +42,7 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 		e, err := cluster.StartMember(cluster.MemberConfig{
 			Name: cfg.NodeID, DataDir: cfg.DataDir, PeerURL: cfg.EtcdPeerURL, ClientURL: cfg.EtcdClientURL,
 			AdvertisePeerURL: cfg.EtcdAdvertisePeerURL, InitialCluster: cfg.InitialCluster,
-			CertFile:       cfg.TLSCert, KeyFile: cfg.TLSKey, CAFile: cfg.TLSCA,
+			CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, CAFile: cfg.TLSCA,
 		})
 		if err != nil {
 			return nil, nil, nil, err
