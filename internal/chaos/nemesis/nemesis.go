@@ -307,10 +307,11 @@ type budget struct {
 	extra   int // role targets: nodes not known in advance
 	members int
 	locks   map[string]bool
+	needsUp map[string]bool // nodes another fault acts on through their API
 }
 
 func overlapping(ims []impairment, from, until time.Duration) budget {
-	b := budget{nodes: map[string]bool{}, locks: map[string]bool{}}
+	b := budget{nodes: map[string]bool{}, locks: map[string]bool{}, needsUp: map[string]bool{}}
 	for _, im := range ims {
 		if im.from >= until || im.until <= from {
 			continue
@@ -325,6 +326,9 @@ func overlapping(ims []impairment, from, until time.Duration) budget {
 		for _, l := range im.locks {
 			b.locks[l] = true
 		}
+		for _, n := range im.needsUp {
+			b.needsUp[n] = true
+		}
 	}
 	return b
 }
@@ -336,6 +340,14 @@ func fits(ims []impairment, im impairment, maxNodes int) bool {
 		if b.nodes[n] {
 			return false // one impairment per node at a time
 		}
+	}
+	for _, n := range im.nodes {
+		if b.needsUp[n] {
+			return false // a device fault is in force there
+		}
+	}
+	if im.wildcard && len(b.needsUp) > 0 {
+		return false // the role might resolve to that node
 	}
 	for _, l := range im.locks {
 		if b.locks[l] {
