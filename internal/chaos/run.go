@@ -396,6 +396,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Objects, res.SettleJob, res.Settle = keys, jobs+jobs2, time.Since(settleStart)
 	r.checkDangling(ctx)
 	r.checkBitRot(ctx, x)
+	r.progress("cluster checks done")
 	stopWatch()
 
 	if err := hw.Close(); err != nil {

@@ -297,8 +297,14 @@ func (r *Report) checkFinal(key string, ko *keyOps) {
 		}
 	}
 	if last == nil {
-		if ackedPut != nil && len(ko.finals) > 0 {
+		switch {
+		case len(ko.finals) == 0:
+		case ackedPut != nil:
 			r.Lost.add(Finding{Key: key, Op: ackedPut.ID, Detail: fmt.Sprintf("acknowledged write %d unreadable after healing (%d final reads failed; last: %s)", ackedPut.Write, len(ko.finals), lastErr)})
+		default:
+			// Nothing acknowledged is lost, but a healed store must answer
+			// every read: with the object, or with "no such key".
+			r.Anomalies.add(Finding{Key: key, Detail: fmt.Sprintf("unreadable after healing (%d final reads failed; last: %s)", len(ko.finals), lastErr)})
 		}
 		return
 	}

@@ -12,7 +12,9 @@
 //     it ended. An acknowledged write that is neither readable nor
 //     superseded is lost; a deleted object that comes back is resurrected.
 //     A key whose final reads all fail while it holds an acknowledged write
-//     is lost too (unreadable).
+//     is lost too (unreadable); any other key whose final reads all fail is
+//     an anomaly — a healed store answers every read, with the object or
+//     with "no such key".
 //   - Linearizability, per key: the key's writes, deletes and reads must be
 //     explainable by a single register changing atomically at one instant
 //     within each operation's interval (Herlihy and Wing). Operations with
