@@ -3,7 +3,7 @@
 // loopback, drives a mixed S3 load through every node while a nemesis
 // crashes, pauses, partitions and corrupts it on a seeded schedule, heals
 // everything, waits for the Curator to restore every object's vector, and
-// checks the recorded history. Design: docs/design/0003-chaos-suite.md;
+// checks the recorded history. Design: docs/design/0009-chaos-suite.md;
 // operator view: docs/reliability.md.
 //
 // # What it owns

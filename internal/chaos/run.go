@@ -493,6 +493,7 @@ func (r *runner) objects(ctx context.Context) ([]string, error) {
 func (r *runner) settle(ctx context.Context, deadline time.Time, final bool) (int, int) {
 	want, _ := model.ParseVector(r.o.Vector)
 	jobs := 0
+	lastBad, lastLog := -1, time.Time{}
 	kind := "full" // the first job scrubs, seals and collects garbage
 	for {
 		master, err := r.curatorMaster(ctx)
@@ -535,7 +536,10 @@ func (r *runner) settle(ctx context.Context, deadline time.Time, final bool) (in
 			}
 			return len(keys), jobs
 		}
-		r.progress("%d of %d objects not yet at %s (e.g. %s); running another Curator scan", len(bad), len(keys), r.o.Vector, bad[0])
+		if len(bad) != lastBad || time.Since(lastLog) > 30*time.Second {
+			r.progress("%d of %d objects not yet at %s (e.g. %s); running Curator scans", len(bad), len(keys), r.o.Vector, bad[0])
+			lastBad, lastLog = len(bad), time.Now()
+		}
 		sleep(ctx, 2*time.Second)
 	}
 }

@@ -135,15 +135,15 @@ type Options struct {
 	MinDuration, MaxDuration time.Duration
 	// RestartTime is how long a restarted node takes to serve again, and
 	// PauseRecoverTime a resumed or reconnected one: an impairment counts
-	// until then (0: 10 s and 3 s).
+	// until then (0: 8 s and 3 s).
 	RestartTime, PauseRecoverTime time.Duration
 }
 
 // DefaultWeights favour the faults that find the most bugs: crashes,
 // partitions and bit rot.
 var DefaultWeights = map[Kind]int{
-	Kill: 20, Pause: 8, Isolate: 12, Partition: 10, Delay: 7, Drop: 7,
-	DiskEIO: 8, DiskFull: 6, DiskSlow: 6, BitRot: 16,
+	Kill: 24, Pause: 8, Isolate: 12, Partition: 10, Delay: 6, Drop: 6,
+	DiskEIO: 8, DiskFull: 5, DiskSlow: 5, BitRot: 12,
 }
 
 // EnsureDefaults fills zero fields.
@@ -170,7 +170,7 @@ func (o *Options) EnsureDefaults() {
 		o.MaxDuration = 8 * time.Second
 	}
 	if o.RestartTime == 0 {
-		o.RestartTime = 10 * time.Second
+		o.RestartTime = 8 * time.Second
 	}
 	if o.PauseRecoverTime == 0 {
 		o.PauseRecoverTime = 3 * time.Second
@@ -346,9 +346,6 @@ func fits(ims []impairment, im impairment, maxNodes int) bool {
 			return false // a device fault is in force there
 		}
 	}
-	if im.wildcard && len(b.needsUp) > 0 {
-		return false // the role might resolve to that node
-	}
 	for _, l := range im.locks {
 		if b.locks[l] {
 			return false
@@ -397,28 +394,37 @@ func Plan(c Cluster, o Options, seed uint64) ([]Event, error) {
 	var events []Event
 	var ims []impairment
 	at := time.Duration(0)
-	const triesPerEvent = 64
+	const triesPerEvent = 16
+	// A drawn kind that does not fit the envelope now waits for it (a
+	// quarter interval at a time, up to waitSteps), so that faults with
+	// long windows (kills) keep their share instead of losing it to
+	// whatever fits at once; after that, any kind that fits goes.
+	const waitSteps = 8
 	for len(events) < o.Events {
 		at += o.Interval/2 + time.Duration(rng.Int64N(int64(o.Interval)+1))
 		kind := pickKind()
-		for try := 0; try < triesPerEvent; try++ {
-			// Try the drawn kind on several targets before another kind, so
-			// that faults with long windows (kills) keep their share.
-			if try >= triesPerEvent/4 {
-				kind = pickKind()
+		placed := false
+		for step := 0; step <= waitSteps && !placed; step++ {
+			for try := 0; try < triesPerEvent && !placed; try++ {
+				k := kind
+				if step == waitSteps && try >= triesPerEvent/4 {
+					k = pickKind()
+				}
+				e := draw(rng, k, c, &o)
+				e.At = at
+				im := impairmentOf(e, c, &o)
+				if !fits(ims, im, o.MaxImpairedNodes) {
+					continue
+				}
+				e.Seq = len(events) + 1
+				events = append(events, e)
+				ims = append(ims, im)
+				placed = true
 			}
-			e := draw(rng, kind, c, &o)
-			e.At = at
-			im := impairmentOf(e, c, &o)
-			if !fits(ims, im, o.MaxImpairedNodes) {
-				continue
+			if !placed && step < waitSteps {
+				at += o.Interval / 4
 			}
-			e.Seq = len(events) + 1
-			events = append(events, e)
-			ims = append(ims, im)
-			break
 		}
-		// Nothing fits now (the budget is spent): try again a little later.
 	}
 	return events, nil
 }
