@@ -436,7 +436,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		}
 		res.ByKind[string(op.Kind)] = c
 	}
-	res.Degraded = availability(ops, res.Executed, r.start)
+	res.Degraded = availability(ops, res.Executed)
+	res.Files["timeline"] = filepath.Join(o.Dir, "timeline.png")
+	if err := plotTimeline(res.Files["timeline"], ops, res.Executed); err != nil {
+		r.progress("timeline plot: %v", err)
+		delete(res.Files, "timeline")
+	}
 	r.mu.Lock()
 	res.Findings = append([]Finding{}, r.findings...)
 	r.mu.Unlock()

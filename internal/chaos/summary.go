@@ -29,7 +29,7 @@ const recoveryWindow = 10 * time.Second
 
 // availability attributes every load operation to the faults in force
 // when it was invoked.
-func availability(ops []history.Op, evs []Executed, start time.Time) []Availability {
+func availability(ops []history.Op, evs []Executed) []Availability {
 	type acc struct {
 		n, ok int
 		lat   []float64
