@@ -165,8 +165,15 @@ func (r *runner) admin(ctx context.Context, n *devcluster.Node, method, path str
 	return nil
 }
 
-// anyAdmin calls the first node (from a random start) that answers.
+// anyAdmin calls the first node (from a random start) that answers,
+// giving each 10 s.
 func (r *runner) anyAdmin(ctx context.Context, method, path string, out any) error {
+	return r.anyAdminWithin(ctx, 10*time.Second, method, path, out)
+}
+
+// anyAdminWithin is anyAdmin with a per-node time limit (Curator jobs run
+// for minutes).
+func (r *runner) anyAdminWithin(ctx context.Context, limit time.Duration, method, path string, out any) error {
 	var err error
 	k := rand.IntN(len(r.cluster.Nodes))
 	for i := range r.cluster.Nodes {
@@ -174,7 +181,7 @@ func (r *runner) anyAdmin(ctx context.Context, method, path string, out any) err
 		if n.PID() == 0 {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, limit)
 		err = r.admin(cctx, n, method, path, out)
 		cancel()
 		if err == nil {
@@ -508,7 +515,7 @@ func (r *runner) settle(ctx context.Context, deadline time.Time, final bool) (in
 			err = r.admin(jctx, r.node(master), "POST", path, nil)
 			cancel()
 		} else {
-			err = r.anyAdmin(ctx, "POST", path, nil)
+			err = r.anyAdminWithin(ctx, 5*time.Minute, "POST", path, nil)
 		}
 		jobs++
 		if err != nil {
@@ -649,9 +656,7 @@ func (r *runner) checkDangling(ctx context.Context) {
 	var rec struct {
 		Dangling []string `json:"dangling"`
 	}
-	jctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := r.anyAdmin(jctx, "POST", "/v1/curator/run?wait=1&kind=full", &rec); err != nil {
+	if err := r.anyAdminWithin(ctx, 5*time.Minute, "POST", "/v1/curator/run?wait=1&kind=full", &rec); err != nil {
 		r.finding("dangling", "full scan failed: %v", err)
 		return
 	}
