@@ -218,17 +218,31 @@ func (x *executor) apply(ctx context.Context, e nemesis.Event) Executed {
 	return rec
 }
 
-// resolve names the node an event targets.
+// resolve names the node an event targets. A role may be vacant for a
+// moment (an election after the last fault): it is asked again for up to
+// roleWait.
+const roleWait = 20 * time.Second
+
 func (x *executor) resolve(ctx context.Context, e nemesis.Event) (string, error) {
+	var find func(context.Context) (string, error)
 	switch e.Role {
 	case "":
 		return e.Node, nil
 	case nemesis.RoleEtcdLeader:
-		return x.r.etcdLeader(ctx)
+		find = x.r.etcdLeader
 	case nemesis.RoleCuratorMaster:
-		return x.r.curatorMaster(ctx)
+		find = x.r.curatorMaster
+	default:
+		return "", fmt.Errorf("unknown role %q", e.Role)
 	}
-	return "", fmt.Errorf("unknown role %q", e.Role)
+	deadline := time.Now().Add(roleWait)
+	for {
+		n, err := find(ctx)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return n, err
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
 }
 
 func (x *executor) kill(ctx context.Context, e nemesis.Event, rec *Executed) error {
