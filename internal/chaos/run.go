@@ -380,6 +380,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	faultStart := time.Now()
 	x.run(ctx, schedule)
 	x.wait()
+	if ctx.Err() != nil {
+		stopLoad()
+		clients.Wait()
+		hw.Close()
+		return nil, fmt.Errorf("chaos: interrupted: %w", ctx.Err())
+	}
 	r.progress("faults done in %s; healing everything", time.Since(faultStart).Round(time.Second))
 	if err := x.healAll(ctx); err != nil {
 		r.finding("heal", "%v", err)
@@ -393,6 +399,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	clients.Wait()
 	r.progress("load stopped: %d operations", hw.Len())
 
+	if ctx.Err() != nil {
+		hw.Close()
+		return nil, fmt.Errorf("chaos: interrupted: %w", ctx.Err())
+	}
 	settleStart := time.Now()
 	keys, jobs := r.settle(ctx, time.Now().Add(o.SettleTimeout), false)
 	r.progress("Curator: %d objects at vector %s after %s (%d jobs)", keys, o.Vector, time.Since(settleStart).Round(time.Second), jobs)
@@ -522,6 +532,9 @@ func (r *runner) settle(ctx context.Context, deadline time.Time, final bool) (in
 			r.progress("curator %s job: %v", kind, err)
 		}
 		kind = "partial"
+		if ctx.Err() != nil {
+			return 0, jobs
+		}
 		keys, err := r.objects(ctx)
 		if err != nil {
 			r.progress("list: %v", err)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -67,7 +68,13 @@ func noTestCache() {
 func TestChaosShort(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run")
 	args := []string{"chaos", "--nodes", "5", "--events", fmt.Sprint(*events), "--seed", fmt.Sprint(*seed), "--dir", dir}
-	cmd := exec.Command(terraceBin, args...)
+	// Stop the run (it stops its nodes) well before the test's own
+	// deadline would kill this process and orphan them.
+	ctx, cancel := context.WithTimeout(context.Background(), runLimit(t))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, terraceBin, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = time.Minute
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -86,6 +93,16 @@ func TestChaosShort(t *testing.T) {
 	if !strings.Contains(stdout.String(), " 0 lost, 0 corrupt, 0 anomalies") {
 		t.Fatalf("summary line %q", last)
 	}
+}
+
+// runLimit leaves a few minutes of the test's deadline for the run to
+// stop its cluster.
+func runLimit(t *testing.T) time.Duration {
+	d := 30 * time.Minute
+	if dl, ok := t.Deadline(); ok {
+		d = time.Until(dl) - 3*time.Minute
+	}
+	return max(d, time.Minute)
 }
 
 func tailLines(s string, n int) string {
