@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/chaos/history"
 	"github.com/terrace-storage/terrace/internal/chaos/nemesis"
 	"github.com/terrace-storage/terrace/internal/chaos/proxy"
+	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
@@ -145,5 +147,40 @@ func TestAvailabilityAndTimeline(t *testing.T) {
 	b, err := os.ReadFile(path)
 	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 		t.Fatalf("timeline: %v, %d bytes", err, len(b))
+	}
+}
+
+// TestTopologyWiring: every node dials each peer's replica RPC through its
+// own proxy, reaches its own etcd member directly and the others through
+// proxies, and members advertise their raft proxies.
+func TestTopologyWiring(t *testing.T) {
+	o := Options{Nodes: 4, Members: 3}
+	dc := devcluster.Options{BasePort: 30000}
+	tp, err := newTopology(&o, &dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.net.Close()
+	if eps := dc.MetaEndpoints(0); len(eps) != 3 || eps[0] != "http://127.0.0.1:30003" {
+		t.Fatalf("member n1's endpoints %v: want its own client URL first, then 2 proxies", eps)
+	}
+	if eps := dc.MetaEndpoints(3); len(eps) != 3 || strings.Contains(strings.Join(eps, ","), ":300") {
+		t.Fatalf("client n4's endpoints %v: want 3 proxies", eps)
+	}
+	args := strings.Join(dc.NodeArgs(1), " ")
+	for _, peer := range []string{"n1=", "n3=", "n4="} {
+		if !strings.Contains(args, peer) {
+			t.Fatalf("n2's args %q lack an override for %s", args, peer)
+		}
+	}
+	if strings.Contains(args, "n2=") {
+		t.Fatalf("n2 overrides itself: %q", args)
+	}
+	u := dc.AdvertisePeerURL(2)
+	if h := (http.Header{"X-Peerurls": {u}}); tp.identify(h) != "n3" {
+		t.Fatalf("raft URL %s does not identify n3", u)
+	}
+	if got := len(tp.net.Stats()); got != 0 {
+		t.Fatalf("%d links used before any traffic", got)
 	}
 }
