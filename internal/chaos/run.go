@@ -141,8 +141,16 @@ func (r *runner) minority(sides [2][]string) []string {
 	return sides[0]
 }
 
+// adminTimeout bounds an admin call whose context has no deadline.
+const adminTimeout = 30 * time.Second
+
 // admin calls a node's admin API (signed) and decodes a JSON answer.
 func (r *runner) admin(ctx context.Context, n *devcluster.Node, method, path string, out any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, adminTimeout)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.Admin+path, nil)
 	if err != nil {
 		return err
@@ -342,7 +350,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer r.topo.net.Close()
-	r.hc = devcluster.AdminClient(30 * time.Second)
+	r.hc = devcluster.AdminClient(0) // contexts bound every call (Curator jobs take minutes)
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	r.cluster, err = devcluster.Start(sctx, dc)
 	cancel()
