@@ -126,12 +126,13 @@ func TestAvailabilityAndTimeline(t *testing.T) {
 		{Kind: history.Get, Call: 60 * s, Return: 60*s + 1e7, Outcome: history.OK},
 		{Kind: history.Get, Call: 61 * s, Return: 61*s + 1e7, Outcome: history.OK, Final: true},
 	}
-	evs := []Executed{{Event: nemesis.Event{Kind: nemesis.Kill}, Start: 10, Healed: 15, Ready: 20}}
+	ops[1].Node, ops[2].Node = "n2", "n1"
+	evs := []Executed{{Event: nemesis.Event{Kind: nemesis.Kill}, Start: 10, Healed: 15, Ready: 20, Affected: []string{"n2"}}}
 	byFault := map[string]Availability{}
 	for _, a := range availability(ops, evs) {
 		byFault[a.Fault] = a
 	}
-	if a := byFault["kill"]; a.Ops != 2 || a.OK != 0.5 {
+	if a := byFault["kill"]; a.Ops != 2 || a.OK != 0.5 || a.OKElsewhere != 1 {
 		t.Errorf("kill: %+v", a)
 	}
 	if a := byFault["recovery"]; a.Ops != 1 || a.OK != 1 {

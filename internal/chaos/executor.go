@@ -24,6 +24,10 @@ import (
 type Executed struct {
 	Event  nemesis.Event `json:"event"`
 	Target string        `json:"target,omitempty"` // resolved node(s)
+	// Affected are the nodes whose own service the fault degrades (the
+	// target; a partition's minority side): clients talking to them are
+	// expected to suffer, clients talking to the others should not.
+	Affected []string `json:"affected,omitempty"`
 	// Times in seconds since the start of the run.
 	Start  float64 `json:"start"`
 	Healed float64 `json:"healed,omitempty"`
@@ -214,6 +218,13 @@ func (x *executor) apply(ctx context.Context, e nemesis.Event) Executed {
 	}
 	if err != nil && rec.Skipped == "" {
 		rec.Err = err.Error()
+	}
+	switch {
+	case e.Kind == nemesis.Partition:
+		rec.Affected = x.r.minority(e.Sides)
+	case e.Kind == nemesis.BitRot:
+	case rec.Target != "":
+		rec.Affected = []string{rec.Target}
 	}
 	return rec
 }

@@ -421,6 +421,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	res.Objects, res.SettleJob, res.Settle = keys, jobs+jobs2, time.Since(settleStart)
 	r.checkDangling(ctx)
 	r.checkBitRot(ctx, x)
+	r.checkLogs()
 	r.progress("cluster checks done")
 	stopWatch()
 
@@ -747,6 +748,34 @@ func (r *runner) checkBitRot(ctx context.Context, x *executor) {
 		f.Close()
 		if err == nil && b[0] == rt.New {
 			r.finding("bitrot", "egroup %016x replica on %s still listed good with the flipped byte at %d after full scans", rt.Egroup, dev, rt.Offset)
+		}
+	}
+}
+
+// logAlarms are log lines no run may produce: a consistency violation the
+// Curator saw, a Go panic.
+var logAlarms = []string{"CONSISTENCY", "panic:"}
+
+// checkLogs reports alarming lines in the node logs.
+func (r *runner) checkLogs() {
+	for _, n := range r.cluster.Nodes {
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			continue
+		}
+		found := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, a := range logAlarms {
+				if strings.Contains(line, a) {
+					found++
+					if found <= 5 {
+						r.finding("log", "%s: %s", n.ID, line)
+					}
+				}
+			}
+		}
+		if found > 5 {
+			r.finding("log", "%s: %d more alarming lines in %s", n.ID, found-5, n.LogPath)
 		}
 	}
 }

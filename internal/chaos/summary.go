@@ -18,6 +18,10 @@ type Availability struct {
 	Fault string  `json:"fault"`
 	Ops   int     `json:"ops"`
 	OK    float64 `json:"ok_fraction"`
+	// OKElsewhere is the fraction that succeeded among the operations
+	// sent to nodes the faults in force did not target: what a client
+	// that fails over to another node would see.
+	OKElsewhere float64 `json:"ok_elsewhere_fraction"`
 	P50   float64 `json:"p50_ms"` // latency of successful operations
 	P99   float64 `json:"p99_ms"`
 	Max   float64 `json:"max_ms"`
@@ -31,19 +35,26 @@ const recoveryWindow = 10 * time.Second
 // when it was invoked.
 func availability(ops []history.Op, evs []Executed) []Availability {
 	type acc struct {
-		n, ok int
-		lat   []float64
+		n, ok         int
+		nElse, okElse int
+		lat           []float64
 	}
 	by := map[string]*acc{}
-	add := func(k string, op history.Op) {
+	add := func(k string, op history.Op, targeted bool) {
 		a, ok := by[k]
 		if !ok {
 			a = &acc{}
 			by[k] = a
 		}
 		a.n++
+		if !targeted {
+			a.nElse++
+		}
 		if op.Outcome == history.OK {
 			a.ok++
+			if !targeted {
+				a.okElse++
+			}
 			a.lat = append(a.lat, float64(op.Return-op.Call)/1e6)
 		}
 	}
@@ -53,6 +64,7 @@ func availability(ops []history.Op, evs []Executed) []Availability {
 		}
 		t := float64(op.Call) / 1e9
 		kinds := map[string]bool{}
+		targeted := false
 		for _, e := range evs {
 			if e.Skipped != "" {
 				continue
@@ -66,6 +78,9 @@ func availability(ops []history.Op, evs []Executed) []Availability {
 			}
 			if t >= e.Start && t <= end {
 				kinds[string(e.Event.Kind)] = true
+				for _, n := range e.Affected {
+					targeted = targeted || n == op.Node
+				}
 			}
 			disruptive := e.Event.Kind == nemesis.Kill || e.Event.Kind == nemesis.Partition || e.Event.Kind == nemesis.Isolate
 			if disruptive && t > end && t <= end+recoveryWindow.Seconds() {
@@ -76,7 +91,7 @@ func availability(ops []history.Op, evs []Executed) []Availability {
 			kinds["none"] = true
 		}
 		for k := range kinds {
-			add(k, op)
+			add(k, op, targeted)
 		}
 	}
 	var out []Availability
@@ -88,7 +103,8 @@ func availability(ops []history.Op, evs []Executed) []Availability {
 			}
 			return a.lat[min(len(a.lat)-1, int(p*float64(len(a.lat))))]
 		}
-		av := Availability{Fault: k, Ops: a.n, OK: float64(a.ok) / float64(max(a.n, 1)), P50: q(0.5), P99: q(0.99)}
+		av := Availability{Fault: k, Ops: a.n, OK: float64(a.ok) / float64(max(a.n, 1)),
+			OKElsewhere: float64(a.okElse) / float64(max(a.nElse, 1)), P50: q(0.5), P99: q(0.99)}
 		if len(a.lat) > 0 {
 			av.Max = a.lat[len(a.lat)-1]
 		}
@@ -130,10 +146,11 @@ func PrintSummary(w io.Writer, r *Result) {
 		opk = append(opk, fmt.Sprintf("%s %d/%d/%d", k, c[0], c[1], c[2]))
 	}
 	fmt.Fprintf(w, "operations:  %d (ok/failed/unknown: %s)\n", r.Ops, strings.Join(opk, ", "))
-	fmt.Fprintf(w, "degraded:    fault         ops    ok     p50      p99      max\n")
+	fmt.Fprintf(w, "degraded:    fault         ops     ok  ok elsewhere    p50      p99      max\n")
 	for _, a := range r.Degraded {
-		fmt.Fprintf(w, "             %-12s %6d %5.1f%% %6.0fms %7.0fms %7.0fms\n", a.Fault, a.Ops, 100*a.OK, a.P50, a.P99, a.Max)
+		fmt.Fprintf(w, "             %-12s %6d %5.1f%%  %10.1f%% %6.0fms %7.0fms %7.0fms\n", a.Fault, a.Ops, 100*a.OK, 100*a.OKElsewhere, a.P50, a.P99, a.Max)
 	}
+	fmt.Fprintf(w, "             (ok elsewhere: operations sent to nodes the faults did not target)\n")
 	fmt.Fprintf(w, "recovery:    %d objects back at their vector %.0fs after the load stopped (%d Curator jobs); %d bit flips injected\n",
 		r.Objects, r.Settle.Seconds(), r.SettleJob, len(r.Rots))
 	rep := r.Report
