@@ -22,9 +22,9 @@ type Availability struct {
 	// sent to nodes the faults in force did not target: what a client
 	// that fails over to another node would see.
 	OKElsewhere float64 `json:"ok_elsewhere_fraction"`
-	P50   float64 `json:"p50_ms"` // latency of successful operations
-	P99   float64 `json:"p99_ms"`
-	Max   float64 `json:"max_ms"`
+	P50         float64 `json:"p50_ms"` // latency of successful operations
+	P99         float64 `json:"p99_ms"`
+	Max         float64 `json:"max_ms"`
 }
 
 // recoveryWindow is how long after a disruptive fault is healed its

@@ -426,6 +426,18 @@ func (pp *pipe) run(head []byte) {
 type chunk struct {
 	at   time.Time
 	data []byte
+	buf  *[]byte // from chunkPool; nil for the sniffed head
+}
+
+// chunkPool recycles read buffers: every byte between the nodes passes
+// through a proxy, so a fresh 32 KiB buffer per read would be most of the
+// suite's garbage.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkBytes); return &b }}
+
+func (c chunk) release() {
+	if c.buf != nil {
+		chunkPool.Put(c.buf)
+	}
 }
 
 // forward copies src to dst through the link's fault: held while
@@ -441,14 +453,17 @@ func (pp *pipe) forward(src, dst net.Conn, head []byte) {
 			q <- chunk{at: time.Now(), data: head}
 		}
 		for {
-			buf := make([]byte, chunkBytes)
-			k, err := src.Read(buf)
+			buf := chunkPool.Get().(*[]byte)
+			k, err := src.Read(*buf)
 			if k > 0 {
 				select {
-				case q <- chunk{at: time.Now(), data: buf[:k]}:
+				case q <- chunk{at: time.Now(), data: (*buf)[:k], buf: buf}:
 				case <-pp.done:
+					chunkPool.Put(buf)
 					return
 				}
+			} else {
+				chunkPool.Put(buf)
 			}
 			if err != nil {
 				readErr = err
@@ -459,18 +474,22 @@ func (pp *pipe) forward(src, dst net.Conn, head []byte) {
 	ok := true
 	for c := range q {
 		if !pp.deliverable(c.at) {
+			c.release()
 			ok = false
 			break
 		}
-		if _, err := dst.Write(c.data); err != nil {
-			ok = false
-			break
-		}
+		_, err := dst.Write(c.data)
 		pp.n.count(pp.link, len(c.data))
+		c.release()
+		if err != nil {
+			ok = false
+			break
+		}
 	}
 	if !ok {
 		pp.close()
-		for range q { // let the reader exit
+		for c := range q { // let the reader exit
+			c.release()
 		}
 		return
 	}
