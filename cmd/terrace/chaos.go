@@ -105,7 +105,7 @@ docs/reliability.md.`,
 	f.IntVar(&o.MaxImpairedNodes, "max-impaired", 2, "most nodes down, paused, cut off or with a failed device at once (below the vector's replicas)")
 	f.IntVar(&o.Clients, "clients", 6, "concurrent S3 clients")
 	f.DurationVar(&o.OpTimeout, "op-timeout", 15*time.Second, "client timeout per operation (then its outcome is unknown)")
-	f.DurationVar(&o.SettleTimeout, "settle-timeout", 5*time.Minute, "how long the Curator may take to bring every object back to its vector")
+	f.DurationVar(&o.SettleTimeout, "settle-timeout", 0, "how long the Curator may take to bring every object back to its vector (0: 5m + 0.3s per event)")
 	f.DurationVar(&o.NodeDownAfter, "node-down-after", 6*time.Second, "the Curator's stabilisation interval in the chaos cluster")
 	f.IntVar(&o.BasePort, "base-port", 0, "first cluster port (0: a free block from 21000)")
 	f.StringVar(&o.Binary, "binary", "", "terrace binary for the nodes (default: this one)")

@@ -54,7 +54,7 @@ const (
 var opWeights = []struct {
 	kind   history.Kind
 	weight int
-}{{history.Put, 32}, {history.Get, 40}, {history.Delete, 10}, {history.Multipart, 2}, {history.List, 6}}
+}{{history.Put, 33}, {history.Get, 40}, {history.Delete, 10}, {history.Multipart, 1}, {history.List, 6}}
 
 // objectSize draws a size: mostly small objects, some of several extents.
 func objectSize(rng *rand.Rand) int64 {
@@ -73,7 +73,7 @@ func objectSize(rng *rand.Rand) int64 {
 		return logU(100, 16<<10)
 	case x < 85:
 		return logU(16<<10, 256<<10)
-	case x < 97:
+	case x < 99:
 		return logU(256<<10, 2<<20)
 	default:
 		return logU(2<<20, 9<<20)

@@ -39,7 +39,8 @@ type Options struct {
 	// everything is healed, to see availability return (0: 5 s, 10 s).
 	Warmup, Cooldown time.Duration
 	// SettleTimeout bounds the wait for the Curator to bring every object
-	// back to its vector (0: 5 min).
+	// back to its vector, and one Curator job (0: 5 min, plus 0.3 s per
+	// event: a long run leaves more garbage for the first full scan).
 	SettleTimeout time.Duration
 	// BasePort is the first port of the cluster (0: a free block from
 	// 21000).
@@ -84,7 +85,7 @@ func (o *Options) EnsureDefaults() {
 		o.Cooldown = 10 * time.Second
 	}
 	if o.SettleTimeout == 0 {
-		o.SettleTimeout = 5 * time.Minute
+		o.SettleTimeout = 5*time.Minute + time.Duration(o.Events)*300*time.Millisecond
 	}
 	if o.NodeDownAfter == 0 {
 		o.NodeDownAfter = 6 * time.Second

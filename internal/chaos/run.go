@@ -27,8 +27,10 @@ import (
 )
 
 // Devices of every chaos node: a small ssd, so that tiering moves data
-// down while the faults run, and two hdds.
-var chaosDevices = []string{"ssd:ssd0:192MiB", "hdd:hdd0:2GiB", "hdd:hdd1:2GiB"}
+// down while the faults run, and two hdds with room for the garbage the
+// load's overwrites and deletes leave until the Curator reclaims it (a
+// 1,000-fault run with 2 GiB hdds filled them: docs/reliability.md).
+var chaosDevices = []string{"ssd:ssd0:256MiB", "hdd:hdd0:4GiB", "hdd:hdd1:4GiB"}
 
 // Finding is a problem seen on the cluster side (the checker reports what
 // the history shows).
@@ -277,11 +279,11 @@ func chaosConfig(o *Options) string {
 probe_bytes: 262144
 curator:
   partial_every: 20s
-  full_every: 2m
+  full_every: 1m
   node_down_after: %s
   garbage_grace: 1m
   seal_idle: 5s
-  job_time_limit: 1m
+  job_time_limit: 2m
 `, 4<<20, o.NodeDownAfter)
 }
 
@@ -530,11 +532,11 @@ func (r *runner) settle(ctx context.Context, deadline time.Time, final bool) (in
 		master, err := r.curatorMaster(ctx)
 		path := "/v1/curator/run?wait=1&kind=" + kind
 		if err == nil {
-			jctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			jctx, cancel := context.WithTimeout(ctx, r.o.SettleTimeout)
 			err = r.admin(jctx, r.node(master), "POST", path, nil)
 			cancel()
 		} else {
-			err = r.anyAdminWithin(ctx, 5*time.Minute, "POST", path, nil)
+			err = r.anyAdminWithin(ctx, r.o.SettleTimeout, "POST", path, nil)
 		}
 		jobs++
 		if err != nil {
@@ -678,7 +680,7 @@ func (r *runner) checkDangling(ctx context.Context) {
 	var rec struct {
 		Dangling []string `json:"dangling"`
 	}
-	if err := r.anyAdminWithin(ctx, 5*time.Minute, "POST", "/v1/curator/run?wait=1&kind=full", &rec); err != nil {
+	if err := r.anyAdminWithin(ctx, r.o.SettleTimeout, "POST", "/v1/curator/run?wait=1&kind=full", &rec); err != nil {
 		r.finding("dangling", "full scan failed: %v", err)
 		return
 	}
