@@ -36,7 +36,10 @@ func simulate(seed uint64, clients, opsPerClient int, keys []string) []history.O
 	for c := 0; c < clients; c++ {
 		t := int64(rng.IntN(20))
 		for i := 0; i < opsPerClient; i++ {
-			call := t + int64(rng.IntN(10))
+			// Strictly after the previous return: touching intervals are
+			// concurrent (porcupine's closed intervals), which would make a
+			// single client's operations ambiguous in order.
+			call := t + 1 + int64(rng.IntN(10))
 			ret := call + 1 + int64(rng.IntN(40))
 			t = ret
 			op := history.Op{ID: int64(len(ops) + 1), Client: c, Key: keys[rng.IntN(len(keys))], Call: call, Return: ret, Outcome: history.OK}
