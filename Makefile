@@ -1,7 +1,8 @@
 # Terrace — two commands matter:
 #   make run    a real single-node Terrace with emulated mem/ssd/hdd tiers under ./terrace-data
-#   make test   every test: unit, fault, end-to-end, the S3 smoke test with real clients
-#               and the S3 conformance set
+#   make test   every test: unit, fault, end-to-end, the S3 smoke test with real clients,
+#               the S3 conformance set and a 60-fault chaos run (test/chaos)
+#   make chaos  a longer chaos run (CHAOS_EVENTS faults; docs/reliability.md)
 
 GO      ?= go
 BIN     ?= bin/terrace
@@ -10,7 +11,7 @@ PKGS    ?= ./...
 # staticcheck is pinned and fetched through the Go module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build run test unit smoke conformance vet fuzz bench screenshots clean
+.PHONY: all build run test unit smoke conformance vet fuzz bench screenshots chaos clean
 
 all: build
 
@@ -50,6 +51,15 @@ bench:
 # browser tests (headless Chromium) against a real node.
 screenshots:
 	TERRACE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestConsole ./test/console
+
+# A longer chaos run: CHAOS_EVENTS faults on a 5-node cluster under nice;
+# CHAOS_SEED=0 picks a seed (printed). The run directory keeps the
+# schedule, history and logs for replay.
+CHAOS_EVENTS ?= 300
+CHAOS_SEED   ?= 0
+CHAOS_DIR    ?= chaos-runs/$(shell date +%Y%m%d-%H%M%S)
+chaos: build
+	nice -n 10 $(BIN) chaos --nodes 5 --events $(CHAOS_EVENTS) --seed $(CHAOS_SEED) --dir $(CHAOS_DIR)
 
 clean:
 	rm -rf bin

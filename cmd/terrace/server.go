@@ -122,6 +122,7 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 			if f.Changed("log-level") {
 				cfg.LogLevel = flagCfg.LogLevel
 			}
+			applyServerHookFlags(f, flagCfg, &cfg)
 			cfg.EnsureDefaults()
 			log := newLogger(cfg.LogLevel)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -175,6 +176,7 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 	f.StringSliceVar(&flagCfg.MetaEndpoints, "meta-endpoints", nil, "cluster mode with an external etcd: its client URLs")
 	f.StringVar(&flagCfg.RPCAddress, "rpc-address", "", "cluster mode: node-to-node replica RPC listen address")
 	f.StringVar(&flagCfg.ClusterSecret, "cluster-secret", "", "cluster mode: shared secret authenticating peers ($TERRACE_CLUSTER_SECRET)")
+	addServerHookFlags(f, &flagCfg)
 	return cmd
 }
 

@@ -17,6 +17,10 @@ type MemberConfig struct {
 	DataDir   string
 	PeerURL   string // e.g. http://127.0.0.1:2380
 	ClientURL string // e.g. http://127.0.0.1:2379
+	// AdvertisePeerURL is the peer URL announced to the other members when
+	// it differs from PeerURL (a proxy in front of the member). Empty:
+	// PeerURL.
+	AdvertisePeerURL string
 	// InitialCluster is "name=peerURL,..." for every founding member.
 	InitialCluster string
 	// Existing joins a running cluster instead of founding one.
@@ -40,6 +44,13 @@ func StartMember(c MemberConfig) (*embed.Etcd, error) {
 		return nil, fmt.Errorf("cluster: client url %q: %w", c.ClientURL, err)
 	}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	if c.AdvertisePeerURL != "" {
+		au, err := url.Parse(c.AdvertisePeerURL)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: advertise peer url %q: %w", c.AdvertisePeerURL, err)
+		}
+		cfg.AdvertisePeerUrls = []url.URL{*au}
+	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.InitialCluster = c.InitialCluster
 	cfg.InitialClusterToken = "terrace"

@@ -263,6 +263,19 @@ type Router struct {
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
+	// override maps a node to the address dialled instead of the one it
+	// registered (a test hook for the chaos suite's per-link proxies).
+	override map[model.NodeID]string
+}
+
+// OverrideAddresses makes the router dial addr for node instead of the
+// RPC address the node registered. It is a test hook (the chaos suite
+// routes each link through its own fault-injecting proxy); call it before
+// the first RPC.
+func (rt *Router) OverrideAddresses(over map[model.NodeID]string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.override = over
 }
 
 var _ replica.IO = (*Router)(nil)
@@ -294,10 +307,14 @@ func (rt *Router) client(node model.NodeID) (rpcpb.ReplicaClient, error) {
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	cc, ok := rt.conns[ni.RPCAddress]
+	addr := ni.RPCAddress
+	if a, ok := rt.override[node]; ok {
+		addr = a
+	}
+	cc, ok := rt.conns[addr]
 	if !ok {
 		var err error
-		cc, err = grpc.NewClient(ni.RPCAddress,
+		cc, err = grpc.NewClient(addr,
 			transportCredentials(rt.tls),
 			grpc.WithUnaryInterceptor(clientAuth(rt.secret, string(rt.self))),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes), grpc.MaxCallSendMsgSize(maxMessageBytes)),
@@ -305,7 +322,7 @@ func (rt *Router) client(node model.NodeID) (rpcpb.ReplicaClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w: %v", node, ErrPeerUnavailable, err)
 		}
-		rt.conns[ni.RPCAddress] = cc
+		rt.conns[addr] = cc
 	}
 	return rpcpb.NewReplicaClient(cc), nil
 }

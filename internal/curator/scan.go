@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -265,12 +266,13 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		// and every referenced extent to an egroup.
 		for _, r := range refOwners {
 			x, ok := extents[r.id]
-			if !ok {
-				res.dangling = append(res.dangling, fmt.Sprintf("%s → missing extent %s", r.owner, meta.FormatID(r.id)))
-				continue
+			if ok {
+				_, ok = res.records[x.rec.Egroup]
 			}
-			if _, ok := res.records[x.rec.Egroup]; !ok {
-				res.dangling = append(res.dangling, fmt.Sprintf("%s → extent %s → missing egroup %s", r.owner, meta.FormatID(r.id), meta.FormatID(x.rec.Egroup)))
+			if !ok {
+				if why := unresolved(ctx, kv, r.id); why != "" {
+					res.dangling = append(res.dangling, r.owner+" → "+why)
+				}
 			}
 		}
 		res.bucketOf = map[uint64]string{}
@@ -430,4 +432,23 @@ func (c *Curator) snapshotFor() *model.Snapshot {
 	c.mu.Unlock()
 	s = model.NewSnapshot(now, s.Nodes, s.Devices).WithSelf(s.Self)
 	return decide.Health(s, down, c.opts.Decide)
+}
+
+// unresolved re-reads a reference the scan could not resolve and says
+// what is missing now ("" if it resolves). The maps are read one after
+// another, not as one snapshot: a write landing between the egroup scan
+// and the object scan references an egroup the scan never saw, which is
+// not a dangling reference.
+func unresolved(ctx context.Context, kv meta.KV, id uint64) string {
+	var x meta.Extent
+	if _, err := meta.GetRecord(ctx, kv, meta.ExtentKey(id), &x); errors.Is(err, meta.ErrNotFound) {
+		return "missing extent " + meta.FormatID(id)
+	} else if err != nil {
+		return "" // cannot tell now; the next scan checks again
+	}
+	var eg meta.Egroup
+	if _, err := meta.GetRecord(ctx, kv, meta.EgroupKey(x.Egroup), &eg); errors.Is(err, meta.ErrNotFound) {
+		return fmt.Sprintf("extent %s → missing egroup %s", meta.FormatID(id), meta.FormatID(x.Egroup))
+	}
+	return ""
 }

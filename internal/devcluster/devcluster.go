@@ -56,7 +56,35 @@ type Options struct {
 	// Dir/tls and makes every listener speak TLS (node-to-node and etcd
 	// traffic mutual TLS).
 	TLS bool
+	// Members is the number of embedded etcd members, the first nodes
+	// (0: 3, or 5 from 5 nodes on; 1 for 2 nodes).
+	Members int
+
+	// Hooks for the chaos suite (internal/chaos), which puts its
+	// fault-injecting proxies between the nodes. Nil: direct connections.
+
+	// AdvertisePeerURL gives member i the etcd peer URL it announces and
+	// --initial-cluster lists (a proxy in front of its real peer listener,
+	// Port(i, PortEtcdPeer)).
+	AdvertisePeerURL func(i int) string
+	// MetaEndpoints gives node i its etcd client endpoints; every node
+	// then runs with --meta-endpoints and --static-meta-endpoints.
+	MetaEndpoints func(i int) []string
+	// NodeArgs appends node i's own arguments (after ExtraArgs).
+	NodeArgs func(i int) []string
 }
+
+// Port offsets: node i listens on Port(i, offset).
+const (
+	PortS3 = iota
+	PortAdmin
+	PortRPC
+	PortEtcdClient
+	PortEtcdPeer
+)
+
+// Port is node i's port for an offset (PortS3 ... PortEtcdPeer).
+func (o *Options) Port(i, offset int) int { return o.BasePort + i*10 + offset }
 
 // EnsureDefaults fills zero fields.
 func (o *Options) EnsureDefaults() {
@@ -169,6 +197,12 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Nodes == 2 {
 		members = 1 // two etcd members tolerate no failure; one is simpler
 	}
+	if o.Members != 0 {
+		if o.Members < 1 || o.Members > o.Nodes {
+			return nil, fmt.Errorf("devcluster: %d etcd members for %d nodes", o.Members, o.Nodes)
+		}
+		members = o.Members
+	}
 	port := func(i, k int) int { return o.BasePort + i*10 + k }
 	var tlsArgs func(id string) []string
 	if o.TLS {
@@ -188,7 +222,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	scheme := c.Scheme()
 	var initial, endpoints []string
 	for i := 0; i < members; i++ {
-		initial = append(initial, fmt.Sprintf("n%d=%s://127.0.0.1:%d", i+1, scheme, port(i, 4)))
+		peer := fmt.Sprintf("%s://127.0.0.1:%d", scheme, port(i, 4))
+		if o.AdvertisePeerURL != nil {
+			peer = o.AdvertisePeerURL(i)
+		}
+		initial = append(initial, fmt.Sprintf("n%d=%s", i+1, peer))
 		endpoints = append(endpoints, fmt.Sprintf("%s://127.0.0.1:%d", scheme, port(i, 3)))
 	}
 	for i := 0; i < o.Nodes; i++ {
@@ -205,7 +243,14 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		if n.Member {
 			n.Args = append(n.Args, "--etcd-peer-url", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port(i, 4)),
 				"--etcd-client-url", fmt.Sprintf("%s://127.0.0.1:%d", scheme, port(i, 3)))
-		} else {
+			if o.AdvertisePeerURL != nil {
+				n.Args = append(n.Args, "--etcd-advertise-peer-url", o.AdvertisePeerURL(i))
+			}
+		}
+		switch {
+		case o.MetaEndpoints != nil:
+			n.Args = append(n.Args, "--meta-endpoints", strings.Join(o.MetaEndpoints(i), ","), "--static-meta-endpoints")
+		case !n.Member:
 			n.Args = append(n.Args, "--meta-endpoints", strings.Join(endpoints, ","))
 		}
 		for _, d := range o.Devices {
@@ -222,6 +267,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			n.Args = append(n.Args, tlsArgs(n.ID)...)
 		}
 		n.Args = append(n.Args, o.ExtraArgs...)
+		if o.NodeArgs != nil {
+			n.Args = append(n.Args, o.NodeArgs(i)...)
+		}
 		c.Nodes = append(c.Nodes, n)
 	}
 	// Founding members must start together: each waits for a quorum.

@@ -196,6 +196,8 @@ type Device struct {
 	inflight atomic.Int64
 	streams  atomic.Int64
 	failed   atomic.Bool
+	// fault is the injected fault (test hook, faults.go); nil: none.
+	fault atomic.Pointer[Fault]
 
 	readBps, writeBps atomic.Uint64 // float64 bits
 
@@ -434,7 +436,10 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	if d.throttle != nil {
 		d.throttle.Wait(len(p), true)
 	}
-	n, err := f.raw.ReadAt(p, off)
+	n, err := 0, d.injected(faultRead, false) // test hook: nil unless a fault is injected
+	if err == nil {
+		n, err = f.raw.ReadAt(p, off)
+	}
 	d.reads.Add(1)
 	d.readBytes.Add(int64(n))
 	if err != nil && err != io.EOF {
@@ -464,7 +469,10 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 	if d.throttle != nil {
 		d.throttle.Wait(len(p), false)
 	}
-	n, err := f.raw.WriteAt(p, off)
+	n, err := 0, d.injected(faultWrite, growth > 0) // test hook: nil unless a fault is injected
+	if err == nil {
+		n, err = f.raw.WriteAt(p, off)
+	}
 	d.writes.Add(1)
 	d.writeBytes.Add(int64(n))
 	if err != nil {
@@ -494,6 +502,9 @@ func (f *file) Sync() error {
 		d.throttle.Wait(0, false)
 	}
 	d.syncs.Add(1)
+	if err := d.injected(faultSync, false); err != nil { // test hook
+		return d.ioErr("sync", f.name, err)
+	}
 	return d.ioErr("sync", f.name, f.raw.Sync())
 }
 

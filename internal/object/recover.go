@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -34,7 +35,8 @@ func (r RecoveryReport) String() string {
 // Recover brings this node's replica files in line with metadata after a
 // restart, before any request is served:
 //   - every replica is truncated to its egroup's committed size, removing
-//     the bytes of writes that were never acknowledged;
+//     the bytes of writes that were never acknowledged — except replicas of
+//     egroups another node is writing (see recoverReplica);
 //   - a replica shorter than committed, or missing (a mem device after a
 //     restart), is marked bad so reads skip it and the Curator repairs it;
 //   - egroups this node left open are sealed (other nodes' open egroups
@@ -75,7 +77,7 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 					known[r.Device] = map[uint64]bool{}
 				}
 				known[r.Device][id] = true
-				res, err := st.Recover(id, eg.Size)
+				res, err := recoverReplica(st, id, eg, l.opts.Node)
 				if err != nil {
 					l.opts.Logger.Error("recover replica", "egroup", meta.FormatID(id), "device", r.Device, "err", err)
 				}
@@ -147,6 +149,32 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 	}
 	l.snaps.invalidate()
 	return rep, nil
+}
+
+// recoverReplica checks one replica against its egroup record. The
+// bytes past the committed size of an egroup another node has open are
+// left alone: that writer may have appended and synced them here (this
+// node's replica RPC serves during recovery) and be about to commit them,
+// and the record read above may already be older than its commit.
+// Truncating would silently drop this replica of an acknowledged write
+// (found by the chaos suite). Such a tail is harmless: readers read
+// committed extents only, an append at the writer's own size fails on a
+// longer file (the writer then seals the egroup), and the next restart
+// after the egroup is sealed truncates it.
+func recoverReplica(st *extent.Store, id uint64, eg meta.Egroup, self model.NodeID) (extent.RecoverResult, error) {
+	if eg.State != meta.EgroupOpen || eg.Writer == "" || eg.Writer == self {
+		return st.Recover(id, eg.Size)
+	}
+	sz, err := st.Size(id)
+	switch {
+	case errors.Is(err, device.ErrNotExist):
+		return extent.Missing, nil
+	case err != nil:
+		return extent.Damaged, err
+	case sz < eg.Size:
+		return extent.Damaged, nil
+	}
+	return extent.Intact, nil
 }
 
 // replicaRecorded reports whether egroup id's record (read linearizably)

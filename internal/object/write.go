@@ -145,6 +145,10 @@ type writer struct {
 	size    int64
 	md5     hash.Hash
 	exclude []model.DeviceID
+	// uncertain: a metadata commit failed in a way that does not say
+	// whether it landed (a broken connection, a deadline). Its data may
+	// be referenced now, so abort keeps every byte (see abort).
+	uncertain bool
 }
 
 type pendingExtent struct {
@@ -516,6 +520,9 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 				continue
 			}
 			if err != nil {
+				// A failed compare changed nothing; any other error may
+				// hide a transaction that landed.
+				w.uncertain = w.uncertain || !errors.Is(err, meta.ErrConflict)
 				return err
 			}
 			for _, e := range batch {
@@ -567,7 +574,24 @@ func (w *writer) refresh(ctx context.Context, egs []*openEgroup) bool {
 }
 
 // abort undoes uncommitted appends and returns healthy egroups to the pool.
+//
+// After an uncertain commit it undoes nothing: the transaction may have
+// landed, and then its extent records point at the appended bytes —
+// truncating them, or removing a new egroup's files, would leave
+// metadata pointing at missing data, and a later writer appending at the
+// old size would put other bytes where those extents point. Every touched
+// egroup is sealed instead (its record, whichever commit it reflects,
+// stays true; bytes past its size are garbage that start-up recovery
+// truncates, and files of an egroup that was never recorded are orphans
+// it removes).
 func (w *writer) abort(ctx context.Context) {
+	if w.uncertain {
+		for _, e := range w.touched {
+			e.full = true
+			w.sealDropped(context.WithoutCancel(ctx), e)
+		}
+		return
+	}
 	for _, e := range w.touched {
 		if e.size != e.committed {
 			for _, r := range e.replicas {

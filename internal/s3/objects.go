@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -294,7 +295,15 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 		if err != nil {
 			return nil, b.mapErr("GetObject", err, bucket)
 		}
-		body = rc
+		// Read the first bytes before the status goes out: an object
+		// whose replicas all fail then gets its 5xx answer, not 200 and a
+		// connection cut mid-body (found by the chaos suite).
+		br := bufio.NewReaderSize(rc, 64<<10)
+		if _, err := br.Peek(1); err != nil && !errors.Is(err, io.EOF) {
+			rc.Close()
+			return nil, b.mapErr("GetObject", err, bucket)
+		}
+		body = readCloser{Reader: br, Closer: rc}
 	}
 	ch := contentHeadersOf(o.Headers)
 	etag := quoteETag(o.ETag)
@@ -324,6 +333,12 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 		TagCount:                tagCount(o),
 		PartsCount:              rs.partsCount,
 	}, nil
+}
+
+// readCloser reads through a buffer and closes the underlying body.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 type emptyReader struct{}

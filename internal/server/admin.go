@@ -94,6 +94,7 @@ func (n *Node) AdminHandler() http.Handler {
 	n.policyRoutes(mux)                               // policy.go
 	n.mountLog(mux)                                   // zlog.go
 	n.jobRoutes(mux)                                  // console.go
+	n.registerFaultRoutes(mux)                        // fault.go: test hook, refused unless --fault-injection
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}
 	return n.withConsole(mux, v.Wrap(mux))

@@ -42,8 +42,8 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	if strings.Contains(","+cfg.InitialCluster, ","+cfg.NodeID+"=") {
 		e, err := cluster.StartMember(cluster.MemberConfig{
 			Name: cfg.NodeID, DataDir: cfg.DataDir, PeerURL: cfg.EtcdPeerURL, ClientURL: cfg.EtcdClientURL,
-			InitialCluster: cfg.InitialCluster,
-			CertFile:       cfg.TLSCert, KeyFile: cfg.TLSKey, CAFile: cfg.TLSCA,
+			AdvertisePeerURL: cfg.EtcdAdvertisePeerURL, InitialCluster: cfg.InitialCluster,
+			CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, CAFile: cfg.TLSCA,
 		})
 		if err != nil {
 			return nil, nil, nil, err
@@ -69,8 +69,12 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 			return nil, nil, nil, err
 		}
 	}
+	autoSync := 30 * time.Second
+	if cfg.StaticMetaEndpoints {
+		autoSync = 0 // keep the configured endpoints (proxies, load balancers)
+	}
 	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		Logger: nil, AutoSyncInterval: 30 * time.Second, TLS: peerTLS})
+		Logger: nil, AutoSyncInterval: autoSync, TLS: peerTLS})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("server: etcd client %v: %w", endpoints, err)
 	}
@@ -79,6 +83,14 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 		S3Address: cfg.S3Address, AdminAddress: cfg.AdminAddress, NetBps: cfg.NetMBps * 1e6}
 	cp.members = cluster.NewMembership(c, self, func() []model.Device { return n.Local.Snapshot().Devices }, n.Log)
 	cp.router = cluster.NewRouter(model.NodeID(cfg.NodeID), n.Local, cp.members, []byte(cfg.ClusterSecret), peerTLS)
+	if len(cfg.PeerRPCOverride) > 0 { // test hook: dial peers through the chaos suite's proxies
+		over := map[model.NodeID]string{}
+		for id, addr := range cfg.PeerRPCOverride {
+			over[model.NodeID(id)] = addr
+		}
+		cp.router.OverrideAddresses(over)
+		n.Log.Warn("test hook: replica RPC dials overridden peer addresses", "override", cfg.PeerRPCOverride)
+	}
 	ln, err := net.Listen("tcp", cfg.RPCAddress)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("server: rpc listen %s: %w", cfg.RPCAddress, err)

@@ -96,6 +96,26 @@ type Config struct {
 	// user secrets (see openKeys); default: derived from the cluster
 	// secret in a cluster, <data_dir>/master.key on a single node.
 	MasterKeyFile string `yaml:"master_key_file"`
+
+	// EtcdAdvertisePeerURL is the peer URL this node's etcd member
+	// advertises (and --initial-cluster lists) when peers reach it through
+	// something in between — a proxy, NAT, or the chaos suite's
+	// fault-injecting proxies. Empty: EtcdPeerURL.
+	EtcdAdvertisePeerURL string `yaml:"etcd_advertise_peer_url"`
+	// StaticMetaEndpoints keeps the etcd client on MetaEndpoints instead of
+	// replacing them with the client URLs the members advertise (endpoints
+	// behind a proxy or load balancer).
+	StaticMetaEndpoints bool `yaml:"static_meta_endpoints"`
+
+	// Test hooks (internal/chaos). Never set them in production.
+
+	// PeerRPCOverride maps a node ID to the address this node dials for
+	// that node's replica RPC instead of the one it registered (the chaos
+	// suite's per-link proxies).
+	PeerRPCOverride map[string]string `yaml:"peer_rpc_override"`
+	// FaultInjection enables POST /v1/debug/fault, which injects device
+	// faults (EIO, ENOSPC, latency).
+	FaultInjection bool `yaml:"fault_injection"`
 }
 
 // Clustered reports whether the node runs as part of a multi-node cluster.
@@ -300,6 +320,17 @@ func (c *Config) Validate() ([]device.Spec, error) {
 			if u != "" && !strings.HasPrefix(u, "https://") {
 				return nil, fmt.Errorf("server: with TLS, --%s must be https:// (got %s)", name, u)
 			}
+		}
+	}
+	if c.EtcdAdvertisePeerURL != "" && c.EtcdPeerURL == "" {
+		return nil, fmt.Errorf("server: --etcd-advertise-peer-url needs --etcd-peer-url (the URL the member listens on)")
+	}
+	if c.StaticMetaEndpoints && len(c.MetaEndpoints) == 0 {
+		return nil, fmt.Errorf("server: --static-meta-endpoints needs --meta-endpoints")
+	}
+	for id, addr := range c.PeerRPCOverride {
+		if id == "" || addr == "" {
+			return nil, fmt.Errorf("server: peer_rpc_override %q=%q: want node=host:port", id, addr)
 		}
 	}
 	if c.Clustered() {

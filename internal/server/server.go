@@ -175,7 +175,8 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	n.Layer = layer
 	start := time.Now()
-	rep, err := layer.Recover(ctx, n.Local)
+	rep, err := recoverRetry(ctx, func(ctx context.Context) (object.RecoveryReport, error) { return layer.Recover(ctx, n.Local) },
+		recoveryRetryLimit(cfg), log)
 	if err != nil {
 		n.policyStop()
 		layer.Close()
