@@ -28,6 +28,19 @@ type Egroup struct {
 	Atime       time.Time
 	// Reads counts reads in the access window ending at Atime.
 	Reads int64
+	// Transformations (full scans; transform.go). Codec is the codec of
+	// the egroup's compressed extents ("" plain), Logical their payload
+	// before compression, Incompressible that compressing it did not pay.
+	Codec          string
+	Logical        int64
+	Incompressible bool
+	// TailEnd is where the egroup's last extent record (live or dead)
+	// ends; bytes past it are referenced by nothing. TailKnown is false
+	// on partial scans, which do not read the extent map.
+	TailEnd   int64
+	TailKnown bool
+	// Policy is what the buckets holding the egroup's data allow.
+	Policy TransformPolicy
 }
 
 // Replica is a replica with its bad mark.
@@ -65,6 +78,8 @@ type Options struct {
 	// MaxTasks bounds the tasks one job emits; the rest wait for the next
 	// scan. Bounding keeps a job's memory and its effect on clients small.
 	MaxTasks int
+	// Transform holds the thresholds of truncation and compression.
+	Transform TransformOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -87,6 +102,7 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxTasks == 0 {
 		o.MaxTasks = 10_000
 	}
+	o.Transform.EnsureDefaults()
 }
 
 // Kind names a task kind.
@@ -118,10 +134,12 @@ func (k Kind) Priority() int {
 		return 4
 	case KindTierDown, KindBalance:
 		return 5
-	case KindCompact:
+	case KindCompact, KindTruncate, KindDecompress:
 		return 6
 	case KindScrub:
 		return 7
+	case KindCompress:
+		return 8
 	}
 	return 9
 }
@@ -139,8 +157,11 @@ type Task struct {
 	// Extents are extent IDs (remove-extents) with their ModRevs.
 	Extents    []uint64
 	ExtentRevs []int64
-	Bytes      int64
-	Reason     string
+	// Pack lists the source egroups of a compression (the first is
+	// Egroup); each is rewritten only if still at its revision.
+	Pack   []EgroupRev
+	Bytes  int64
+	Reason string
 }
 
 func (t Task) String() string {
@@ -153,6 +174,9 @@ func (t Task) String() string {
 	}
 	if len(t.Extents) > 0 {
 		s += fmt.Sprintf(" extents=%d", len(t.Extents))
+	}
+	if len(t.Pack) > 1 {
+		s += fmt.Sprintf(" pack=%d", len(t.Pack))
 	}
 	if t.Reason != "" {
 		s += " (" + t.Reason + ")"
@@ -312,6 +336,10 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 	}
 	if space {
 		tasks = append(tasks, PackForTarget(s.Now, egs, tasks, st, o)...)
+		tasks = append(tasks, Transforms(s.Now, egs, tasks, o, func(r Replica) bool {
+			d, ok := s.Device(r.Device)
+			return ok && d.State == model.DeviceUp && s.NodeUp(d.Node)
+		})...)
 	}
 	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Kind.Priority() < tasks[j].Kind.Priority() })
 	if len(tasks) > o.MaxTasks {
