@@ -25,6 +25,8 @@ type Store interface {
 	RemoveExtents(ctx context.Context, xs []object.ExtentRev) (removed, stale int, err error)
 	Relocate(ctx context.Context, v, place model.Vector, moves []object.ExtentMove) (object.RelocateResult, error)
 	VerifyReplica(ctx context.Context, r model.Replica, id uint64, size int64) error
+	Rewrite(ctx context.Context, req object.RewriteRequest) (object.RewriteResult, error)
+	TruncateEgroup(ctx context.Context, id uint64, modRev int64, size int64) (int64, error)
 	MarkReplicaBad(ctx context.Context, id uint64, dev model.DeviceID)
 	ReplicaListed(ctx context.Context, id uint64, dev model.DeviceID) bool
 }
@@ -43,6 +45,9 @@ type Result struct {
 	// StaleExtents counts compaction's extents that changed meanwhile
 	// (their copies became garbage; the records were left alone).
 	StaleExtents int
+	// Logical and Stored are a transform's payload bytes before and after
+	// (compression, decompression).
+	Logical, Stored int64
 }
 
 // Actuator executes tasks.
@@ -74,16 +79,28 @@ var ErrBusy = errors.New("actuate: another task on this egroup is in flight")
 // changed since the decision, and ErrBusy when another task of this
 // actuator is working on the same egroup.
 func (a *Actuator) Execute(ctx context.Context, t Task) (Result, error) {
-	a.mu.Lock()
-	if a.busy[t.Egroup] {
-		a.mu.Unlock()
-		return Result{}, ErrBusy
+	ids := []uint64{t.Egroup}
+	for _, p := range t.Pack {
+		if p.ID != t.Egroup {
+			ids = append(ids, p.ID)
+		}
 	}
-	a.busy[t.Egroup] = true
+	a.mu.Lock()
+	for _, id := range ids {
+		if a.busy[id] {
+			a.mu.Unlock()
+			return Result{}, ErrBusy
+		}
+	}
+	for _, id := range ids {
+		a.busy[id] = true
+	}
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		delete(a.busy, t.Egroup)
+		for _, id := range ids {
+			delete(a.busy, id)
+		}
 		a.mu.Unlock()
 	}()
 	switch {
@@ -99,6 +116,10 @@ func (a *Actuator) Execute(ctx context.Context, t Task) (Result, error) {
 		return Result{Freed: eg.Size * int64(len(eg.Replicas))}, nil
 	case t.Kind == KindCompact:
 		return a.compact(ctx, t)
+	case t.Kind == KindTruncate:
+		return a.truncate(ctx, t)
+	case t.Kind == KindCompress, t.Kind == KindDecompress:
+		return a.rewrite(ctx, t)
 	}
 	return Result{}, fmt.Errorf("actuate: no executor for %s", t.Kind)
 }
@@ -293,6 +314,11 @@ func (a *Actuator) Scrub(ctx context.Context, id uint64, r model.Replica, size i
 	}
 	if errors.Is(err, replica.ErrCorrupt) || errors.Is(err, replica.ErrNotExist) {
 		if !a.store.ReplicaListed(ctx, id, r.Device) {
+			return ScrubSkipped, nil
+		}
+		if eg, _, err := a.store.Egroup(ctx, id); err == nil && eg.Size != size {
+			// Truncated since the scan: the scan's size is not the
+			// replica's any more; the next scrub checks the new one.
 			return ScrubSkipped, nil
 		}
 		a.log.Error("scrub: bad replica", "egroup", meta.FormatID(id), "device", r.Device, "err", err)

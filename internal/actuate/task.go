@@ -23,6 +23,10 @@ const (
 	KindSeal           Kind = "seal"            // seal an open egroup whose writer is gone
 	KindRemoveEgroup   Kind = "remove-egroup"   // data removal stage 2
 	KindCompact        Kind = "compact"         // GC: live extents out of a mostly-dead egroup
+	// Transformations (transform.go, docs/design/0010).
+	KindTruncate   Kind = "truncate"   // GC: cut an egroup's unreferenced tail
+	KindCompress   Kind = "compress"   // rewrite cold egroups' extents compressed, packed
+	KindDecompress Kind = "decompress" // rewrite a compressed egroup plain
 )
 
 // IsMove reports whether a kind changes an egroup's replica set (copy,
@@ -58,6 +62,17 @@ type Task struct {
 	Rules      []string `json:"rules,omitempty"`
 	CostBefore float64  `json:"cost_before,omitempty"`
 	CostAfter  float64  `json:"cost_after,omitempty"`
+	// Pack lists a compression's source egroups with the revisions the
+	// decision saw (the first is Egroup); Codec is the codec to compress
+	// with and MaxRatio the ratio above which it does not pay.
+	Pack     []decide.EgroupRev `json:"pack,omitempty"`
+	Codec    string             `json:"codec,omitempty"`
+	MaxRatio float64            `json:"max_ratio,omitempty"`
+	// Sources are the live extents of each source egroup of a compression
+	// or decompression, from the scan. They are not checkpointed (a pack
+	// can list thousands): a resumed transform without them is dropped as
+	// stale, and the next scan plans it again from fresh metadata.
+	Sources []object.RewriteSource `json:"-"`
 }
 
 func (t Task) String() string {
@@ -90,5 +105,5 @@ func devices(rs []model.Replica) []string {
 // by the caller (they come from the scan, not the decision).
 func FromDecide(t decide.Task) Task {
 	return Task{Kind: Kind(t.Kind), Egroup: t.Egroup, ModRev: t.ModRev, Bytes: t.Bytes,
-		Add: t.Add, Remove: t.Remove, Reason: t.Reason}
+		Add: t.Add, Remove: t.Remove, Reason: t.Reason, Pack: t.Pack}
 }

@@ -438,6 +438,9 @@ type JobRecord struct {
 	// Partitions names the node that scanned each map partition when a
 	// balancer spreads the scan (absent: the master scanned everything).
 	Partitions map[string]string `json:"partitions,omitempty"`
+	// Transformed counts the payload bytes compression and decompression
+	// rewrote, before (logical) and after (stored), by task kind.
+	Transformed map[string]TransformBytes `json:"transformed,omitempty"`
 }
 
 // maxRecordList bounds lists kept in a job record.

@@ -32,6 +32,9 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanRes
 				at.Extents = append(at.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.rec.Len})
 			}
 		}
+		if t.Kind == decide.KindCompress || t.Kind == decide.KindDecompress {
+			c.transformTask(&at, t, res)
+		}
 		ats = append(ats, at)
 	}
 	job := actuate.NewJob(rec.ID, rec.Kind, rec.Trigger, rec.Seed, rec.Start, ats)
@@ -59,6 +62,7 @@ func (c *Curator) runJob(ctx context.Context, job *actuate.Job, rec *JobRecord) 
 			rec.Done[string(t.Kind)]++
 			rec.Moved += res.Moved
 			rec.Freed += res.Freed
+			rec.addTransformed(t.Kind, res)
 		}
 	}
 	if err := c.runner.Run(ctx, job, observe); err != nil && ctx.Err() == nil {

@@ -99,6 +99,10 @@ type scanResult struct {
 	maps         []string
 	// partitions names who scanned each partition (with a balancer).
 	partitions map[string]string
+	// Transformations (full scans): where each egroup's last extent record
+	// ends, and what the buckets holding its data allow (transform.go).
+	tailEnd map[uint64]int64
+	policy  map[uint64]decide.TransformPolicy
 }
 
 // scan reads the maps and joins them. A partial scan reads the egroup and
@@ -248,6 +252,10 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			return nil, err
 		}
 		now := c.now()
+		res.tailEnd = map[uint64]int64{}
+		for _, x := range extents {
+			res.tailEnd[x.rec.Egroup] = max(res.tailEnd[x.rec.Egroup], x.rec.Off+encodedLen(x.rec.StoredLen()))
+		}
 		for id, x := range extents {
 			if refs[id] {
 				live[x.rec.Egroup] += x.rec.Len
@@ -282,6 +290,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 				}
 			}
 		}
+		res.policy = c.transformPolicies(ctx, refOwners, extents)
 		for id := range res.liveByEgroup {
 			xs := res.liveByEgroup[id]
 			sort.Slice(xs, func(i, j int) bool { return xs[i].rec.Off < xs[j].rec.Off })
@@ -297,7 +306,8 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	for _, id := range ids {
 		eg := res.records[id]
 		d := decide.Egroup{ID: id, ModRev: egRevs[id], Open: eg.State == meta.EgroupOpen, Writer: eg.Writer,
-			Size: eg.Size, Vector: eg.Vector, Mtime: time.Unix(0, eg.Mtime)}
+			Size: eg.Size, Vector: eg.Vector, Mtime: time.Unix(0, eg.Mtime),
+			Codec: eg.Codec, Logical: eg.Logical, Incompressible: eg.Incompressible}
 		for _, r := range eg.Replicas {
 			d.Replicas = append(d.Replicas, decide.Replica{Replica: r.Replica(), Bad: r.Bad})
 		}
@@ -309,6 +319,8 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			d.LiveBytes = encodedLive(res.liveByEgroup[id])
 			d.LiveExtents = liveN[id]
 			d.DeadExtents = deadN[id]
+			d.TailEnd, d.TailKnown = res.tailEnd[id], true
+			d.Policy = res.policy[id]
 		} else {
 			d.LiveBytes = eg.Size
 			d.LiveExtents = 1
@@ -403,7 +415,7 @@ type refOwner struct {
 func encodedLive(xs []extentInfo) int64 {
 	var n int64
 	for _, x := range xs {
-		n += encodedLen(x.rec.Len)
+		n += encodedLen(x.rec.StoredLen())
 	}
 	return n
 }

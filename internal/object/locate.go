@@ -19,7 +19,10 @@ type ExtentLocation struct {
 	EgroupOff int64                `json:"egroup_offset"`
 	State     string               `json:"state"`
 	Replicas  []meta.EgroupReplica `json:"replicas"`
-	Error     string               `json:"error,omitempty"`
+	// Transform is what the Curator did to the egroup's data: "zstd 0.41"
+	// (stored/logical), "incompressible" (tried, did not pay), or empty.
+	Transform string `json:"transform,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Location is the answer to `terrace object locate`.
@@ -65,6 +68,7 @@ func (l *Layer) Locate(ctx context.Context, bucket, key string) (Location, error
 		}
 		el.State = map[meta.EgroupState]string{meta.EgroupOpen: "open", meta.EgroupSealed: "sealed"}[eg.State]
 		el.Replicas = eg.Replicas
+		el.Transform = TransformLabel(eg)
 		if !seen[x.Egroup] {
 			seen[x.Egroup] = true
 			for _, r := range eg.Replicas {
@@ -258,4 +262,18 @@ func (l *Layer) rewrite(ctx context.Context, info ObjectInfo, rev int64, v model
 	w.release()
 	l.opts.Logger.Info("replication changed", "bucket", info.Bucket, "key", info.Key, "vector", v.String())
 	return nil
+}
+
+// TransformLabel says what the Curator's transformations did to an
+// egroup, for operators (docs/transforms.md).
+func TransformLabel(eg meta.Egroup) string {
+	switch {
+	case eg.Codec != "" && eg.Logical > 0:
+		return fmt.Sprintf("%s %.2f", eg.Codec, float64(eg.Size)/float64(eg.Logical))
+	case eg.Codec != "":
+		return eg.Codec
+	case eg.Incompressible:
+		return "incompressible"
+	}
+	return ""
 }

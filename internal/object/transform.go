@@ -128,6 +128,17 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 		return res, err
 	}
 	w.release()
+	// Verify every replica of the new egroups before any extent points at
+	// them (docs/design/0000 invariant 4: copy, verify, switch). On a
+	// failure nothing has switched: the new egroups are garbage that data
+	// removal reclaims.
+	for _, e := range w.touched {
+		for _, r := range e.replicas {
+			if err := l.rio.Verify(ctx, r.Replica(), e.id, e.size); err != nil {
+				return res, fmt.Errorf("object: rewrite: verify new egroup %s on %s: %w", meta.FormatID(e.id), r.Device, err)
+			}
+		}
+	}
 	for i, x := range pending {
 		var t meta.Txn
 		t.If(meta.ExtentKey(x.id), moves[i].ModRev)

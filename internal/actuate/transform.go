@@ -1,0 +1,113 @@
+package actuate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// Executors of the Curator's transformations (docs/design/0010). Like
+// every task they run under the scheduler's limits and apply only to the
+// record revisions their decision saw.
+
+// truncate cuts an egroup's unreferenced tail (no copy: one metadata
+// switch and a truncate per replica).
+func (a *Actuator) truncate(ctx context.Context, t Task) (Result, error) {
+	eg, err := a.current(ctx, t)
+	if err != nil {
+		return Result{}, err
+	}
+	var src model.Replica
+	for _, r := range eg.Replicas {
+		if !r.Bad {
+			src = r.Replica()
+			break
+		}
+	}
+	release, err := a.sched.Acquire(ctx, src, model.Replica{})
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
+	// The kept prefix is read once to verify it: budget it like a scrub.
+	b, err := a.sched.Throttle(ctx, t.Bytes, src.Device)
+	if err != nil {
+		return Result{Backoffs: b}, err
+	}
+	freed, err := a.store.TruncateEgroup(ctx, t.Egroup, t.ModRev, t.Bytes)
+	return Result{Freed: freed, Backoffs: b}, err
+}
+
+// rewrite runs a compression (extents of several source egroups packed
+// into fresh compressed ones) or a decompression (one egroup's extents
+// rewritten plain). Sources whose record moved on since the decision are
+// dropped; the task is stale only if every source is.
+func (a *Actuator) rewrite(ctx context.Context, t Task) (Result, error) {
+	var res Result
+	if len(t.Sources) == 0 {
+		return res, fmt.Errorf("%w: %s task of egroup %016x carries no extent list (resumed from a checkpoint): the next scan plans it again", ErrStale, t.Kind, t.Egroup)
+	}
+	var (
+		sources []object.RewriteSource
+		first   meta.Egroup
+		bytes   int64
+	)
+	for _, src := range t.Sources {
+		eg, rev, err := a.store.Egroup(ctx, src.Egroup)
+		if err != nil || rev != src.ModRev {
+			continue
+		}
+		if len(sources) == 0 {
+			first = eg
+		}
+		sources = append(sources, src)
+		for _, x := range src.Extents {
+			bytes += x.Len
+		}
+	}
+	if len(sources) == 0 {
+		return res, fmt.Errorf("%w: every source egroup of %s changed since the decision", ErrStale, t.Kind)
+	}
+	var devs []model.DeviceID
+	var src model.Replica
+	place := model.Vector{Counts: map[model.Tier]int{}}
+	for _, r := range first.Replicas {
+		devs = append(devs, r.Device)
+		if !r.Bad {
+			if src.Device == "" {
+				src = r.Replica()
+			}
+			place.Counts[r.Tier]++
+		}
+	}
+	release, err := a.sched.Acquire(ctx, src, model.Replica{})
+	if err != nil {
+		return res, err
+	}
+	defer release()
+	if res.Backoffs, err = a.sched.Throttle(ctx, bytes, devs...); err != nil {
+		return res, err
+	}
+	req := object.RewriteRequest{Vector: first.Vector, Codec: t.Codec, MaxRatio: t.MaxRatio, Label: string(t.Kind), Sources: sources}
+	if t.Kind == KindCompress {
+		// Cold data stays on the tiers it occupies; a decompressed (hot)
+		// egroup is placed by its vector, where new writes go.
+		if place.Total() == first.Vector.Total() {
+			req.Place = place
+		}
+	} else {
+		req.Codec = ""
+	}
+	r, err := a.store.Rewrite(ctx, req)
+	res.Moved, res.StaleExtents, res.Logical, res.Stored = r.Logical, r.Stale, r.Logical, r.Stored
+	if err == nil && r.Moved == 0 && len(r.Incompressible) == 0 && r.Stale > 0 {
+		return res, fmt.Errorf("%w: every extent of %s changed since the decision", ErrStale, t.Kind)
+	}
+	if len(r.Incompressible) > 0 {
+		a.log.Info("compression did not pay; egroups remembered as incompressible", "egroups", len(r.Incompressible))
+	}
+	return res, err
+}

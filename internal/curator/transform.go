@@ -1,0 +1,103 @@
+package curator
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/actuate"
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// transformPolicies folds the transform settings of the buckets whose
+// objects (and versions kept for snapshots and clones) reference each
+// egroup's extents: an egroup is compressed only if every bucket holding
+// its data asks for it (so a bucket set to "none" never has its data
+// compressed because it shares an egroup with another bucket), and it is
+// cold only after the longest cold-after among them. Extents of
+// unfinished multipart uploads veto transformations.
+func (c *Curator) transformPolicies(ctx context.Context, owners []refOwner, extents map[uint64]extentInfo) map[uint64]decide.TransformPolicy {
+	buckets, err := c.layer.ListBuckets(ctx)
+	if err != nil {
+		c.log.Warn("curator: list buckets for transform policies", "err", err)
+		return nil
+	}
+	byName := map[string]decide.TransformPolicy{}
+	for _, b := range buckets {
+		if b.Transform != nil {
+			byName[b.Name] = decide.TransformPolicy{Compress: b.Transform.Compress, ColdAfter: time.Duration(b.Transform.ColdAfter)}
+		}
+	}
+	out := map[uint64]decide.TransformPolicy{}
+	seen := map[uint64]bool{}
+	for _, r := range owners {
+		x, ok := extents[r.id]
+		if !ok {
+			continue
+		}
+		var p decide.TransformPolicy
+		if !strings.HasPrefix(r.owner, "upload part ") {
+			b, _, _ := strings.Cut(r.owner, "/")
+			p = byName[b]
+		}
+		id := x.rec.Egroup
+		if !seen[id] {
+			seen[id] = true
+			out[id] = p
+			continue
+		}
+		cur := out[id]
+		if cur.Compress != p.Compress {
+			cur.Compress = ""
+		}
+		cur.ColdAfter = max(cur.ColdAfter, p.ColdAfter)
+		out[id] = cur
+	}
+	return out
+}
+
+// transformTask attaches what a transform task needs from the scan: the
+// live extents of its source egroups (not part of the pure decision) and
+// the codec its buckets asked for.
+func (c *Curator) transformTask(at *actuate.Task, t decide.Task, res *scanResult) {
+	ids := []uint64{t.Egroup}
+	revs := []int64{t.ModRev}
+	if len(t.Pack) > 0 {
+		ids, revs = nil, nil
+		for _, p := range t.Pack {
+			ids, revs = append(ids, p.ID), append(revs, p.ModRev)
+		}
+	}
+	for i, id := range ids {
+		src := object.RewriteSource{Egroup: id, ModRev: revs[i]}
+		for _, x := range res.liveByEgroup[id] {
+			src.Extents = append(src.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.rec.Len})
+		}
+		at.Sources = append(at.Sources, src)
+	}
+	if t.Kind == decide.KindCompress {
+		at.Codec = res.policy[t.Egroup].Compress
+		at.MaxRatio = c.opts.Decide.Transform.MaxRatio
+	}
+	at.Vector = res.records[t.Egroup].Vector
+}
+
+// TransformBytes is what one kind of transform rewrote in a job.
+type TransformBytes struct {
+	Logical int64 `json:"logical_bytes"`
+	Stored  int64 `json:"stored_bytes"`
+}
+
+func (r *JobRecord) addTransformed(k actuate.Kind, res actuate.Result) {
+	if res.Logical == 0 && res.Stored == 0 {
+		return
+	}
+	if r.Transformed == nil {
+		r.Transformed = map[string]TransformBytes{}
+	}
+	tb := r.Transformed[string(k)]
+	tb.Logical += res.Logical
+	tb.Stored += res.Stored
+	r.Transformed[string(k)] = tb
+}

@@ -1,0 +1,177 @@
+package curator
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
+)
+
+// jsonLines is compressible data: log lines with varying numbers.
+func jsonLines(seed uint64, n int) []byte {
+	var b bytes.Buffer
+	r := data(seed, 64)
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, `{"ts":%d,"level":"info","req":"GET /v1/items/%d","status":200,"ms":%d}`+"\n", 1700000000+i, int(r[i%64])*i, r[(i+7)%64])
+	}
+	return b.Bytes()[:n]
+}
+
+// physical sums committed bytes over every replica of every egroup.
+func (e *env) physical() (stored, logical int64, compressed int) {
+	e.t.Helper()
+	p := []byte(meta.PrefixEgroup)
+	items, err := e.kv.Scan(context.Background(), p, meta.PrefixEnd(p), 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, it := range items {
+		var eg meta.Egroup
+		meta.Decode(it.Value, &eg)
+		stored += eg.Size * int64(len(eg.Replicas))
+		if eg.Codec != "" {
+			compressed++
+		}
+	}
+	return stored, logical, compressed
+}
+
+func TestCuratorCompressesColdDataAndTruncates(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "logs", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SetBucketTransform(ctx, "logs", meta.BucketTransform{Compress: "zstd", ColdAfter: int64(time.Nanosecond)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SetBucketTransform(ctx, "logs", meta.BucketTransform{Compress: "lz4"}); err == nil {
+		t.Fatal("unknown codec accepted")
+	}
+	put := func(bucket, key string, b []byte, v string) {
+		if _, err := e.l.Put(ctx, bucket, key, bytes.NewReader(b), putOpts(b, v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := map[string][]byte{}
+	for i := 0; i < 40; i++ {
+		k := fmt.Sprintf("app/%03d.json", i)
+		logs[k] = jsonLines(uint64(i), 5000+i*4001)
+		put("logs", k, logs[k], "hdd=2")
+	}
+	media := data(99, 300_000)
+	put("logs", "media.bin", media, "any=2")
+	// A bucket without a transform setting keeps its data plain.
+	plain := jsonLines(7, 200_000)
+	put("bkt", "plain.json", plain, "ssd=1,hdd=1")
+	before, _, _ := e.physical()
+	check := func(bucket, key string, want []byte) {
+		t.Helper()
+		_, rc, err := e.l.Get(ctx, bucket, key, 0, -1)
+		if err != nil {
+			t.Fatalf("get %s/%s: %v", bucket, key, err)
+		}
+		defer rc.Close()
+		var got bytes.Buffer
+		if _, err := got.ReadFrom(rc); err != nil || !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("get %s/%s: %d bytes, err %v; want %d bytes", bucket, key, got.Len(), err, len(want))
+		}
+	}
+
+	rec := e.run("full")
+	t.Logf("job 1: planned %v done %v transformed %v", rec.Planned, rec.Done, rec.Transformed)
+	if rec.Done["compress"] == 0 {
+		t.Fatalf("no compression done: %v (errors %v)", rec.Done, rec.Errors)
+	}
+	tb := rec.Transformed["compress"]
+	if tb.Stored*3 > tb.Logical {
+		t.Errorf("compressed %d → %d bytes; JSON logs should shrink 3x", tb.Logical, tb.Stored)
+	}
+	for k, b := range logs {
+		check("logs", k, b)
+	}
+	check("logs", "media.bin", media)
+	// The emptied sources go at the next data removal.
+	rec = e.run("full")
+	t.Logf("job 2: planned %v done %v", rec.Planned, rec.Done)
+	if rec.Planned["compress"] != 0 {
+		t.Errorf("job 2 plans compression again: %v (incompressible data must be remembered)", rec.Planned)
+	}
+	after, _, compressed := e.physical()
+	t.Logf("physical bytes %d → %d, %d compressed egroups", before, after, compressed)
+	if after*2 > before || compressed == 0 {
+		t.Errorf("physical bytes %d → %d: want less than half", before, after)
+	}
+	for k, b := range logs {
+		check("logs", k, b)
+	}
+	check("logs", "media.bin", media)
+	check("bkt", "plain.json", plain)
+	loc, _ := e.l.Locate(ctx, "bkt", "plain.json")
+	for _, x := range loc.Extents {
+		if x.Transform != "" {
+			t.Errorf("bucket without a setting: egroup transformed %q", x.Transform)
+		}
+	}
+	loc, _ = e.l.Locate(ctx, "logs", "app/039.json")
+	if loc.Extents[0].Transform == "" || loc.Extents[0].Transform[:4] != "zstd" {
+		t.Errorf("locate shows transform %q, want zstd RATIO", loc.Extents[0].Transform)
+	}
+	loc, _ = e.l.Locate(ctx, "logs", "media.bin")
+	if loc.Extents[0].Transform != "incompressible" {
+		t.Errorf("locate of media shows %q, want incompressible", loc.Extents[0].Transform)
+	}
+
+	// Deleting an object at the end of a compressed egroup leaves a dead
+	// tail: data removal drops its extent records, truncation the bytes.
+	var tailKey string
+	var tailOff int64 = -1
+	for k := range logs {
+		l, _ := e.l.Locate(ctx, "logs", k)
+		if x := l.Extents[len(l.Extents)-1]; x.EgroupOff > tailOff {
+			tailKey, tailOff = k, x.EgroupOff
+		}
+	}
+	l, _ := e.l.Locate(ctx, "logs", tailKey)
+	tailEg := l.Extents[len(l.Extents)-1].Egroup
+	egBefore, _, _ := e.l.Egroup(ctx, tailEg)
+	if err := e.l.Delete(ctx, "logs", tailKey); err != nil {
+		t.Fatal(err)
+	}
+	delete(logs, tailKey)
+	// Keep compaction's small-egroup packing and garbage target out of
+	// the way (the test's egroups are small): the tail is truncation's.
+	e.c.opts.Decide.PackBelowBytes, e.c.opts.Decide.GarbageTarget = 1, -1
+	e.c.opts.Decide.Transform.TruncateMinBytes = 1
+	e.run("full") // removes the extent records
+	rec = e.run("full")
+	egAfter, _, err := e.l.Egroup(ctx, tailEg)
+	t.Logf("truncation: done %v, egroup %x %d → %d bytes (err %v)", rec.Done, tailEg, egBefore.Size, egAfter.Size, err)
+	if err != nil || egAfter.Size >= egBefore.Size || rec.Done["truncate"] != 1 {
+		t.Errorf("dead tail of egroup %x not truncated (%d bytes)", tailEg, egAfter.Size)
+	}
+	for k, b := range logs {
+		check("logs", k, b)
+	}
+
+	// Reads make compressed data hot: it is rewritten plain.
+	for i := 0; i < 5; i++ {
+		check("logs", "app/000.json", logs["app/000.json"])
+	}
+	e.l.FlushAccess(ctx)
+	rec = e.run("full")
+	t.Logf("job hot: planned %v done %v", rec.Planned, rec.Done)
+	if rec.Done["decompress"] == 0 {
+		t.Errorf("hot compressed egroup not decompressed: %v", rec.Done)
+	}
+	check("logs", "app/000.json", logs["app/000.json"])
+}
+
+func putOpts(b []byte, v string) object.PutOptions {
+	return object.PutOptions{Size: int64(len(b)), Vector: model.MustParseVector(v)}
+}
