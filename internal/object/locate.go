@@ -104,6 +104,10 @@ type TierUsage struct {
 	// make now out of this tier (filled by the server).
 	PendingMoves int   `json:"pending_moves"`
 	PendingBytes int64 `json:"pending_bytes"`
+	// LogicalBytes is what EgroupBytes would be without the Curator's
+	// transformations; Savings is the difference by transform ("zstd").
+	LogicalBytes int64            `json:"logical_bytes"`
+	Savings      map[string]int64 `json:"savings,omitempty"`
 }
 
 // DeviceUsage is one device's state.
@@ -112,6 +116,9 @@ type DeviceUsage struct {
 	Egroups     int   `json:"egroups"`
 	EgroupBytes int64 `json:"egroup_bytes"`
 	BadReplicas int   `json:"bad_replicas"`
+	// LogicalBytes: EgroupBytes before transformations (docs/transforms.md).
+	LogicalBytes int64            `json:"logical_bytes"`
+	savings      map[string]int64 // by transform, folded into the tier
 }
 
 // Report builds the tier report from live device counters and the egroup
@@ -164,6 +171,15 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 				}
 				du.Egroups++
 				du.EgroupBytes += eg.Size
+				logical := eg.Size
+				if eg.Codec != "" && eg.Logical > eg.Size {
+					logical = eg.Logical
+					if du.savings == nil {
+						du.savings = map[string]int64{}
+					}
+					du.savings[eg.Codec] += eg.Logical - eg.Size
+				}
+				du.LogicalBytes += logical
 				if hot[id] {
 					hotDev[r.Device] += eg.Size
 				}
@@ -187,6 +203,13 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 		tu.Egroups += du.Egroups
 		tu.EgroupBytes += du.EgroupBytes
 		tu.HotBytes += hotDev[du.ID]
+		tu.LogicalBytes += du.LogicalBytes
+		for k, v := range du.savings {
+			if tu.Savings == nil {
+				tu.Savings = map[string]int64{}
+			}
+			tu.Savings[k] += v
+		}
 		tu.ColdBytes += du.EgroupBytes - hotDev[du.ID]
 	}
 	tiers := make([]model.Tier, 0, len(byTier))
