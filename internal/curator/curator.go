@@ -523,7 +523,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	// extent records, in batches.
 	if full && len(res.deadExtents) > 0 {
 		rec.Planned[string(decide.KindRemoveExtents)] = len(res.deadExtents)
-		c.removeExtents(ctx, res.deadExtents, rec)
+		c.removeExtents(ctx, res, rec)
 	}
 	if full && len(res.history) > 0 {
 		c.collectHistory(ctx, res, rec)

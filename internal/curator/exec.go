@@ -23,6 +23,12 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanRes
 		return
 	}
 	ats := make([]actuate.Task, 0, len(tasks))
+	var dropped []decide.Task
+	tasks, dropped = safeTruncations(tasks, res)
+	for _, t := range dropped {
+		rec.Stale++
+		c.log.Info("truncation dropped: data removal left an extent record in its tail", "egroup", fmt.Sprintf("%016x", t.Egroup))
+	}
 	for _, t := range tasks {
 		at := actuate.FromDecide(t)
 		if t.Kind == decide.KindCompact {
@@ -75,12 +81,14 @@ func (c *Curator) runJob(ctx context.Context, job *actuate.Job, rec *JobRecord) 
 
 // removeExtents is data removal stage 1: delete unreferenced extent
 // records older than the grace period, with compare-and-swap per record.
-func (c *Curator) removeExtents(ctx context.Context, xs []extentInfo, rec *JobRecord) {
+func (c *Curator) removeExtents(ctx context.Context, res *scanResult, rec *JobRecord) {
+	xs := res.deadExtents
 	revs := make([]object.ExtentRev, len(xs))
 	for i, x := range xs {
 		revs[i] = object.ExtentRev{ID: x.id, ModRev: x.modRev}
 	}
 	removed, stale, err := c.act.RemoveExtents(ctx, revs)
+	res.removalIncomplete = removed != len(revs)
 	rec.Done[string(decide.KindRemoveExtents)] += removed
 	rec.Stale += stale
 	c.m.stale.Add(float64(stale))
@@ -206,4 +214,25 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.jobs, m.jobSeconds, m.tasks, m.failed, m.stale, m.moved, m.scrubbed, m.scrubBad, m.backoffs, m.rate, m.underReplicated, m.garbage, m.dangling}
+}
+
+// safeTruncations drops truncations planned past extent records that this
+// job's data removal was to delete but did not (stale or failed): their
+// egroup's tail end was computed without them.
+func safeTruncations(tasks []decide.Task, res *scanResult) (keep, dropped []decide.Task) {
+	if res == nil || !res.removalIncomplete {
+		return tasks, nil
+	}
+	hadDead := map[uint64]bool{}
+	for _, x := range res.deadExtents {
+		hadDead[x.rec.Egroup] = true
+	}
+	for _, t := range tasks {
+		if t.Kind == decide.KindTruncate && hadDead[t.Egroup] {
+			dropped = append(dropped, t)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	return keep, dropped
 }

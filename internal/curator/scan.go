@@ -103,6 +103,10 @@ type scanResult struct {
 	// ends, and what the buckets holding its data allow (transform.go).
 	tailEnd map[uint64]int64
 	policy  map[uint64]decide.TransformPolicy
+	// removalIncomplete is set when data removal's first stage did not
+	// delete every extent record in deadExtents: tail ends computed
+	// without them are then not safe to truncate to (exec.go).
+	removalIncomplete bool
 }
 
 // scan reads the maps and joins them. A partial scan reads the egroup and
@@ -252,10 +256,6 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			return nil, err
 		}
 		now := c.now()
-		res.tailEnd = map[uint64]int64{}
-		for _, x := range extents {
-			res.tailEnd[x.rec.Egroup] = max(res.tailEnd[x.rec.Egroup], x.rec.Off+encodedLen(x.rec.StoredLen()))
-		}
 		for id, x := range extents {
 			if refs[id] {
 				live[x.rec.Egroup] += x.rec.Len
@@ -269,6 +269,19 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			}
 		}
 		sort.Slice(res.deadExtents, func(i, j int) bool { return res.deadExtents[i].id < res.deadExtents[j].id })
+		// Tail ends count every extent record except those this job's data
+		// removal deletes before any task runs (if one of them survives,
+		// exec.go drops the job's truncations of its egroup).
+		removing := make(map[uint64]bool, len(res.deadExtents))
+		for _, x := range res.deadExtents {
+			removing[x.id] = true
+		}
+		res.tailEnd = map[uint64]int64{}
+		for id, x := range extents {
+			if !removing[id] {
+				res.tailEnd[x.rec.Egroup] = max(res.tailEnd[x.rec.Egroup], x.rec.Off+encodedLen(x.rec.StoredLen()))
+			}
+		}
 		// Consistency check: every reference must resolve to an extent
 		// and every referenced extent to an egroup.
 		for _, r := range refOwners {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
@@ -148,7 +149,8 @@ func TestCuratorCompressesColdDataAndTruncates(t *testing.T) {
 	// the way (the test's egroups are small): the tail is truncation's.
 	e.c.opts.Decide.PackBelowBytes, e.c.opts.Decide.GarbageTarget = 1, -1
 	e.c.opts.Decide.Transform.TruncateMinBytes = 1
-	e.run("full") // removes the extent records
+	// One job: data removal deletes the tail's extent records, then the
+	// truncation planned without them cuts the bytes.
 	rec = e.run("full")
 	egAfter, _, err := e.l.Egroup(ctx, tailEg)
 	t.Logf("truncation: done %v, egroup %x %d → %d bytes (err %v)", rec.Done, tailEg, egBefore.Size, egAfter.Size, err)
@@ -174,4 +176,21 @@ func TestCuratorCompressesColdDataAndTruncates(t *testing.T) {
 
 func putOpts(b []byte, v string) object.PutOptions {
 	return object.PutOptions{Size: int64(len(b)), Vector: model.MustParseVector(v)}
+}
+
+// TestTruncationDroppedWhenRemovalIncomplete: a truncation planned past
+// dead extent records that this job's data removal then failed to delete
+// must not run.
+func TestTruncationDroppedWhenRemovalIncomplete(t *testing.T) {
+	res := &scanResult{deadExtents: []extentInfo{{id: 7, rec: meta.Extent{Egroup: 1}}}}
+	tasks := []decide.Task{{Kind: decide.KindTruncate, Egroup: 1}, {Kind: decide.KindTruncate, Egroup: 2}, {Kind: decide.KindCompact, Egroup: 1}}
+	keep, dropped := safeTruncations(tasks, res)
+	if len(keep) != 3 || len(dropped) != 0 {
+		t.Fatalf("complete removal: kept %v dropped %v", keep, dropped)
+	}
+	res.removalIncomplete = true
+	keep, dropped = safeTruncations(tasks, res)
+	if len(dropped) != 1 || dropped[0].Egroup != 1 || len(keep) != 2 {
+		t.Fatalf("incomplete removal: kept %v dropped %v", keep, dropped)
+	}
 }

@@ -305,6 +305,10 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 	var tasks []Task
 	var st Stats
 	var errs []error
+	up := func(r Replica) bool {
+		d, ok := s.Device(r.Device)
+		return ok && d.State == model.DeviceUp && s.NodeUp(d.Node)
+	}
 	for _, eg := range egs {
 		st.Egroups++
 		st.LiveBytes += eg.LiveBytes
@@ -331,15 +335,16 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 		}
 		tasks = append(tasks, ts...)
 		if space {
+			if t, ok := TruncateInstead(s.Now, eg, o, up); ok && len(ts) == 0 {
+				tasks = append(tasks, t)
+				continue
+			}
 			tasks = append(tasks, Space(s.Now, eg, o)...)
 		}
 	}
 	if space {
 		tasks = append(tasks, PackForTarget(s.Now, egs, tasks, st, o)...)
-		tasks = append(tasks, Transforms(s.Now, egs, tasks, o, func(r Replica) bool {
-			d, ok := s.Device(r.Device)
-			return ok && d.State == model.DeviceUp && s.NodeUp(d.Node)
-		})...)
+		tasks = append(tasks, Transforms(s.Now, egs, tasks, o, up)...)
 	}
 	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Kind.Priority() < tasks[j].Kind.Priority() })
 	if len(tasks) > o.MaxTasks {
@@ -359,9 +364,13 @@ func PackForTarget(now time.Time, egs []Egroup, planned []Task, st Stats, o Opti
 		return nil
 	}
 	tasked := map[uint64]bool{}
+	truncatedTo := map[uint64]int64{}
 	for _, t := range planned {
-		if t.Kind == KindRemoveEgroup || t.Kind == KindCompact {
+		switch t.Kind {
+		case KindRemoveEgroup, KindCompact:
 			tasked[t.Egroup] = true
+		case KindTruncate:
+			truncatedTo[t.Egroup] = t.Bytes
 		}
 	}
 	garbage := st.GarbageBytes
@@ -373,6 +382,10 @@ func PackForTarget(now time.Time, egs []Egroup, planned []Task, st Stats, o Opti
 		}
 		if tasked[eg.ID] {
 			garbage -= dead
+			continue
+		}
+		if to, ok := truncatedTo[eg.ID]; ok {
+			garbage -= eg.Size - to // the tail goes; the rest waits
 			continue
 		}
 		if !eg.Open && eg.LiveExtents > 0 && now.Sub(eg.Mtime) >= o.GarbageGrace {

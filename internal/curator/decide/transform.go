@@ -210,6 +210,27 @@ func packKey(eg Egroup) string {
 	return eg.Vector.String() + "|" + strings.Join(tiers, ",") + "|" + eg.Policy.Compress
 }
 
+// TruncateInstead decides, before garbage collection's migration, whether
+// an egroup's dead bytes are best reclaimed by truncation: its
+// unreferenced tail is at least TruncateMinBytes and what stays dead after
+// the cut is under GCDeadRatio of what stays. Truncation then frees the
+// tail without copying a byte, where migration would copy every live
+// extent.
+func TruncateInstead(now time.Time, eg Egroup, o Options, up func(Replica) bool) (Task, bool) {
+	if eg.Open || !eg.TailKnown || eg.LiveExtents == 0 || eg.TailEnd <= 0 || now.Sub(eg.Mtime) < o.GarbageGrace || !healthy(eg, up) {
+		return Task{}, false
+	}
+	tail := eg.Size - eg.TailEnd
+	if tail < o.Transform.TruncateMinBytes {
+		return Task{}, false
+	}
+	if rest := eg.TailEnd - eg.LiveBytes; rest > 0 && float64(rest)/float64(eg.TailEnd) > o.GCDeadRatio {
+		return Task{}, false // mostly dead anyway: migration frees it all
+	}
+	return Task{Kind: KindTruncate, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.TailEnd,
+		Reason: fmt.Sprintf("%d-byte unreferenced tail", tail)}, true
+}
+
 // windowReadsIn is an egroup's read count if its access window is current.
 func windowReadsIn(now time.Time, window time.Duration, eg Egroup) int64 {
 	if eg.Atime.IsZero() || now.Sub(eg.Atime) > window {
