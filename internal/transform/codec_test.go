@@ -69,3 +69,38 @@ func FuzzDecompress(f *testing.F) {
 		}
 	})
 }
+
+func benchText(n int) []byte {
+	r := rand.New(rand.NewPCG(5, 6))
+	var b bytes.Buffer
+	for i := 0; b.Len() < n; i++ {
+		b.WriteString(`{"ts":` + string(rune('0'+r.IntN(10))) + `,"level":"info","path":"/api/v1/items/` + string(rune('a'+r.IntN(26))) + `","status":200}` + "\n")
+	}
+	return b.Bytes()[:n]
+}
+
+// BenchmarkCompress and BenchmarkDecompress measure one 1 MiB extent of
+// JSON logs (the Curator's cost per extent, a read's cost per extent).
+func BenchmarkCompress(b *testing.B) {
+	in := benchText(1 << 20)
+	b.SetBytes(int64(len(in)))
+	var out []byte
+	for i := 0; i < b.N; i++ {
+		out, _ = Compress(CodecZstd, out, in)
+	}
+	b.ReportMetric(float64(len(out))/float64(len(in)), "ratio")
+}
+
+func BenchmarkDecompress(b *testing.B) {
+	in := benchText(1 << 20)
+	c, _ := Compress(CodecZstd, nil, in)
+	sum := Sum(in)
+	b.SetBytes(int64(len(in)))
+	var out []byte
+	for i := 0; i < b.N; i++ {
+		var err error
+		if out, err = Decompress(CodecZstd, out, c, int64(len(in)), sum); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -144,7 +144,9 @@ func Transforms(now time.Time, egs []Egroup, planned []Task, o Options, up func(
 			if cold == 0 {
 				cold = to.ColdAfter
 			}
-			if now.Sub(lastTouch(eg)) >= cold && windowReadsIn(now, to.HotWindow, eg) == 0 {
+			// Not one the hot rule would decompress again at once (when
+			// cold-after is shorter than the hot window).
+			if now.Sub(lastTouch(eg)) >= cold && windowReadsIn(now, to.HotWindow, eg) < to.HotReads {
 				cands = append(cands, eg)
 			}
 		}

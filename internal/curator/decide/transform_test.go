@@ -285,7 +285,7 @@ func TestTransformsProperties(t *testing.T) {
 					if eg.Codec != "" || eg.Incompressible || eg.Policy.Compress == "" {
 						fail("compressing egroup %d: codec %q incompressible %v policy %v", eg.ID, eg.Codec, eg.Incompressible, eg.Policy)
 					}
-					if t0.Sub(lastTouch(eg)) < o.Transform.ColdAfter {
+					if t0.Sub(lastTouch(eg)) < o.Transform.ColdAfter || windowReadsIn(t0, o.Transform.HotWindow, eg) >= o.Transform.HotReads {
 						fail("compressing egroup %d touched %s ago", eg.ID, t0.Sub(lastTouch(eg)))
 					}
 					sum += eg.LiveBytes
