@@ -1,6 +1,7 @@
 // Package transform holds the byte-level codecs of the Curator's data
 // transformations (docs/design/0010-curator-transforms.md): compression of
-// cold extents with zstd. Its functions are pure transformations of byte
+// cold extents with zstd, and erasure coding of cold egroups with
+// Reed-Solomon. Its functions are pure transformations of byte
 // slices with explicit size limits; the object layer decides where the
 // results are stored and records them in metadata.
 //
@@ -10,7 +11,9 @@
 //     to the extent's recorded length (a corrupt or hostile frame cannot
 //     make a read allocate more), and Sum, the CRC32C a read checks the
 //     decompressed bytes against.
-//   - Ratio and the "does it pay" test used for the incompressible memory.
+//   - Pays, the "does it pay" test used for the incompressible memory.
+//   - Encode, Reconstruct and VerifyParity: an egroup's layout cut into K
+//     data and M parity strips, any K of which give it back.
 //
 // # What it must not do
 //
@@ -22,4 +25,7 @@
 // github.com/klauspost/compress/zstd: a pure-Go zstd (no cgo), already in
 // the module graph through other dependencies, with stateless
 // EncodeAll/DecodeAll safe for concurrent use and a decoder memory limit.
+// github.com/klauspost/reedsolomon: a maintained pure-Go Reed-Solomon
+// coder (SIMD where available) used by MinIO and others; writing our own
+// Galois-field arithmetic would be the riskier choice.
 package transform
