@@ -63,6 +63,8 @@ type BucketTransform struct {
 	// ColdAfter is how long an egroup must go unread and unwritten before
 	// it is transformed (nanoseconds; 0 means the Curator's default).
 	ColdAfter int64 `json:"ca,omitempty"`
+	// EC is the erasure code for cold data, "K+M" (e.g. "4+2"), or "".
+	EC string `json:"ec,omitempty"`
 }
 
 // BucketSnapshot is a point in a bucket's history that reads can return
@@ -215,6 +217,18 @@ type Egroup struct {
 	// Incompressible remembers that compressing this egroup's data did not
 	// pay (ratio above the Curator's threshold), so it is not retried.
 	Incompressible bool `json:"nc,omitempty"`
+	// EC, when set, makes the egroup erasure coded: Replicas are its K+M
+	// strips in order (data strips first), each a file of StripLen payload
+	// bytes in slices; Size is the length of the layout they encode (the
+	// file one replica would be).
+	EC *ECLayout `json:"ec,omitempty"`
+}
+
+// ECLayout is an erasure-coded egroup's shape.
+type ECLayout struct {
+	K        int   `json:"k"`
+	M        int   `json:"m"`
+	StripLen int64 `json:"sl"`
 }
 
 // Access is the eventually consistent access record of an extent group.

@@ -41,6 +41,32 @@ type Egroup struct {
 	TailKnown bool
 	// Policy is what the buckets holding the egroup's data allow.
 	Policy TransformPolicy
+	// EC is set for an erasure-coded egroup: Replicas are its K+M strips
+	// in order, and FileBytes is each strip file's length (for replicated
+	// egroups FileBytes is Size).
+	EC        ECShape
+	FileBytes int64
+}
+
+// ECShape is an erasure code: K data and M parity strips.
+type ECShape struct{ K, M int }
+
+func (s ECShape) String() string { return fmt.Sprintf("%d+%d", s.K, s.M) }
+
+// fileBytes is the length of each replica (or strip) file.
+func (eg Egroup) fileBytes() int64 {
+	if eg.FileBytes > 0 {
+		return eg.FileBytes
+	}
+	return eg.Size
+}
+
+// wanted is how many good replicas (or strips) the egroup should have.
+func (eg Egroup) wanted() int {
+	if eg.EC.K > 0 {
+		return eg.EC.K + eg.EC.M
+	}
+	return eg.Vector.Total()
 }
 
 // Replica is a replica with its bad mark.
@@ -124,7 +150,7 @@ func (k Kind) Priority() int {
 	switch k {
 	case KindSeal:
 		return 0
-	case KindRecover:
+	case KindRecover, KindRebuild:
 		return 1
 	case KindRemoveReplicas:
 		return 2
@@ -134,11 +160,11 @@ func (k Kind) Priority() int {
 		return 4
 	case KindTierDown, KindBalance:
 		return 5
-	case KindCompact, KindTruncate, KindDecompress:
+	case KindCompact, KindTruncate, KindDecompress, KindECDecode:
 		return 6
 	case KindScrub:
 		return 7
-	case KindCompress:
+	case KindCompress, KindECEncode:
 		return 8
 	}
 	return 9
@@ -225,6 +251,9 @@ type Stats struct {
 // missing vector count is filled; surplus replicas are dropped. Open
 // egroups whose writer node is down are sealed first.
 func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand) ([]Task, error) {
+	if eg.EC.K > 0 {
+		return RecoverStripe(s, eg, pol, rng)
+	}
 	if eg.Open {
 		if eg.Writer != "" && !s.NodeUp(eg.Writer) {
 			return []Task{{Kind: KindSeal, Egroup: eg.ID, ModRev: eg.ModRev, Reason: "writer " + string(eg.Writer) + " down"}}, nil
@@ -325,9 +354,9 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 				good++
 			}
 		}
-		if good < eg.Vector.Total() {
+		if good < eg.wanted() {
 			st.UnderReplicated++
-			st.UnderReplicatedBytes += eg.Size * int64(eg.Vector.Total()-good)
+			st.UnderReplicatedBytes += eg.fileBytes() * int64(eg.wanted()-good)
 		}
 		ts, err := Recovery(s, eg, pol, rng)
 		if err != nil {

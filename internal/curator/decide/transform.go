@@ -17,6 +17,9 @@ const (
 	KindTruncate   Kind = "truncate"   // cut a sealed egroup's unreferenced tail
 	KindCompress   Kind = "compress"   // rewrite cold egroups' extents compressed, packed together
 	KindDecompress Kind = "decompress" // rewrite a hot (or no longer wanted) compressed egroup plain
+	KindECEncode   Kind = "ec-encode"  // rewrite cold replicated egroups as K+M strips, packed
+	KindECDecode   Kind = "ec-decode"  // rewrite a hot (or no longer wanted) erasure-coded egroup as replicas
+	KindRebuild    Kind = "rebuild-strips" // reconstruct lost strips onto new devices
 )
 
 // TransformPolicy is what the buckets whose data an egroup holds allow
@@ -25,13 +28,21 @@ const (
 type TransformPolicy struct {
 	Compress  string        // "" or "zstd"
 	ColdAfter time.Duration // 0: Options.ColdAfter
+	EC        ECShape       // zero: replicas
 }
 
 func (p TransformPolicy) String() string {
-	if p.Compress == "" {
+	var parts []string
+	if p.Compress != "" {
+		parts = append(parts, p.Compress)
+	}
+	if p.EC.K > 0 {
+		parts = append(parts, "ec "+p.EC.String())
+	}
+	if len(parts) == 0 {
 		return "none"
 	}
-	s := p.Compress
+	s := strings.Join(parts, ",")
 	if p.ColdAfter > 0 {
 		s += " cold-after=" + p.ColdAfter.String()
 	}
@@ -114,12 +125,27 @@ func Transforms(now time.Time, egs []Egroup, planned []Task, o Options, up func(
 		}
 	}
 	var out []Task
-	var cands []Egroup
+	var cands, ecCands []Egroup
 	for _, eg := range egs {
 		if busy[eg.ID] || eg.Open || !eg.TailKnown || eg.LiveExtents == 0 || now.Sub(eg.Mtime) < o.GarbageGrace {
 			continue
 		}
 		if !healthy(eg, up) {
+			continue
+		}
+		hot := windowReadsIn(now, to.HotWindow, eg) >= to.HotReads
+		if eg.EC.K > 0 {
+			// Hot erasure-coded data returns to replicas (placed by its
+			// vector, on the fast tier), plain; so does data whose buckets
+			// no longer ask for this code.
+			switch {
+			case hot:
+				out = append(out, Task{Kind: KindECDecode, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes,
+					Reason: fmt.Sprintf("hot: %d reads within %s", eg.Reads, to.HotWindow)})
+			case eg.Policy.EC != eg.EC:
+				out = append(out, Task{Kind: KindECDecode, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes,
+					Reason: fmt.Sprintf("policy %s, stored ec %s", eg.Policy, eg.EC)})
+			}
 			continue
 		}
 		if eg.Codec != "" {
@@ -133,6 +159,16 @@ func Transforms(now time.Time, egs []Egroup, planned []Task, o Options, up func(
 					Reason: fmt.Sprintf("policy %s, stored %s", eg.Policy, eg.Codec)})
 				continue
 			}
+		}
+		if eg.Policy.EC.K > 0 && eg.Policy.EC.K+eg.Policy.EC.M <= 8 {
+			cold := eg.Policy.ColdAfter
+			if cold == 0 {
+				cold = to.ColdAfter
+			}
+			if now.Sub(lastTouch(eg)) >= cold && !hot {
+				ecCands = append(ecCands, eg)
+			}
+			continue // the encode compresses too, if asked
 		}
 		if dead := eg.Size - eg.TailEnd; eg.TailEnd > 0 && dead >= to.TruncateMinBytes {
 			out = append(out, Task{Kind: KindTruncate, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.TailEnd,
@@ -151,14 +187,15 @@ func Transforms(now time.Time, egs []Egroup, planned []Task, o Options, up func(
 			}
 		}
 	}
-	return append(out, packCompress(now, cands, to)...)
+	out = append(out, pack(now, cands, to, KindCompress)...)
+	return append(out, pack(now, ecCands, to, KindECEncode)...)
 }
 
 // packCompress groups compression candidates that share a vector, codec
 // and the tiers their replicas occupy (so the packed egroup can keep them
 // where they are), coldest first, into tasks of about PackBytes live
 // payload each.
-func packCompress(now time.Time, cands []Egroup, to TransformOptions) []Task {
+func pack(now time.Time, cands []Egroup, to TransformOptions, kind Kind) []Task {
 	groups := map[string][]Egroup{}
 	for _, eg := range cands {
 		groups[packKey(eg)] = append(groups[packKey(eg)], eg)
@@ -185,8 +222,8 @@ func packCompress(now time.Time, cands []Egroup, to TransformOptions) []Task {
 				cur = nil
 			}
 			if cur == nil {
-				cur = &Task{Kind: KindCompress, Egroup: eg.ID, ModRev: eg.ModRev,
-					Reason: fmt.Sprintf("cold %s, %s", now.Sub(lastTouch(eg)).Round(time.Second), eg.Policy.Compress)}
+				cur = &Task{Kind: kind, Egroup: eg.ID, ModRev: eg.ModRev,
+					Reason: fmt.Sprintf("cold %s, %s", now.Sub(lastTouch(eg)).Round(time.Second), eg.Policy)}
 			}
 			cur.Pack = append(cur.Pack, EgroupRev{ID: eg.ID, ModRev: eg.ModRev})
 			cur.Bytes += eg.LiveBytes
@@ -209,7 +246,7 @@ func packKey(eg Egroup) string {
 		tiers = append(tiers, string(r.Tier))
 	}
 	sort.Strings(tiers)
-	return eg.Vector.String() + "|" + strings.Join(tiers, ",") + "|" + eg.Policy.Compress
+	return eg.Vector.String() + "|" + strings.Join(tiers, ",") + "|" + eg.Policy.Compress + "|" + eg.Policy.EC.String()
 }
 
 // TruncateInstead decides, before garbage collection's migration, whether
@@ -219,7 +256,7 @@ func packKey(eg Egroup) string {
 // tail without copying a byte, where migration would copy every live
 // extent.
 func TruncateInstead(now time.Time, eg Egroup, o Options, up func(Replica) bool) (Task, bool) {
-	if eg.Open || !eg.TailKnown || eg.LiveExtents == 0 || eg.TailEnd <= 0 || now.Sub(eg.Mtime) < o.GarbageGrace || !healthy(eg, up) {
+	if eg.Open || eg.EC.K > 0 || !eg.TailKnown || eg.LiveExtents == 0 || eg.TailEnd <= 0 || now.Sub(eg.Mtime) < o.GarbageGrace || !healthy(eg, up) {
 		return Task{}, false
 	}
 	tail := eg.Size - eg.TailEnd

@@ -21,7 +21,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //
 //	eg id=1 size=1000000 live=400000 extents=3 tail=800000 vector=hdd=2 tiers=hdd,hdd
 //	   [codec=zstd logical=N] [nc] [open] [young] [mtime=-48h] [atime=-1m reads=5]
-//	   [policy=zstd] [cold-after=1h] [bad=0] [down=1] [notail]
+//	   [policy=zstd] [policy-ec=4+2] [ec=4+2] [cold-after=1h] [bad=0] [down=1] [notail]
 //
 // Times are relative to t0 (the scenario's now). Replica i is on device
 // d<id>-<i>; "down" marks a replica whose device is not usable.
@@ -78,6 +78,16 @@ func parseEgroup(line string) (Egroup, map[model.DeviceID]bool, error) {
 			eg.Reads = num()
 		case "policy":
 			eg.Policy.Compress = v
+		case "ec", "policy-ec":
+			var sh ECShape
+			if _, err := fmt.Sscanf(v, "%d+%d", &sh.K, &sh.M); err != nil {
+				return eg, nil, fmt.Errorf("%s=%q: %v", k, v, err)
+			}
+			if k == "ec" {
+				eg.EC = sh
+			} else {
+				eg.Policy.EC = sh
+			}
 		case "cold-after":
 			eg.Policy.ColdAfter = dur()
 		case "bad":
@@ -202,7 +212,7 @@ func TestTransformsProperties(t *testing.T) {
 	kinds := map[Kind]int{}
 	defer func() {
 		// The generator must exercise every kind, or the checks prove little.
-		for _, k := range []Kind{KindTruncate, KindCompress, KindDecompress} {
+		for _, k := range []Kind{KindTruncate, KindCompress, KindDecompress, KindECEncode, KindECDecode} {
 			if kinds[k] == 0 {
 				t.Errorf("no %s task in any iteration", k)
 			}
@@ -241,7 +251,14 @@ func TestTransformsProperties(t *testing.T) {
 			if r.IntN(4) > 0 {
 				eg.Policy.Compress = "zstd"
 			}
-			for j := 0; j < eg.Vector.Total(); j++ {
+			if r.IntN(4) == 0 {
+				eg.Policy.EC = ECShape{4, 2}
+			}
+			nrep := eg.Vector.Total()
+			if r.IntN(5) == 0 {
+				eg.EC, nrep = ECShape{4, 2}, 6
+			}
+			for j := 0; j < nrep; j++ {
 				rep := Replica{Replica: model.Replica{Device: model.DeviceID(fmt.Sprintf("d%d", r.IntN(6))), Tier: []model.Tier{"ssd", "hdd"}[r.IntN(2)]}}
 				rep.Bad = r.IntN(30) == 0
 				eg.Replicas = append(eg.Replicas, rep)
@@ -267,7 +284,10 @@ func TestTransformsProperties(t *testing.T) {
 		for _, tk := range tasks {
 			kinds[tk.Kind]++
 			ids := []uint64{tk.Egroup}
-			if tk.Kind == KindCompress {
+			if ec := byID[tk.Egroup].EC.K > 0; ec != (tk.Kind == KindECDecode) {
+				fail("%s task for egroup %d with ec %v", tk.Kind, tk.Egroup, byID[tk.Egroup].EC)
+			}
+			if tk.Kind == KindCompress || tk.Kind == KindECEncode {
 				ids = nil
 				var key string
 				var sum int64
@@ -282,8 +302,11 @@ func TestTransformsProperties(t *testing.T) {
 					} else if packKey(eg) != key {
 						fail("pack mixes %q and %q", key, packKey(eg))
 					}
-					if eg.Codec != "" || eg.Incompressible || eg.Policy.Compress == "" {
+					if tk.Kind == KindCompress && (eg.Codec != "" || eg.Incompressible || eg.Policy.Compress == "" || eg.Policy.EC.K > 0) {
 						fail("compressing egroup %d: codec %q incompressible %v policy %v", eg.ID, eg.Codec, eg.Incompressible, eg.Policy)
+					}
+					if tk.Kind == KindECEncode && (eg.EC.K > 0 || eg.Policy.EC.K == 0) {
+						fail("encoding egroup %d: ec %v policy %v", eg.ID, eg.EC, eg.Policy)
 					}
 					if t0.Sub(lastTouch(eg)) < o.Transform.ColdAfter || windowReadsIn(t0, o.Transform.HotWindow, eg) >= o.Transform.HotReads {
 						fail("compressing egroup %d touched %s ago", eg.ID, t0.Sub(lastTouch(eg)))
