@@ -14,11 +14,11 @@ import (
 
 // Task kinds of the transformations.
 const (
-	KindTruncate   Kind = "truncate"   // cut a sealed egroup's unreferenced tail
-	KindCompress   Kind = "compress"   // rewrite cold egroups' extents compressed, packed together
-	KindDecompress Kind = "decompress" // rewrite a hot (or no longer wanted) compressed egroup plain
-	KindECEncode   Kind = "ec-encode"  // rewrite cold replicated egroups as K+M strips, packed
-	KindECDecode   Kind = "ec-decode"  // rewrite a hot (or no longer wanted) erasure-coded egroup as replicas
+	KindTruncate   Kind = "truncate"       // cut a sealed egroup's unreferenced tail
+	KindCompress   Kind = "compress"       // rewrite cold egroups' extents compressed, packed together
+	KindDecompress Kind = "decompress"     // rewrite a hot (or no longer wanted) compressed egroup plain
+	KindECEncode   Kind = "ec-encode"      // rewrite cold replicated egroups as K+M strips, packed
+	KindECDecode   Kind = "ec-decode"      // rewrite a hot (or no longer wanted) erasure-coded egroup as replicas
 	KindRebuild    Kind = "rebuild-strips" // reconstruct lost strips onto new devices
 )
 
