@@ -26,6 +26,8 @@ type Store interface {
 	Relocate(ctx context.Context, v, place model.Vector, moves []object.ExtentMove) (object.RelocateResult, error)
 	VerifyReplica(ctx context.Context, r model.Replica, id uint64, size int64) error
 	Rewrite(ctx context.Context, req object.RewriteRequest) (object.RewriteResult, error)
+	RebuildStrips(ctx context.Context, id uint64, modRev int64, replace map[model.DeviceID]model.Replica) (int64, error)
+	VerifyStripe(ctx context.Context, id uint64) (bad int, parityOK bool, err error)
 	TruncateEgroup(ctx context.Context, id uint64, modRev int64, size int64) (int64, error)
 	MarkReplicaBad(ctx context.Context, id uint64, dev model.DeviceID)
 	ReplicaListed(ctx context.Context, id uint64, dev model.DeviceID) bool
@@ -118,8 +120,10 @@ func (a *Actuator) Execute(ctx context.Context, t Task) (Result, error) {
 		return a.compact(ctx, t)
 	case t.Kind == KindTruncate:
 		return a.truncate(ctx, t)
-	case t.Kind == KindCompress, t.Kind == KindDecompress:
+	case t.Kind == KindCompress, t.Kind == KindDecompress, t.Kind == KindECEncode, t.Kind == KindECDecode:
 		return a.rewrite(ctx, t)
+	case t.Kind == KindRebuild:
+		return a.rebuild(ctx, t)
 	}
 	return Result{}, fmt.Errorf("actuate: no executor for %s", t.Kind)
 }
@@ -145,6 +149,11 @@ func (a *Actuator) move(ctx context.Context, t Task) (Result, error) {
 	eg, err := a.current(ctx, t)
 	if err != nil {
 		return res, err
+	}
+	if eg.EC != nil {
+		// Strips are not interchangeable copies; decisions never ask
+		// this, and a bug must not turn a stripe into replicas.
+		return res, fmt.Errorf("actuate: refusing a replica move of erasure-coded egroup %016x", t.Egroup)
 	}
 	removing := map[model.DeviceID]bool{}
 	for _, r := range t.Remove {

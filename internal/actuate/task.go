@@ -27,6 +27,9 @@ const (
 	KindTruncate   Kind = "truncate"   // GC: cut an egroup's unreferenced tail
 	KindCompress   Kind = "compress"   // rewrite cold egroups' extents compressed, packed
 	KindDecompress Kind = "decompress" // rewrite a compressed egroup plain
+	KindECEncode   Kind = "ec-encode"      // rewrite cold egroups as K+M strips, packed
+	KindECDecode   Kind = "ec-decode"      // rewrite an erasure-coded egroup as replicas
+	KindRebuild    Kind = "rebuild-strips" // reconstruct lost strips onto new devices
 )
 
 // IsMove reports whether a kind changes an egroup's replica set (copy,
@@ -68,6 +71,8 @@ type Task struct {
 	Pack     []decide.EgroupRev `json:"pack,omitempty"`
 	Codec    string             `json:"codec,omitempty"`
 	MaxRatio float64            `json:"max_ratio,omitempty"`
+	// EC is the erasure code an ec-encode writes ("K+M").
+	EC string `json:"ec,omitempty"`
 	// Sources are the live extents of each source egroup of a compression
 	// or decompression, from the scan. They are not checkpointed (a pack
 	// can list thousands): a resumed transform without them is dropped as
@@ -104,6 +109,10 @@ func devices(rs []model.Replica) []string {
 // FromDecide converts a Curator decision. Compaction's extents are added
 // by the caller (they come from the scan, not the decision).
 func FromDecide(t decide.Task) Task {
-	return Task{Kind: Kind(t.Kind), Egroup: t.Egroup, ModRev: t.ModRev, Bytes: t.Bytes,
-		Add: t.Add, Remove: t.Remove, Reason: t.Reason, Pack: t.Pack}
+	at := Task{Kind: Kind(t.Kind), Egroup: t.Egroup, ModRev: t.ModRev, Bytes: t.Bytes,
+		Add: t.Add, Remove: t.Remove, Reason: t.Reason, Pack: t.Pack, Codec: t.Codec}
+	if t.EC.K > 0 {
+		at.EC = t.EC.String()
+	}
+	return at
 }

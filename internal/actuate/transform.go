@@ -7,6 +7,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/transform"
 )
 
 // Executors of the Curator's transformations (docs/design/0010). Like
@@ -92,13 +93,24 @@ func (a *Actuator) rewrite(ctx context.Context, t Task) (Result, error) {
 		return res, err
 	}
 	req := object.RewriteRequest{Vector: first.Vector, Codec: t.Codec, MaxRatio: t.MaxRatio, Label: string(t.Kind), Sources: sources}
-	if t.Kind == KindCompress {
-		// Cold data stays on the tiers it occupies; a decompressed (hot)
-		// egroup is placed by its vector, where new writes go.
-		if place.Total() == first.Vector.Total() {
+	switch t.Kind {
+	case KindCompress, KindECEncode:
+		// Cold data stays on the tiers it occupies; decoded (hot) data is
+		// placed by its vector, where new writes go.
+		if place.Total() == first.Vector.Total() || t.Kind == KindECEncode {
 			req.Place = place
 		}
-	} else {
+		if t.Kind == KindECEncode {
+			ec, err := transform.ParseEC(t.EC)
+			if err != nil || ec.IsZero() {
+				return res, fmt.Errorf("actuate: ec-encode of egroup %016x: code %q: %v", t.Egroup, t.EC, err)
+			}
+			req.EC = ec
+		}
+	case KindECDecode:
+		// Back to replicas: still-wanted compression is kept as stored.
+		req.KeepForm = t.Codec != ""
+	default:
 		req.Codec = ""
 	}
 	r, err := a.store.Rewrite(ctx, req)
@@ -110,4 +122,56 @@ func (a *Actuator) rewrite(ctx context.Context, t Task) (Result, error) {
 		a.log.Info("compression did not pay; egroups remembered as incompressible", "egroups", len(r.Incompressible))
 	}
 	return res, err
+}
+
+// rebuild reconstructs an erasure-coded egroup's lost strips (Remove[i])
+// onto new devices (Add[i]).
+func (a *Actuator) rebuild(ctx context.Context, t Task) (Result, error) {
+	var res Result
+	eg, err := a.current(ctx, t)
+	if err != nil {
+		return res, err
+	}
+	if eg.EC == nil || len(t.Add) != len(t.Remove) || len(t.Add) == 0 {
+		return res, fmt.Errorf("actuate: rebuild of egroup %016x: not erasure coded or %d new for %d lost strips", t.Egroup, len(t.Add), len(t.Remove))
+	}
+	replace := map[model.DeviceID]model.Replica{}
+	for i, r := range t.Remove {
+		replace[r.Device] = t.Add[i]
+	}
+	var src model.Replica
+	for _, r := range eg.Replicas {
+		if _, lost := replace[r.Device]; !lost && !r.Bad {
+			src = r.Replica()
+			break
+		}
+	}
+	release, err := a.sched.Acquire(ctx, src, t.Add[0])
+	if err != nil {
+		return res, err
+	}
+	defer release()
+	// Reading K strips to write the lost ones.
+	budget := object.FileSize(eg) * int64(eg.EC.K+len(t.Add))
+	if res.Backoffs, err = a.sched.Throttle(ctx, budget, src.Device, t.Add[0].Device); err != nil {
+		return res, err
+	}
+	res.Moved, err = a.store.RebuildStrips(ctx, t.Egroup, t.ModRev, replace)
+	return res, err
+}
+
+// ScrubStripe verifies every strip of an erasure-coded egroup and its
+// parity within the byte budget; corrupt strips are marked bad (recovery
+// rebuilds them). It returns the strips found bad and whether the parity
+// matched.
+func (a *Actuator) ScrubStripe(ctx context.Context, id uint64, bytes int64) (bad int, parityOK bool, err error) {
+	release, err := a.sched.Acquire(ctx, model.Replica{}, model.Replica{})
+	if err != nil {
+		return 0, false, err
+	}
+	defer release()
+	if _, err := a.sched.Throttle(ctx, bytes); err != nil {
+		return 0, false, err
+	}
+	return a.store.VerifyStripe(ctx, id)
 }

@@ -38,7 +38,8 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanRes
 				at.Extents = append(at.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.rec.Len})
 			}
 		}
-		if t.Kind == decide.KindCompress || t.Kind == decide.KindDecompress {
+		switch t.Kind {
+		case decide.KindCompress, decide.KindDecompress, decide.KindECEncode, decide.KindECDecode:
 			c.transformTask(&at, t, res)
 		}
 		ats = append(ats, at)
@@ -156,6 +157,13 @@ func (c *Curator) scrub(ctx context.Context, res *scanResult, rec *JobRecord) {
 		if eg.Open || eg.Size == 0 {
 			continue
 		}
+		if eg.EC.K > 0 {
+			c.scrubStripe(ctx, eg, rec)
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		for _, r := range eg.Replicas {
 			if r.Bad {
 				continue
@@ -235,4 +243,24 @@ func safeTruncations(tasks []decide.Task, res *scanResult) (keep, dropped []deci
 		keep = append(keep, t)
 	}
 	return keep, dropped
+}
+
+// scrubStripe verifies an erasure-coded egroup's strips and parity.
+func (c *Curator) scrubStripe(ctx context.Context, eg decide.Egroup, rec *JobRecord) {
+	bytes := eg.FileBytes * int64(len(eg.Replicas))
+	bad, parityOK, err := c.act.ScrubStripe(ctx, eg.ID, bytes)
+	if ctx.Err() != nil {
+		return
+	}
+	rec.Scrubbed += bytes
+	c.m.scrubbed.Add(float64(bytes))
+	switch {
+	case err != nil:
+		rec.addErr(err)
+	case bad > 0:
+		rec.BadFound += bad
+		c.m.scrubBad.Add(float64(bad))
+	case !parityOK:
+		rec.addErr(fmt.Errorf("egroup %016x: stripe parity does not match its data", eg.ID))
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
 )
 
 // scanPage is how many records one Scan call returns: large enough to
@@ -320,7 +321,10 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		eg := res.records[id]
 		d := decide.Egroup{ID: id, ModRev: egRevs[id], Open: eg.State == meta.EgroupOpen, Writer: eg.Writer,
 			Size: eg.Size, Vector: eg.Vector, Mtime: time.Unix(0, eg.Mtime),
-			Codec: eg.Codec, Logical: eg.Logical, Incompressible: eg.Incompressible}
+			Codec: eg.Codec, Logical: eg.Logical, Incompressible: eg.Incompressible, FileBytes: object.FileSize(eg)}
+		if eg.EC != nil {
+			d.EC = decide.ECShape{K: eg.EC.K, M: eg.EC.M}
+		}
 		for _, r := range eg.Replicas {
 			d.Replicas = append(d.Replicas, decide.Replica{Replica: r.Replica(), Bad: r.Bad})
 		}

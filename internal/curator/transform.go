@@ -8,6 +8,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/object"
+	"github.com/terrace-storage/terrace/internal/transform"
 )
 
 // transformPolicies folds the transform settings of the buckets whose
@@ -26,7 +27,11 @@ func (c *Curator) transformPolicies(ctx context.Context, owners []refOwner, exte
 	byName := map[string]decide.TransformPolicy{}
 	for _, b := range buckets {
 		if b.Transform != nil {
-			byName[b.Name] = decide.TransformPolicy{Compress: b.Transform.Compress, ColdAfter: time.Duration(b.Transform.ColdAfter)}
+			p := decide.TransformPolicy{Compress: b.Transform.Compress, ColdAfter: time.Duration(b.Transform.ColdAfter)}
+			if ec, err := transform.ParseEC(b.Transform.EC); err == nil {
+				p.EC = decide.ECShape{K: ec.K, M: ec.M}
+			}
+			byName[b.Name] = p
 		}
 	}
 	out := map[uint64]decide.TransformPolicy{}
@@ -50,6 +55,9 @@ func (c *Curator) transformPolicies(ctx context.Context, owners []refOwner, exte
 		cur := out[id]
 		if cur.Compress != p.Compress {
 			cur.Compress = ""
+		}
+		if cur.EC != p.EC {
+			cur.EC = decide.ECShape{}
 		}
 		cur.ColdAfter = max(cur.ColdAfter, p.ColdAfter)
 		out[id] = cur
@@ -76,10 +84,7 @@ func (c *Curator) transformTask(at *actuate.Task, t decide.Task, res *scanResult
 		}
 		at.Sources = append(at.Sources, src)
 	}
-	if t.Kind == decide.KindCompress {
-		at.Codec = res.policy[t.Egroup].Compress
-		at.MaxRatio = c.opts.Decide.Transform.MaxRatio
-	}
+	at.MaxRatio = c.opts.Decide.Transform.MaxRatio
 	at.Vector = res.records[t.Egroup].Vector
 }
 

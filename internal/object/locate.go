@@ -170,18 +170,30 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 					continue
 				}
 				du.Egroups++
-				du.EgroupBytes += eg.Size
-				logical := eg.Size
-				if eg.Codec != "" && eg.Logical > eg.Size {
-					logical = eg.Logical
-					if du.savings == nil {
-						du.savings = map[string]int64{}
-					}
-					du.savings[eg.Codec] += eg.Logical - eg.Size
+				phys := fileSize(eg)
+				du.EgroupBytes += phys
+				if du.savings == nil {
+					du.savings = map[string]int64{}
 				}
+				// What this file stands for untransformed: one replica of
+				// the plain data, or for a strip its share of the vector's
+				// replicas of it (n/over of the plain bytes).
+				n, over := int64(1), int64(1)
+				if eg.EC != nil {
+					n, over = int64(max(eg.Vector.Total(), 1)), int64(len(eg.Replicas))
+				}
+				plain := eg.Size
+				if eg.Codec != "" && eg.Logical > eg.Size {
+					plain = eg.Logical
+					du.savings[eg.Codec] += (eg.Logical - eg.Size) * n / over
+				}
+				if eg.EC != nil {
+					du.savings["ec"] += eg.Size*n/over - phys
+				}
+				logical := plain * n / over
 				du.LogicalBytes += logical
 				if hot[id] {
-					hotDev[r.Device] += eg.Size
+					hotDev[r.Device] += fileSize(eg)
 				}
 			}
 		}
@@ -290,6 +302,13 @@ func (l *Layer) rewrite(ctx context.Context, info ObjectInfo, rev int64, v model
 // TransformLabel says what the Curator's transformations did to an
 // egroup, for operators (docs/transforms.md).
 func TransformLabel(eg meta.Egroup) string {
+	if eg.EC != nil {
+		s := fmt.Sprintf("ec %d+%d", eg.EC.K, eg.EC.M)
+		if c := TransformLabel(meta.Egroup{Codec: eg.Codec, Logical: eg.Logical, Size: eg.Size, Incompressible: eg.Incompressible}); c != "" {
+			s = c + ", " + s
+		}
+		return s
+	}
 	switch {
 	case eg.Codec != "" && eg.Logical > 0:
 		return fmt.Sprintf("%s %.2f", eg.Codec, float64(eg.Size)/float64(eg.Logical))

@@ -14,6 +14,8 @@ type metrics struct {
 	decompressed     prometheus.Counter
 	transformLogical *prometheus.CounterVec
 	transformStored  *prometheus.CounterVec
+	degradedReads    prometheus.Counter
+	stripsRebuilt    prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -36,6 +38,8 @@ func newMetrics() *metrics {
 			Help: "Payload bytes rewritten by Curator transforms, by transform (before)."}, []string{"transform"}),
 		transformStored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "terrace", Subsystem: "object", Name: "transform_stored_bytes_total",
 			Help: "Bytes stored by Curator transforms, by transform (after)."}, []string{"transform"}),
+		degradedReads: c("ec_degraded_reads_total", "Reads of erasure-coded data that reconstructed missing or bad strips."),
+		stripsRebuilt: c("ec_strips_rebuilt_total", "Strips of erasure-coded egroups rebuilt onto new devices."),
 	}
 }
 
@@ -43,5 +47,5 @@ func newMetrics() *metrics {
 func (l *Layer) Collectors() []prometheus.Collector {
 	m := l.m
 	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries,
-		m.decompressed, m.transformLogical, m.transformStored}
+		m.decompressed, m.transformLogical, m.transformStored, m.degradedReads, m.stripsRebuilt}
 }

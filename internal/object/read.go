@@ -145,6 +145,9 @@ type extentLoc struct {
 	// plain is a compressed extent's payload, decoded once for all the
 	// chunks a streaming reader takes from it.
 	plain []byte
+	// ec is the egroup record when it is erasure coded (its strips are
+	// read by position, not as interchangeable replicas).
+	ec *meta.Egroup
 }
 
 // locateExtent resolves an extent. With stale set it may use the store's
@@ -179,6 +182,11 @@ func (l *Layer) locateExtent(ctx context.Context, id uint64, stale bool) (*exten
 		}
 		l.locs.putEgroup(loc.x.Egroup, eg)
 	}
+	if eg.EC != nil {
+		ec := eg
+		loc.ec = &ec
+		return loc, nil
+	}
 	var good, bad []meta.EgroupReplica
 	for _, rep := range eg.Replicas {
 		if !rep.Bad {
@@ -212,6 +220,9 @@ func (l *Layer) readLocatedInto(ctx context.Context, buf []byte, loc *extentLoc,
 	if x.Codec != "" {
 		return l.readCompressed(ctx, loc, from, to)
 	}
+	if loc.ec != nil {
+		return l.readEC(ctx, loc, from, to)
+	}
 	br, canBuffer := l.rio.(replica.BufferedReader)
 	return l.tryReplicas(ctx, loc, func(rep meta.EgroupReplica) ([]byte, error) {
 		if canBuffer && buf != nil {
@@ -230,6 +241,18 @@ func (l *Layer) readCompressed(ctx context.Context, loc *extentLoc, from, to int
 	x := loc.x
 	if from < 0 || to > x.Len || from > to {
 		return nil, fmt.Errorf("object: read [%d,%d) outside extent %s of %d bytes", from, to, meta.FormatID(loc.id), x.Len)
+	}
+	if loc.plain == nil && loc.ec != nil {
+		stored, err := l.readStoredEC(ctx, loc)
+		if err != nil {
+			return nil, err
+		}
+		plain, err := transform.Decompress(x.Codec, nil, stored, x.Len, x.Sum)
+		if err != nil {
+			l.opts.Logger.Error("CONSISTENCY: compressed extent does not decode", "extent", meta.FormatID(loc.id), "egroup", meta.FormatID(x.Egroup), "err", err)
+			return nil, fmt.Errorf("%w: egroup %s: %v", ErrNoGoodReplica, meta.FormatID(x.Egroup), err)
+		}
+		loc.plain = plain
 	}
 	if loc.plain == nil {
 		plain, err := l.tryReplicas(ctx, loc, func(rep meta.EgroupReplica) ([]byte, error) {

@@ -75,7 +75,7 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 					known[r.Device] = map[uint64]bool{}
 				}
 				known[r.Device][id] = true
-				res, err := st.Recover(id, eg.Size)
+				res, err := st.Recover(id, fileSize(eg))
 				if err != nil {
 					l.opts.Logger.Error("recover replica", "egroup", meta.FormatID(id), "device", r.Device, "err", err)
 				}

@@ -45,8 +45,12 @@ type RewriteRequest struct {
 	// above it as a whole is not rewritten at all but marked
 	// incompressible so that it is not tried again. Default 0.9.
 	MaxRatio float64
+	// EC, when set, writes the extents as erasure-coded egroups of that
+	// shape instead of replicated ones (sources that do not compress are
+	// still encoded, plain, and marked incompressible).
+	EC transform.ECShape
 	// Label names the transform in metrics ("compress", "decompress",
-	// "compact").
+	// "compact", "ec-encode", "ec-decode").
 	Label   string
 	Sources []RewriteSource
 }
@@ -90,6 +94,9 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 		return res, err
 	}
 	defer l.pool.leave()
+	if !req.EC.IsZero() {
+		return l.rewriteEC(ctx, req)
+	}
 	w := l.newWriter(req.Vector)
 	w.place = req.Place
 	w.private = true
@@ -243,6 +250,9 @@ func (l *Layer) TruncateEgroup(ctx context.Context, id uint64, modRev int64, siz
 	if eg.State != meta.EgroupSealed {
 		return 0, fmt.Errorf("object: truncate egroup %s: not sealed", meta.FormatID(id))
 	}
+	if eg.EC != nil {
+		return 0, fmt.Errorf("object: truncate egroup %s: erasure coded", meta.FormatID(id))
+	}
 	if size <= 0 || size >= eg.Size {
 		return 0, fmt.Errorf("object: truncate egroup %s to %d: must be within (0, %d)", meta.FormatID(id), size, eg.Size)
 	}
@@ -284,7 +294,8 @@ func (l *Layer) TruncateEgroup(ctx context.Context, id uint64, modRev int64, siz
 }
 
 // SetBucketTransform sets what the Curator may do to a bucket's cold data.
-// Codec must be "" or "zstd" and coldAfter non-negative; a zero
+// Codec must be "" or "zstd", coldAfter non-negative, and EC "" or "K+M"
+// with K >= M >= 1, K+M <= 8 and at least K+M usable devices; a zero
 // BucketTransform clears the setting.
 func (l *Layer) SetBucketTransform(ctx context.Context, name string, tf meta.BucketTransform) error {
 	if !transform.ValidCodec(tf.Compress) {
@@ -292,6 +303,30 @@ func (l *Layer) SetBucketTransform(ctx context.Context, name string, tf meta.Buc
 	}
 	if tf.ColdAfter < 0 {
 		return fmt.Errorf("%w: cold-after %s is negative", ErrInvalidTransform, time.Duration(tf.ColdAfter))
+	}
+	ec, err := transform.ParseEC(tf.EC)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidTransform, err)
+	}
+	if !ec.IsZero() {
+		// Every strip needs its own device (and its own node where the
+		// cluster has enough): a code that cannot be placed is refused now,
+		// not at the first encode.
+		snap := l.snaps.topoSnapshot()
+		usable, nodes := 0, map[model.NodeID]bool{}
+		for _, d := range snap.Devices {
+			if d.State == model.DeviceUp && snap.NodeUp(d.Node) {
+				usable++
+				nodes[d.Node] = true
+			}
+		}
+		if usable < ec.K+ec.M {
+			return fmt.Errorf("%w: erasure code %s needs %d distinct devices for its strips; %d are usable (on %d nodes)",
+				ErrInvalidTransform, ec, ec.K+ec.M, usable, len(nodes))
+		}
+		tf.EC = ec.String()
+	} else {
+		tf.EC = ""
 	}
 	return l.UpdateBucket(ctx, name, func(b *meta.Bucket) error {
 		if tf == (meta.BucketTransform{}) {
@@ -301,4 +336,58 @@ func (l *Layer) SetBucketTransform(ctx context.Context, name string, tf meta.Buc
 		b.Transform = &tf
 		return nil
 	})
+}
+
+// rewriteEC is Rewrite into erasure-coded egroups: every source's
+// extents are staged (compressed where asked and paying), written as
+// stripes (each strip durable and verified, the record committed), and
+// then each extent record is switched with compare-and-swap.
+func (l *Layer) rewriteEC(ctx context.Context, req RewriteRequest) (RewriteResult, error) {
+	var res RewriteResult
+	if err := req.EC.Validate(); err != nil {
+		return res, err
+	}
+	var staged []stagedExtent
+	var moves []ExtentMove
+	for _, src := range req.Sources {
+		st, logical, stored, err := l.stage(ctx, req, src)
+		if err != nil {
+			return res, err
+		}
+		if req.Codec != "" && !req.KeepForm && !transform.Pays(stored, logical, req.MaxRatio) && src.Egroup != 0 {
+			l.markIncompressible(ctx, src.Egroup, src.ModRev)
+			res.Incompressible = append(res.Incompressible, src.Egroup)
+		}
+		staged = append(staged, st...)
+		moves = append(moves, src.Extents...)
+	}
+	if len(staged) == 0 {
+		return res, nil
+	}
+	recs, err := l.writeStripes(ctx, req.EC, req.Vector, req.Place, staged)
+	if err != nil {
+		return res, err
+	}
+	for i, x := range recs {
+		var t meta.Txn
+		t.If(meta.ExtentKey(moves[i].ID), moves[i].ModRev)
+		t.Put(meta.ExtentKey(moves[i].ID), meta.Encode(x))
+		_, err := l.kv.Commit(ctx, &t)
+		switch {
+		case errors.Is(err, meta.ErrConflict):
+			res.Stale++
+		case err != nil:
+			return res, err
+		default:
+			l.locs.forgetExtent(moves[i].ID)
+			res.Moved++
+			res.Logical += x.Len
+			res.Stored += extent.EncodedLen(x.StoredLen())
+		}
+	}
+	if req.Label != "" {
+		l.m.transformLogical.WithLabelValues(req.Label).Add(float64(res.Logical))
+		l.m.transformStored.WithLabelValues(req.Label).Add(float64(res.Stored * int64(req.EC.K+req.EC.M) / int64(req.EC.K)))
+	}
+	return res, nil
 }

@@ -185,7 +185,11 @@ type Task struct {
 	ExtentRevs []int64
 	// Pack lists the source egroups of a compression (the first is
 	// Egroup); each is rewritten only if still at its revision.
-	Pack   []EgroupRev
+	Pack []EgroupRev
+	// Codec and EC are the form a transform writes: the codec extents are
+	// compressed with ("" plain) and the erasure code (zero: replicas).
+	Codec  string
+	EC     ECShape
 	Bytes  int64
 	Reason string
 }

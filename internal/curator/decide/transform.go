@@ -143,7 +143,8 @@ func Transforms(now time.Time, egs []Egroup, planned []Task, o Options, up func(
 				out = append(out, Task{Kind: KindECDecode, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes,
 					Reason: fmt.Sprintf("hot: %d reads within %s", eg.Reads, to.HotWindow)})
 			case eg.Policy.EC != eg.EC:
-				out = append(out, Task{Kind: KindECDecode, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes,
+				// Compressed data its buckets still want compressed stays so.
+				out = append(out, Task{Kind: KindECDecode, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes, Codec: eg.Policy.Compress,
 					Reason: fmt.Sprintf("policy %s, stored ec %s", eg.Policy, eg.EC)})
 			}
 			continue
@@ -222,8 +223,11 @@ func pack(now time.Time, cands []Egroup, to TransformOptions, kind Kind) []Task 
 				cur = nil
 			}
 			if cur == nil {
-				cur = &Task{Kind: kind, Egroup: eg.ID, ModRev: eg.ModRev,
+				cur = &Task{Kind: kind, Egroup: eg.ID, ModRev: eg.ModRev, Codec: eg.Policy.Compress,
 					Reason: fmt.Sprintf("cold %s, %s", now.Sub(lastTouch(eg)).Round(time.Second), eg.Policy)}
+				if kind == KindECEncode {
+					cur.EC = eg.Policy.EC
+				}
 			}
 			cur.Pack = append(cur.Pack, EgroupRev{ID: eg.ID, ModRev: eg.ModRev})
 			cur.Bytes += eg.LiveBytes
