@@ -33,10 +33,10 @@ func init() {
 }
 
 func newSetTransformCmd(g *globalFlags) *cobra.Command {
-	var compress, coldAfter string
+	var compress, ec, coldAfter string
 	cmd := &cobra.Command{
-		Use:   "set-transform BUCKET [--compress zstd|none] [--cold-after DURATION]",
-		Short: "Let the Curator compress a bucket's cold data (and say when data is cold)",
+		Use:   "set-transform BUCKET [--compress zstd|none] [--ec K+M|none] [--cold-after DURATION]",
+		Short: "Let the Curator compress and erasure-code a bucket's cold data (and say when data is cold)",
 		Long: `Set what the Curator may do to a bucket's cold data in the background.
 
 --compress zstd rewrites the extents of egroups nobody has read or written for
@@ -48,6 +48,17 @@ that is read often again (curator.transform.hot_reads within hot_window) is
 rewritten plain; so is every compressed egroup of a bucket set back to
 --compress none.
 
+--ec K+M converts cold egroups from replicas to K data + M parity strips, each
+on its own device (on distinct nodes where the cluster has enough): a cold
+any=3 bucket at --ec 4+2 takes 1.5x its size instead of 3x and survives the
+loss of any two strips' devices. Replicas are removed only after every strip
+is durable and verified. Reads of an intact stripe read the data strips; a
+missing or corrupt strip is reconstructed on the fly, the Curator rebuilds
+lost strips on other devices, and scrubbing checks strips and parity.
+Erasure-coded data read often again goes back to replicas. K >= M >= 1,
+K+M <= 8, and the cluster must have K+M usable devices (refused otherwise).
+With --compress zstd too, the encode compresses in the same pass.
+
 An egroup holds data of several buckets when they share a replication vector;
 it is compressed only when every bucket whose data it holds asks for it, and it
 is cold only after the longest cold-after among them.
@@ -56,18 +67,22 @@ Flags not given keep their current value. 'terrace object locate' shows the
 result per egroup (zstd 0.41 = stored/logical), 'terrace tier report' the
 savings per tier, 'terrace curator history' the tasks.`,
 		Example: `  terrace bucket set-transform logs --compress zstd --cold-after 24h
-  terrace bucket set-transform logs --compress none`,
+  terrace bucket set-transform archive --ec 4+2 --cold-after 7d
+  terrace bucket set-transform logs --compress none --ec none`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			q := url.Values{}
 			if cmd.Flags().Changed("compress") {
 				q.Set("compress", compress)
 			}
+			if cmd.Flags().Changed("ec") {
+				q.Set("ec", ec)
+			}
 			if cmd.Flags().Changed("cold-after") {
 				q.Set("cold_after", coldAfter)
 			}
 			if len(q) == 0 {
-				return fmt.Errorf("nothing to set: give --compress and/or --cold-after")
+				return fmt.Errorf("nothing to set: give --compress, --ec and/or --cold-after")
 			}
 			var res server.BucketTransform
 			if err := g.client().callJSON("POST", "/v1/buckets/"+url.PathEscape(args[0])+"/transform", q, &res); err != nil {
@@ -80,11 +95,12 @@ savings per tier, 'terrace curator history' the tasks.`,
 			if cold == "" {
 				cold = "(curator default)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: compress %s, cold after %s\n", res.Bucket, res.Compress, cold)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: compress %s, ec %s, cold after %s\n", res.Bucket, res.Compress, res.EC, cold)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&compress, "compress", "", "codec for cold data: zstd or none")
+	cmd.Flags().StringVar(&ec, "ec", "", "erasure code for cold data: K+M (e.g. 4+2) or none")
 	cmd.Flags().StringVar(&coldAfter, "cold-after", "", "how long unread and unwritten before data is cold, e.g. 24h, 30m")
 	return cmd
 }

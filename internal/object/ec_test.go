@@ -204,3 +204,23 @@ func TestErasureCodeBackToReplicasAndScrub(t *testing.T) {
 	e.restart()
 	e.mustRead("cold", "a", a)
 }
+
+func TestErasureCodeSettingMustFitDevices(t *testing.T) {
+	e := newEnv(t, "hdd:h0:1GiB", "hdd:h1:1GiB", "hdd:h2:1GiB", "hdd:h3:1GiB", "hdd:h4:1GiB", "hdd:h5:1GiB")
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "cold", "", model.Vector{})
+	for _, bad := range []string{"5+2", "4+0", "2+3", "9+1", "x"} {
+		err := e.l.SetBucketTransform(ctx, "cold", meta.BucketTransform{EC: bad})
+		if !errors.Is(err, ErrInvalidTransform) {
+			t.Errorf("ec %q: %v, want ErrInvalidTransform", bad, err)
+		}
+		t.Logf("ec %s: %v", bad, err)
+	}
+	if err := e.l.SetBucketTransform(ctx, "cold", meta.BucketTransform{EC: "4+2"}); err != nil {
+		t.Fatalf("4+2 on 6 devices: %v", err)
+	}
+	b, _, _ := e.l.GetBucket(ctx, "cold")
+	if b.Transform == nil || b.Transform.EC != "4+2" {
+		t.Fatalf("bucket transform %+v", b.Transform)
+	}
+}

@@ -51,12 +51,13 @@ func (t TransformConfig) options() decide.TransformOptions {
 type BucketTransform struct {
 	Bucket    string `json:"bucket"`
 	Compress  string `json:"compress"`
+	EC        string `json:"ec"`
 	ColdAfter string `json:"cold_after,omitempty"`
 }
 
 // handleBucketTransform sets what the Curator may do to a bucket's cold
-// data. Query: compress=zstd|none, cold_after=DURATION (both optional;
-// what is not given keeps its current value).
+// data. Query: compress=zstd|none, ec=K+M|none, cold_after=DURATION (all
+// optional; what is not given keeps its current value).
 func (n *Node) handleBucketTransform(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("bucket")
 	q := r.URL.Query()
@@ -84,6 +85,12 @@ func (n *Node) handleBucketTransform(w http.ResponseWriter, r *http.Request) {
 			tf.Compress = c
 		}
 	}
+	if q.Has("ec") {
+		tf.EC = q.Get("ec")
+		if tf.EC == "none" {
+			tf.EC = ""
+		}
+	}
 	if q.Has("cold_after") {
 		d, err := time.ParseDuration(q.Get("cold_after"))
 		if err != nil || d < 0 {
@@ -104,9 +111,12 @@ func (n *Node) handleBucketTransform(w http.ResponseWriter, r *http.Request) {
 }
 
 func bucketTransform(name string, tf *meta.BucketTransform) BucketTransform {
-	out := BucketTransform{Bucket: name, Compress: "none"}
+	out := BucketTransform{Bucket: name, Compress: "none", EC: "none"}
 	if tf != nil && tf.Compress != "" {
 		out.Compress = tf.Compress
+	}
+	if tf != nil && tf.EC != "" {
+		out.EC = tf.EC
 	}
 	if tf != nil && tf.ColdAfter > 0 {
 		out.ColdAfter = time.Duration(tf.ColdAfter).String()
