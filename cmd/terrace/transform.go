@@ -67,7 +67,7 @@ Flags not given keep their current value. 'terrace object locate' shows the
 result per egroup (zstd 0.41 = stored/logical), 'terrace tier report' the
 savings per tier, 'terrace curator history' the tasks.`,
 		Example: `  terrace bucket set-transform logs --compress zstd --cold-after 24h
-  terrace bucket set-transform archive --ec 4+2 --cold-after 7d
+  terrace bucket set-transform archive --ec 4+2 --cold-after 168h
   terrace bucket set-transform logs --compress none --ec none`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
