@@ -170,6 +170,7 @@ func newBenchTransformCmd() *cobra.Command {
 		seed       uint64
 		reads, dev int
 		dir, csv   string
+		profile    string
 		asJSON     bool
 	)
 	cmd := &cobra.Command{
@@ -184,7 +185,10 @@ zeros and duplicates, a third each — and measure:
   the compression job's throughput (logical MB/s) and ratio,
   GET latency p50/p99 and MB/s per class, plain and compressed,
   the bytes truncation frees after each egroup's tail object is deleted
-  (and that it copies nothing).
+  (and that it copies nothing),
+  erasure coding of a cold any=3 bucket of media to 4+2: bytes before and
+  after, the encode's throughput, and GET latency from replicas, intact
+  stripes and stripes with a failed device (degraded reads).
 
 Every object is read back and compared byte for byte at the end. Rows go to
 --csv (phase,class,metric,value); the summary to stdout.`,
@@ -201,7 +205,7 @@ Every object is read back and compared byte for byte at the end. Rows go to
 				dir = d
 			}
 			progress := func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), "...", s) }
-			res, err := transformbench.Run(cmd.Context(), transformbench.Options{Dir: dir, LogicalBytes: sizeMiB << 20, Seed: seed, Reads: reads, Devices: dev}, progress)
+			res, err := transformbench.Run(cmd.Context(), transformbench.Options{Dir: dir, LogicalBytes: sizeMiB << 20, Seed: seed, Reads: reads, Devices: dev, Profile: profile}, progress)
 			if err != nil {
 				return err
 			}
@@ -225,6 +229,7 @@ Every object is read back and compared byte for byte at the end. Rows go to
 	cmd.Flags().IntVar(&dev, "devices", 6, "hdd devices of the scratch node")
 	cmd.Flags().StringVar(&dir, "dir", "", "scratch directory (default: a temporary one, removed afterwards)")
 	cmd.Flags().StringVar(&csv, "csv", "", "write every measurement as CSV to this file")
+	cmd.Flags().StringVar(&profile, "profile", "", "device emulation profile (hdd: 150 MB/s, 4 ms per op); default none (page-cache speed)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the measurements as JSON")
 	return cmd
 }

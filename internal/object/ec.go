@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -46,28 +47,42 @@ func (l *Layer) readLayout(ctx context.Context, id uint64, eg *meta.Egroup, star
 		return nil, fmt.Errorf("object: read [%d,%d) outside erasure-coded egroup %s of %d bytes", start, end, meta.FormatID(id), eg.Size)
 	}
 	sl := eg.EC.StripLen
-	out := make([]byte, 0, end-start)
+	// The data strips covering the range, read in parallel (each on its
+	// own device).
+	type seg struct {
+		j, lo, hi int64
+		b         []byte
+		err       error
+	}
+	var segs []*seg
 	degraded := false
 	for j := start / sl; j < int64(eg.EC.K) && j*sl < end; j++ {
-		r := eg.Replicas[j]
-		if r.Bad {
+		if eg.Replicas[j].Bad {
 			degraded = true
 			break
 		}
-		lo, hi := max(start, j*sl)-j*sl, min(end, (j+1)*sl)-j*sl
-		b, err := l.rio.Read(ctx, r.Replica(), id, 0, sl, lo, hi)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			l.stripFailed(ctx, id, r, err)
-			degraded = true
-			break
-		}
-		out = append(out, b...)
+		segs = append(segs, &seg{j: j, lo: max(start, j*sl) - j*sl, hi: min(end, (j+1)*sl) - j*sl})
 	}
 	if !degraded {
-		return out, nil
+		l.eachParallel(len(segs), func(i int) {
+			sg := segs[i]
+			sg.b, sg.err = l.rio.Read(ctx, eg.Replicas[sg.j].Replica(), id, 0, sl, sg.lo, sg.hi)
+		})
+		out := make([]byte, 0, end-start)
+		for _, sg := range segs {
+			if sg.err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				l.stripFailed(ctx, id, eg.Replicas[sg.j], sg.err)
+				degraded = true
+				continue
+			}
+			out = append(out, sg.b...)
+		}
+		if !degraded {
+			return out, nil
+		}
 	}
 	l.m.degradedReads.Inc()
 	strips, err := l.readStrips(ctx, id, eg, eg.EC.K)
@@ -77,7 +92,7 @@ func (l *Layer) readLayout(ctx context.Context, id uint64, eg *meta.Egroup, star
 	if err := transform.Reconstruct(shapeOf(*eg), strips, true); err != nil {
 		return nil, fmt.Errorf("%w: egroup %s: %v", ErrNoGoodReplica, meta.FormatID(id), err)
 	}
-	out = out[:0]
+	out := make([]byte, 0, end-start)
 	for j := start / sl; j < int64(eg.EC.K) && j*sl < end; j++ {
 		lo, hi := max(start, j*sl)-j*sl, min(end, (j+1)*sl)-j*sl
 		out = append(out, strips[j][lo:hi]...)
@@ -102,26 +117,37 @@ func (l *Layer) stripFailed(ctx context.Context, id uint64, r meta.EgroupReplica
 func (l *Layer) readStrips(ctx context.Context, id uint64, eg *meta.Egroup, want int) ([][]byte, error) {
 	sl := eg.EC.StripLen
 	strips := make([][]byte, len(eg.Replicas))
+	readErrs := make([]error, len(eg.Replicas))
 	got := 0
 	var errs []error
-	for i, r := range eg.Replicas {
-		if got >= want {
+	// Read want strips in parallel; if some fail, the next candidates.
+	next := 0
+	for got < want && next < len(eg.Replicas) {
+		var batch []int
+		for ; next < len(eg.Replicas) && len(batch) < want-got; next++ {
+			if !eg.Replicas[next].Bad {
+				batch = append(batch, next)
+			}
+		}
+		if len(batch) == 0 {
 			break
 		}
-		if r.Bad {
-			continue
-		}
-		b, err := l.rio.Read(ctx, r.Replica(), id, 0, sl, 0, sl)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		l.eachParallel(len(batch), func(k int) {
+			i := batch[k]
+			strips[i], readErrs[i] = l.rio.Read(ctx, eg.Replicas[i].Replica(), id, 0, sl, 0, sl)
+		})
+		for _, i := range batch {
+			if err := readErrs[i]; err != nil {
+				strips[i] = nil
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				l.stripFailed(ctx, id, eg.Replicas[i], err)
+				errs = append(errs, fmt.Errorf("strip %d on %s: %w", i, eg.Replicas[i].Device, err))
+				continue
 			}
-			l.stripFailed(ctx, id, r, err)
-			errs = append(errs, fmt.Errorf("strip %d on %s: %w", i, r.Device, err))
-			continue
+			got++
 		}
-		strips[i] = b
-		got++
 	}
 	if got < eg.EC.K {
 		return nil, fmt.Errorf("%w: egroup %s: %d of %d+%d strips readable: %v", ErrNoGoodReplica, meta.FormatID(id), got, eg.EC.K, eg.EC.M, errors.Join(errs...))
@@ -209,19 +235,20 @@ func (l *Layer) writeStripe(ctx context.Context, s transform.ECShape, v, place m
 	if err != nil {
 		return 0, meta.Egroup{}, err
 	}
-	var created []model.Replica
 	cleanup := func() {
-		for _, r := range created {
+		for _, r := range reps {
 			_ = l.rio.Remove(context.WithoutCancel(ctx), r, id)
 		}
 	}
-	for i, r := range reps {
-		if err := l.writeStrip(ctx, r, id, strips[i]); err != nil {
-			created = append(created, r)
+	// Each strip goes to its own device: written, synced and verified in
+	// parallel.
+	errs := make([]error, len(reps))
+	l.eachParallel(len(reps), func(i int) { errs[i] = l.writeStrip(ctx, reps[i], id, strips[i]) })
+	for i, err := range errs {
+		if err != nil {
 			cleanup()
-			return 0, meta.Egroup{}, fmt.Errorf("object: write strip %d of egroup %s on %s: %w", i, meta.FormatID(id), r.Device, err)
+			return 0, meta.Egroup{}, fmt.Errorf("object: write strip %d of egroup %s on %s: %w", i, meta.FormatID(id), reps[i].Device, err)
 		}
-		created = append(created, r)
 	}
 	l.snaps.placed(reps, fileLen)
 	eg := meta.Egroup{State: meta.EgroupSealed, Size: int64(len(layout)), Vector: v, Mtime: l.opts.Now().UnixNano(), Writer: l.opts.Node,
@@ -405,4 +432,22 @@ func (l *Layer) VerifyStripe(ctx context.Context, id uint64) (bad int, parityOK 
 		l.opts.Logger.Error("CONSISTENCY: stripe parity does not match its data", "egroup", meta.FormatID(id))
 	}
 	return bad, ok, err
+}
+
+// eachParallel runs fn(0..n-1) concurrently (strips live on distinct
+// devices, so their reads overlap instead of queueing).
+func (l *Layer) eachParallel(n int, fn func(i int)) {
+	if n == 1 {
+		fn(0)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }

@@ -36,6 +36,9 @@ type Options struct {
 	// Devices is the number of hdd devices (default 6).
 	Devices int
 	Vector  string // default hdd=2
+	// Profile is the device emulation profile ("" none: page-cache speed;
+	// "hdd": 150 MB/s and 4 ms per operation, serialised).
+	Profile string
 }
 
 func (o *Options) ensureDefaults() {
@@ -82,11 +85,13 @@ func Run(ctx context.Context, o Options, progress func(string)) (*Result, error)
 	}
 	var devs []*device.Device
 	for i := 0; i < o.Devices; i++ {
-		d, err := device.Open(model.DeviceID(fmt.Sprintf("n1/hdd%d", i)), device.Spec{Tier: model.TierHDD, Path: filepath.Join(o.Dir, fmt.Sprintf("hdd%d", i)), Capacity: 64 << 30})
+		d, err := device.Open(model.DeviceID(fmt.Sprintf("n1/hdd%d", i)), device.Spec{Tier: model.TierHDD, Path: filepath.Join(o.Dir, fmt.Sprintf("hdd%d", i)), Capacity: 64 << 30, Profile: o.Profile})
 		if err != nil {
 			return nil, err
 		}
-		d.SetThroughput(200e6, 200e6)
+		if o.Profile == "" {
+			d.SetThroughput(200e6, 200e6)
+		}
 		devs = append(devs, d)
 	}
 	kv, err := meta.OpenPebble(filepath.Join(o.Dir, "meta"))
@@ -268,8 +273,106 @@ func Run(ctx context.Context, o Options, progress func(string)) (*Result, error)
 			}
 		}
 	}
+	if err := runEC(ctx, l, kv, c, o, add, progress, devs); err != nil {
+		return nil, err
+	}
 	res.Summary = summary(res.Rows)
 	return res, nil
+}
+
+// runEC measures erasure coding: a cold any=3 bucket of media set to
+// 4+2, physical bytes before and after, the encode job's throughput, and
+// GET latency from replicas, from intact stripes and from stripes with a
+// failed device (degraded reads reconstruct). It runs last: it fails a
+// device.
+func runEC(ctx context.Context, l *object.Layer, kv meta.KV, c *curator.Curator, o Options, add func(phase, class, metric string, v float64), progress func(string), devs []*device.Device) error {
+	if len(devs) < 6 {
+		return nil
+	}
+	progress("erasure coding: writing")
+	p0, _, err := physical(ctx, kv)
+	if err != nil {
+		return err
+	}
+	if err := l.CreateBucket(ctx, "archive", "", model.MustParseVector("any=3")); err != nil {
+		return err
+	}
+	var keys []string
+	var written int64
+	r := rand.New(rand.NewPCG(o.Seed, 9))
+	for i := 0; written < o.LogicalBytes/3; i++ {
+		k := fmt.Sprintf("archive/%05d", i)
+		b := Content(o.Seed, "media", k, 64<<10+r.IntN(2<<20))
+		if _, err := l.Put(ctx, "archive", k, bytes.NewReader(b), object.PutOptions{Size: int64(len(b))}); err != nil {
+			return err
+		}
+		keys = append(keys, k)
+		written += int64(len(b))
+	}
+	if _, err := l.SealIdle(ctx, 0); err != nil {
+		return err
+	}
+	// The archive's share of the physical bytes (the mixed bucket's
+	// data is done transforming and stays as it is).
+	ecBytes := func() (int64, error) {
+		phys, _, err := physical(ctx, kv)
+		return phys - p0, err
+	}
+	before, err := ecBytes()
+	if err != nil {
+		return err
+	}
+	add("ec", "archive", "logical_bytes", float64(written))
+	add("ec", "archive", "physical_bytes_replicas", float64(before))
+	lat := func(phase string) error {
+		progress("erasure coding: reading (" + phase + ")")
+		ls, n, err := readLatency(ctx, l, o.Seed, "media", keys, o.Reads, r, "archive")
+		if err != nil {
+			return err
+		}
+		sort.Slice(ls, func(i, j int) bool { return ls[i] < ls[j] })
+		var total time.Duration
+		for _, d := range ls {
+			total += d
+		}
+		add(phase, "archive", "get_p50_ms", ms(ls[len(ls)/2]))
+		add(phase, "archive", "get_p99_ms", ms(ls[(len(ls)*99)/100]))
+		add(phase, "archive", "get_MBps", float64(n)/total.Seconds()/1e6)
+		return nil
+	}
+	if err := lat("ec-replicas"); err != nil {
+		return err
+	}
+	if err := l.SetBucketTransform(ctx, "archive", meta.BucketTransform{EC: "4+2", ColdAfter: 1}); err != nil {
+		return err
+	}
+	progress("erasure coding: encoding")
+	start := time.Now()
+	rec, err := c.RunJob(ctx, "full", "bench")
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	tb := rec.Transformed["ec-encode"]
+	add("ec", "archive", "encode_tasks", float64(rec.Done["ec-encode"]))
+	add("ec", "archive", "encode_job_seconds", took.Seconds())
+	add("ec", "archive", "encode_MBps", float64(tb.Logical)/took.Seconds()/1e6)
+	if _, err := c.RunJob(ctx, "full", "bench"); err != nil {
+		return err
+	}
+	after, err := ecBytes()
+	if err != nil {
+		return err
+	}
+	add("ec", "archive", "physical_bytes_stripes", float64(after))
+	if err := lat("ec-intact"); err != nil {
+		return err
+	}
+	devs[0].MarkFailed()
+	if err := lat("ec-degraded"); err != nil {
+		return err
+	}
+	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -288,7 +391,7 @@ func physical(ctx context.Context, kv meta.KV) (phys, logical int64, err error) 
 			return 0, 0, err
 		}
 		n := int64(len(eg.Replicas))
-		phys += eg.Size * n
+		phys += object.FileSize(eg) * n
 		if eg.Codec != "" && eg.Logical > 0 {
 			logical += eg.Logical * n
 		} else {
@@ -298,24 +401,28 @@ func physical(ctx context.Context, kv meta.KV) (phys, logical int64, err error) 
 	return phys, logical, nil
 }
 
-func readLatency(ctx context.Context, l *object.Layer, seed uint64, class string, keys []string, n int, r *rand.Rand) ([]time.Duration, int64, error) {
+func readLatency(ctx context.Context, l *object.Layer, seed uint64, class string, keys []string, n int, r *rand.Rand, bucket ...string) ([]time.Duration, int64, error) {
+	b := "mixed"
+	if len(bucket) > 0 {
+		b = bucket[0]
+	}
 	var lat []time.Duration
 	var total int64
 	for i := 0; i < n; i++ {
 		k := keys[r.IntN(len(keys))]
 		start := time.Now()
-		_, rc, err := l.Get(ctx, "mixed", k, 0, -1)
+		_, rc, err := l.Get(ctx, b, k, 0, -1)
 		if err != nil {
 			return nil, 0, err
 		}
-		b, err := io.ReadAll(rc)
+		body, err := io.ReadAll(rc)
 		rc.Close()
 		if err != nil {
 			return nil, 0, err
 		}
 		lat = append(lat, time.Since(start))
-		total += int64(len(b))
-		if !bytes.Equal(b, Content(seed, class, k, len(b))) {
+		total += int64(len(body))
+		if !bytes.Equal(body, Content(seed, class, k, len(body))) {
 			return nil, 0, fmt.Errorf("transformbench: %s read back different bytes", k)
 		}
 	}
@@ -423,6 +530,15 @@ func summary(rows []Row) []string {
 	var out []string
 	pp, pl := get("plain", "all", "physical_bytes"), get("plain", "all", "logical_bytes")
 	cp := get("compressed", "all", "physical_bytes")
+	if rl := get("ec", "archive", "logical_bytes"); rl > 0 {
+		out = append(out, fmt.Sprintf("erasure coding (media, any=3 → 4+2): %s logical; %s as replicas (%.2fx) → %s as stripes (%.2fx); encode %.0f tasks in %.2fs (%.0f MB/s)",
+			mib(rl), mib(get("ec", "archive", "physical_bytes_replicas")), get("ec", "archive", "physical_bytes_replicas")/rl,
+			mib(get("ec", "archive", "physical_bytes_stripes")), get("ec", "archive", "physical_bytes_stripes")/rl,
+			get("ec", "archive", "encode_tasks"), get("ec", "archive", "encode_job_seconds"), get("ec", "archive", "encode_MBps")))
+		for _, ph := range []string{"ec-replicas", "ec-intact", "ec-degraded"} {
+			out = append(out, fmt.Sprintf("GET archive %-11s p50 %.2f ms, p99 %.2f ms, %.0f MB/s", ph, get(ph, "archive", "get_p50_ms"), get(ph, "archive", "get_p99_ms"), get(ph, "archive", "get_MBps")))
+		}
+	}
 	out = append(out, fmt.Sprintf("data set: logs %s, media %s, vm %s (logical, one copy)", mib(get("plain", "logs", "logical_bytes")),
 		mib(get("plain", "media", "logical_bytes")), mib(get("plain", "vm", "logical_bytes"))))
 	out = append(out, fmt.Sprintf("physical (all replicas): plain %s → compressed %s (%.2fx of logical %s)", mib(pp), mib(cp), cp/pl, mib(pl)))
