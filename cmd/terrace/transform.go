@@ -33,10 +33,10 @@ func init() {
 }
 
 func newSetTransformCmd(g *globalFlags) *cobra.Command {
-	var compress, ec, coldAfter string
+	var compress, ec, dedup, coldAfter string
 	cmd := &cobra.Command{
-		Use:   "set-transform BUCKET [--compress zstd|none] [--ec K+M|none] [--cold-after DURATION]",
-		Short: "Let the Curator compress and erasure-code a bucket's cold data (and say when data is cold)",
+		Use:   "set-transform BUCKET [--compress zstd|none] [--ec K+M|none] [--dedup on|off] [--cold-after DURATION]",
+		Short: "Let the Curator compress, erasure-code and deduplicate a bucket's data (and say when data is cold)",
 		Long: `Set what the Curator may do to a bucket's cold data in the background.
 
 --compress zstd rewrites the extents of egroups nobody has read or written for
@@ -59,6 +59,12 @@ Erasure-coded data read often again goes back to replicas. K >= M >= 1,
 K+M <= 8, and the cluster must have K+M usable devices (refused otherwise).
 With --compress zstd too, the encode compresses in the same pass.
 
+--dedup on fingerprints (SHA-256) every extent written to the bucket from now
+on; full scans find extents stored more than once and, after comparing their
+bytes, point the duplicates at one copy (fixed-size chunks of sequential data
+dedup when aligned: identical objects, VM images with repeated blocks). A
+copy stays as long as any object, version, snapshot or clone references it.
+
 An egroup holds data of several buckets when they share a replication vector;
 it is compressed only when every bucket whose data it holds asks for it, and it
 is cold only after the longest cold-after among them.
@@ -78,11 +84,14 @@ savings per tier, 'terrace curator history' the tasks.`,
 			if cmd.Flags().Changed("ec") {
 				q.Set("ec", ec)
 			}
+			if cmd.Flags().Changed("dedup") {
+				q.Set("dedup", dedup)
+			}
 			if cmd.Flags().Changed("cold-after") {
 				q.Set("cold_after", coldAfter)
 			}
 			if len(q) == 0 {
-				return fmt.Errorf("nothing to set: give --compress, --ec and/or --cold-after")
+				return fmt.Errorf("nothing to set: give --compress, --ec, --dedup and/or --cold-after")
 			}
 			var res server.BucketTransform
 			if err := g.client().callJSON("POST", "/v1/buckets/"+url.PathEscape(args[0])+"/transform", q, &res); err != nil {
@@ -95,12 +104,17 @@ savings per tier, 'terrace curator history' the tasks.`,
 			if cold == "" {
 				cold = "(curator default)"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: compress %s, ec %s, cold after %s\n", res.Bucket, res.Compress, res.EC, cold)
+			dd := "off"
+			if res.Dedup {
+				dd = "on"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: compress %s, ec %s, dedup %s, cold after %s\n", res.Bucket, res.Compress, res.EC, dd, cold)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&compress, "compress", "", "codec for cold data: zstd or none")
 	cmd.Flags().StringVar(&ec, "ec", "", "erasure code for cold data: K+M (e.g. 4+2) or none")
+	cmd.Flags().StringVar(&dedup, "dedup", "", "deduplicate the bucket's data: on or off")
 	cmd.Flags().StringVar(&coldAfter, "cold-after", "", "how long unread and unwritten before data is cold, e.g. 24h, 30m")
 	return cmd
 }
@@ -151,6 +165,10 @@ func printHistoryTotals(out interface{ Write([]byte) (int, error) }, h []curator
 	}
 	fmt.Fprintf(out, "\ntasks done by kind over these %d jobs: %s\n", len(h), counts(done))
 	for _, k := range sortedKeys(tf) {
+		if k == "dedup" {
+			fmt.Fprintf(out, "dedup: %s no longer stored twice\n", humanBytes(tf[k].Logical))
+			continue
+		}
 		fmt.Fprintf(out, "%s rewrote %s into %s\n", k, humanBytes(tf[k].Logical), humanBytes(tf[k].Stored))
 	}
 }

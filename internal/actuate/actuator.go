@@ -27,6 +27,7 @@ type Store interface {
 	VerifyReplica(ctx context.Context, r model.Replica, id uint64, size int64) error
 	Rewrite(ctx context.Context, req object.RewriteRequest) (object.RewriteResult, error)
 	RebuildStrips(ctx context.Context, id uint64, modRev int64, replace map[model.DeviceID]model.Replica) (int64, error)
+	ShareExtents(ctx context.Context, canon object.ExtentRev, dups []object.ExtentRev) (object.DedupResult, error)
 	VerifyStripe(ctx context.Context, id uint64) (bad int, parityOK bool, err error)
 	TruncateEgroup(ctx context.Context, id uint64, modRev int64, size int64) (int64, error)
 	MarkReplicaBad(ctx context.Context, id uint64, dev model.DeviceID)
@@ -124,6 +125,8 @@ func (a *Actuator) Execute(ctx context.Context, t Task) (Result, error) {
 		return a.rewrite(ctx, t)
 	case t.Kind == KindRebuild:
 		return a.rebuild(ctx, t)
+	case t.Kind == KindDedup:
+		return a.dedup(ctx, t)
 	}
 	return Result{}, fmt.Errorf("actuate: no executor for %s", t.Kind)
 }

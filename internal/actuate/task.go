@@ -30,6 +30,7 @@ const (
 	KindECEncode   Kind = "ec-encode"      // rewrite cold egroups as K+M strips, packed
 	KindECDecode   Kind = "ec-decode"      // rewrite an erasure-coded egroup as replicas
 	KindRebuild    Kind = "rebuild-strips" // reconstruct lost strips onto new devices
+	KindDedup      Kind = "dedup"          // make duplicate extents share one copy
 )
 
 // IsMove reports whether a kind changes an egroup's replica set (copy,
@@ -73,6 +74,10 @@ type Task struct {
 	MaxRatio float64            `json:"max_ratio,omitempty"`
 	// EC is the erasure code an ec-encode writes ("K+M").
 	EC string `json:"ec,omitempty"`
+	// Canon and Dups are a dedup's canonical extent and its duplicates,
+	// with the record revisions the decision saw.
+	Canon *object.ExtentRev  `json:"canon,omitempty"`
+	Dups  []object.ExtentRev `json:"dups,omitempty"`
 	// Sources are the live extents of each source egroup of a compression
 	// or decompression, from the scan. They are not checkpointed (a pack
 	// can list thousands): a resumed transform without them is dropped as
@@ -113,6 +118,12 @@ func FromDecide(t decide.Task) Task {
 		Add: t.Add, Remove: t.Remove, Reason: t.Reason, Pack: t.Pack, Codec: t.Codec}
 	if t.EC.K > 0 {
 		at.EC = t.EC.String()
+	}
+	if t.Kind == decide.KindDedup {
+		at.Canon = &object.ExtentRev{ID: t.Canon, ModRev: t.CanonRev}
+		for i, id := range t.Extents {
+			at.Dups = append(at.Dups, object.ExtentRev{ID: id, ModRev: t.ExtentRevs[i]})
+		}
 	}
 	return at
 }

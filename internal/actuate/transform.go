@@ -175,3 +175,27 @@ func (a *Actuator) ScrubStripe(ctx context.Context, id uint64, bytes int64) (bad
 	}
 	return a.store.VerifyStripe(ctx, id)
 }
+
+// dedup points duplicate extents at the canonical copy after comparing
+// their bytes (ShareExtents).
+func (a *Actuator) dedup(ctx context.Context, t Task) (Result, error) {
+	var res Result
+	if t.Canon == nil || len(t.Dups) == 0 {
+		return res, fmt.Errorf("actuate: dedup task of egroup %016x without extents", t.Egroup)
+	}
+	release, err := a.sched.Acquire(ctx, model.Replica{}, model.Replica{})
+	if err != nil {
+		return res, err
+	}
+	defer release()
+	// Every duplicate and the canonical copy are read to compare them.
+	if res.Backoffs, err = a.sched.Throttle(ctx, 2*t.Bytes); err != nil {
+		return res, err
+	}
+	r, err := a.store.ShareExtents(ctx, *t.Canon, t.Dups)
+	res.Logical, res.StaleExtents = r.Bytes, r.Stale
+	if err == nil && r.Shared == 0 && r.Differ == 0 && r.Stale > 0 {
+		return res, fmt.Errorf("%w: every duplicate (or the canonical extent) changed since the decision", ErrStale)
+	}
+	return res, err
+}

@@ -502,6 +502,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	if tierRun {
 		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, rng)...)
 	}
+	if full {
+		tasks = append(tasks, c.dedupTasks(snap, res, tasks)...)
+	}
 	c.mu.Unlock()
 	for _, e := range errs {
 		rec.addErr(e)

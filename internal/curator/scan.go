@@ -104,6 +104,8 @@ type scanResult struct {
 	// ends, and what the buckets holding its data allow (transform.go).
 	tailEnd map[uint64]int64
 	policy  map[uint64]decide.TransformPolicy
+	// dedup groups live extents by fingerprint (full scans).
+	dedup []decide.DedupGroup
 	// removalIncomplete is set when data removal's first stage did not
 	// delete every extent record in deadExtents: tail ends computed
 	// without them are then not safe to truncate to (exec.go).
@@ -305,6 +307,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			}
 		}
 		res.policy = c.transformPolicies(ctx, refOwners, extents)
+		res.dedup = dedupGroups(res.liveByEgroup)
 		for id := range res.liveByEgroup {
 			xs := res.liveByEgroup[id]
 			sort.Slice(xs, func(i, j int) bool { return xs[i].rec.Off < xs[j].rec.Off })
@@ -429,9 +432,16 @@ type refOwner struct {
 	id    uint64
 }
 
+// encodedLive sums the stored bytes of live extents, counting a location
+// that several extents share (dedup) once.
 func encodedLive(xs []extentInfo) int64 {
 	var n int64
+	seen := make(map[int64]bool, len(xs))
 	for _, x := range xs {
+		if seen[x.rec.Off] {
+			continue
+		}
+		seen[x.rec.Off] = true
 		n += encodedLen(x.rec.StoredLen())
 	}
 	return n

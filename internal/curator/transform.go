@@ -2,11 +2,13 @@ package curator
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/transform"
 )
@@ -105,4 +107,42 @@ func (r *JobRecord) addTransformed(k actuate.Kind, res actuate.Result) {
 	tb.Logical += res.Logical
 	tb.Stored += res.Stored
 	r.Transformed[string(k)] = tb
+}
+
+// dedupGroups groups live extents with a fingerprint by it, keeping only
+// fingerprints stored at more than one place.
+func dedupGroups(live map[uint64][]extentInfo) []decide.DedupGroup {
+	byFP := map[string][]decide.DedupExtent{}
+	for _, xs := range live {
+		for _, x := range xs {
+			if len(x.rec.FP) == 0 {
+				continue
+			}
+			byFP[string(x.rec.FP)] = append(byFP[string(x.rec.FP)], decide.DedupExtent{ID: x.id, ModRev: x.modRev, Egroup: x.rec.Egroup, Off: x.rec.Off, Len: x.rec.Len})
+		}
+	}
+	var out []decide.DedupGroup
+	for fp, xs := range byFP {
+		if len(xs) < 2 {
+			continue
+		}
+		out = append(out, decide.DedupGroup{FP: fp, Extents: xs})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].FP < out[j].FP })
+	return out
+}
+
+// dedupTasks decides deduplication for a full scan.
+func (c *Curator) dedupTasks(snap *model.Snapshot, res *scanResult, planned []decide.Task) []decide.Task {
+	if len(res.dedup) == 0 {
+		return nil
+	}
+	egs := make(map[uint64]decide.Egroup, len(res.egroups))
+	for _, eg := range res.egroups {
+		egs[eg.ID] = eg
+	}
+	return decide.Dedup(res.dedup, egs, planned, func(r decide.Replica) bool {
+		d, ok := snap.Device(r.Device)
+		return ok && d.State == model.DeviceUp && snap.NodeUp(d.Node)
+	})
 }

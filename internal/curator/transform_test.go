@@ -312,3 +312,108 @@ func TestCuratorErasureCodesColdData(t *testing.T) {
 	}
 	check("decoded")
 }
+
+// TestCuratorDedup: identical data written to a dedup bucket ends sharing
+// one copy after a full scan (bytes compared first); deleting one object
+// leaves the others intact, and a clone of a snapshot keeps reading data
+// whose objects were deleted from the bucket since.
+func TestCuratorDedup(t *testing.T) {
+	e := newEnv(t, "hdd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "images", "", model.Vector{})
+	if err := e.l.SetBucketTransform(ctx, "images", meta.BucketTransform{Dedup: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Extents are 64 KiB here: a "VM image" of 64 KiB blocks drawn from a
+	// small pool, plus three identical copies of one object.
+	pool := [][]byte{data(1, 64<<10), data(2, 64<<10), data(3, 64<<10)}
+	want := map[string][]byte{}
+	for i := 0; i < 4; i++ {
+		var img []byte
+		for j := 0; j < 8; j++ {
+			img = append(img, pool[(i+j)%3]...)
+		}
+		want[fmt.Sprintf("vm%d.img", i)] = img
+	}
+	same := data(9, 200_000)
+	for i := 0; i < 3; i++ {
+		want[fmt.Sprintf("copy%d", i)] = same
+	}
+	for k, b := range want {
+		if _, err := e.l.Put(ctx, "images", k, bytes.NewReader(b), putOpts(b, "hdd=2")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(bucket, when string, keys map[string][]byte) {
+		t.Helper()
+		for k, b := range keys {
+			_, rc, err := e.l.Get(ctx, bucket, k, 0, -1)
+			if err != nil {
+				t.Fatalf("%s: get %s/%s: %v", when, bucket, k, err)
+			}
+			var got bytes.Buffer
+			_, err = got.ReadFrom(rc)
+			rc.Close()
+			if err != nil || !bytes.Equal(got.Bytes(), b) {
+				t.Fatalf("%s: %s/%s: %d bytes, err %v", when, bucket, k, got.Len(), err)
+			}
+		}
+	}
+	before, _, _ := e.physical()
+	rec := e.run("full")
+	t.Logf("dedup job: planned %v done %v transformed %v errors %v", rec.Planned, rec.Done, rec.Transformed, rec.Errors)
+	if rec.Done["dedup"] == 0 {
+		t.Fatalf("no dedup: %v", rec.Done)
+	}
+	check("images", "deduplicated", want)
+	// Distinct stored locations of all extents now: the pool's 3 blocks,
+	// the copies' 4 extents (3×64 KiB + a tail).
+	locs := map[[2]int64]bool{}
+	shared := 0
+	for k := range want {
+		loc, _ := e.l.Locate(ctx, "images", k)
+		for _, x := range loc.Extents {
+			locs[[2]int64{int64(x.Egroup), x.EgroupOff}] = true
+			if x.Shares != 0 {
+				shared++
+			}
+		}
+	}
+	t.Logf("%d distinct stored extents, %d extents share another's bytes", len(locs), shared)
+	if len(locs) != 3+4 {
+		t.Errorf("%d distinct stored extents, want 7", len(locs))
+	}
+	// GC reclaims the duplicates' bytes.
+	for i := 0; i < 3; i++ {
+		e.run("full")
+	}
+	after, _, _ := e.physical()
+	t.Logf("physical %d → %d bytes", before, after)
+	if after*3 > before {
+		t.Errorf("physical %d → %d: duplicates not reclaimed", before, after)
+	}
+	check("images", "after GC", want)
+	// A snapshot and a clone of it keep their data after the objects go.
+	if _, err := e.l.CreateSnapshot(ctx, "images", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.Clone(ctx, "images", "s1", "images-s1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"copy0", "vm0.img", "vm1.img"} {
+		if err := e.l.Delete(ctx, "images", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := map[string][]byte{}
+	for k, b := range want {
+		if k != "copy0" && k != "vm0.img" && k != "vm1.img" {
+			left[k] = b
+		}
+	}
+	for i := 0; i < 3; i++ {
+		e.run("full")
+	}
+	check("images", "after deletes", left)
+	check("images-s1", "clone of the snapshot", want)
+}

@@ -65,6 +65,9 @@ type BucketTransform struct {
 	ColdAfter int64 `json:"ca,omitempty"`
 	// EC is the erasure code for cold data, "K+M" (e.g. "4+2"), or "".
 	EC string `json:"ec,omitempty"`
+	// Dedup fingerprints the bucket's new extents so that the Curator can
+	// make identical ones share one copy.
+	Dedup bool `json:"dd,omitempty"`
 }
 
 // BucketSnapshot is a point in a bucket's history that reads can return
@@ -161,6 +164,11 @@ type Extent struct {
 	Codec  string `json:"c,omitempty"`
 	Stored int64  `json:"sl,omitempty"`
 	Sum    uint32 `json:"cs,omitempty"`
+	// FP is the SHA-256 of the payload, recorded at write time for
+	// buckets with dedup on; Shares names the extent whose bytes this one
+	// was switched to share (dedup), 0 otherwise.
+	FP     []byte `json:"fp,omitempty"`
+	Shares uint64 `json:"sh,omitempty"`
 }
 
 // StoredLen is the number of payload bytes the extent's slices hold on

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -22,7 +23,10 @@ type ExtentLocation struct {
 	// Transform is what the Curator did to the egroup's data: "zstd 0.41"
 	// (stored/logical), "incompressible" (tried, did not pay), or empty.
 	Transform string `json:"transform,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// Shares is the extent whose bytes this one shares after dedup (0:
+	// its own).
+	Shares uint64 `json:"shares,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Location is the answer to `terrace object locate`.
@@ -60,6 +64,7 @@ func (l *Layer) Locate(ctx context.Context, bucket, key string) (Location, error
 			continue
 		}
 		el.Egroup, el.EgroupOff = x.Egroup, x.Off
+		el.Shares = x.Shares
 		var eg meta.Egroup
 		if _, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(x.Egroup), &eg); err != nil {
 			el.Error = "egroup record: " + err.Error()
@@ -69,6 +74,9 @@ func (l *Layer) Locate(ctx context.Context, bucket, key string) (Location, error
 		el.State = map[meta.EgroupState]string{meta.EgroupOpen: "open", meta.EgroupSealed: "sealed"}[eg.State]
 		el.Replicas = eg.Replicas
 		el.Transform = TransformLabel(eg)
+		if x.Shares != 0 {
+			el.Transform = strings.TrimPrefix(el.Transform+", dedup", ", ")
+		}
 		if !seen[x.Egroup] {
 			seen[x.Egroup] = true
 			for _, r := range eg.Replicas {

@@ -101,6 +101,7 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 	w.place = req.Place
 	w.private = true
 	var moves []ExtentMove
+	written := map[srcLoc]meta.Extent{} // shared locations are written once
 	for _, src := range req.Sources {
 		staged, logical, stored, err := l.stage(ctx, req, src)
 		if err != nil {
@@ -113,11 +114,18 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 			continue
 		}
 		for i, st := range staged {
+			if rec, ok := written[st.src]; ok {
+				rec.FP, rec.Shares = st.rec.FP, st.rec.Shares
+				w.extents = append(w.extents, pendingExtent{id: src.Extents[i].ID, rec: rec})
+				moves = append(moves, src.Extents[i])
+				continue
+			}
 			if err := w.appendStored(ctx, st.bytes, false, st.rec); err != nil {
 				w.abort(ctx)
 				return res, err
 			}
 			w.extents[len(w.extents)-1].id = src.Extents[i].ID
+			written[st.src] = w.extents[len(w.extents)-1].rec
 			moves = append(moves, src.Extents[i])
 		}
 	}
@@ -171,8 +179,16 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 }
 
 type stagedExtent struct {
-	rec   meta.Extent // Len, Codec, Stored, Sum; location filled at append
+	rec   meta.Extent // Len, Codec, Stored, Sum, FP; location filled at append
 	bytes []byte      // what the slices will hold
+	// src is where the bytes are now: extents that share a location
+	// (dedup) are moved once and keep sharing.
+	src srcLoc
+}
+
+type srcLoc struct {
+	egroup uint64
+	off    int64
 }
 
 // stage reads one source's extents and puts them in the requested form.
@@ -210,6 +226,8 @@ func (l *Layer) stage(ctx context.Context, req RewriteRequest, src RewriteSource
 				}
 			}
 		}
+		st.rec.FP, st.rec.Shares = x.FP, x.Shares
+		st.src = srcLoc{x.Egroup, x.Off}
 		logical += x.Len
 		stored += int64(len(st.bytes))
 		out = append(out, st)
@@ -364,9 +382,27 @@ func (l *Layer) rewriteEC(ctx context.Context, req RewriteRequest) (RewriteResul
 	if len(staged) == 0 {
 		return res, nil
 	}
-	recs, err := l.writeStripes(ctx, req.EC, req.Vector, req.Place, staged)
+	// Shared locations (dedup) are laid out once and keep sharing.
+	var unique []stagedExtent
+	which := make([]int, len(staged))
+	first := map[srcLoc]int{}
+	for i, st := range staged {
+		if j, ok := first[st.src]; ok {
+			which[i] = j
+			continue
+		}
+		first[st.src] = len(unique)
+		which[i] = len(unique)
+		unique = append(unique, st)
+	}
+	urecs, err := l.writeStripes(ctx, req.EC, req.Vector, req.Place, unique)
 	if err != nil {
 		return res, err
+	}
+	recs := make([]meta.Extent, len(staged))
+	for i, st := range staged {
+		recs[i] = urecs[which[i]]
+		recs[i].FP, recs[i].Shares = st.rec.FP, st.rec.Shares
 	}
 	for i, x := range recs {
 		var t meta.Txn

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/terrace-storage/terrace/internal/extent"
@@ -257,7 +258,7 @@ func TestRewriteStaleExtentIsLeftAlone(t *testing.T) {
 	}
 	var now meta.Extent
 	meta.GetRecord(ctx, e.kv, meta.ExtentKey(x.ID), &now)
-	if now != rec {
+	if !reflect.DeepEqual(now, rec) {
 		t.Fatalf("stale extent record changed: %+v → %+v", rec, now)
 	}
 	e.mustRead("bkt", "a", a)

@@ -3,6 +3,7 @@ package object
 import (
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -153,6 +154,8 @@ type writer struct {
 	// private keeps the writer off the pool of open egroups (background
 	// rewrites create their own, sealed at commit).
 	private bool
+	// fingerprint records each extent's SHA-256 (buckets with dedup on).
+	fingerprint bool
 }
 
 type pendingExtent struct {
@@ -324,12 +327,25 @@ func (w *writer) appendStored(ctx context.Context, stored []byte, last bool, x m
 			return err
 		}
 		off := e.size
+		// The fingerprint is computed while the replicas take the bytes,
+		// so it adds no latency when the appends take longer.
+		var fp chan []byte
+		if w.fingerprint && x.FP == nil && x.Codec == "" {
+			fp = make(chan []byte, 1)
+			go func() {
+				s := sha256.Sum256(payload)
+				fp <- s[:]
+			}()
+		}
 		errs := w.l.parallel(e.replicas, func(r meta.EgroupReplica) error {
 			if last {
 				return w.l.rio.AppendSync(ctx, r.Replica(), e.id, off, enc)
 			}
 			return w.l.rio.Append(ctx, r.Replica(), e.id, off, enc)
 		})
+		if fp != nil {
+			x.FP = <-fp
+		}
 		var failed error
 		for i, err := range errs {
 			if err != nil {

@@ -52,11 +52,13 @@ type BucketTransform struct {
 	Bucket    string `json:"bucket"`
 	Compress  string `json:"compress"`
 	EC        string `json:"ec"`
+	Dedup     bool   `json:"dedup"`
 	ColdAfter string `json:"cold_after,omitempty"`
 }
 
 // handleBucketTransform sets what the Curator may do to a bucket's cold
-// data. Query: compress=zstd|none, ec=K+M|none, cold_after=DURATION (all
+// data. Query: compress=zstd|none, ec=K+M|none, dedup=on|off,
+// cold_after=DURATION (all
 // optional; what is not given keeps its current value).
 func (n *Node) handleBucketTransform(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("bucket")
@@ -91,6 +93,17 @@ func (n *Node) handleBucketTransform(w http.ResponseWriter, r *http.Request) {
 			tf.EC = ""
 		}
 	}
+	if q.Has("dedup") {
+		switch q.Get("dedup") {
+		case "on", "true":
+			tf.Dedup = true
+		case "off", "false":
+			tf.Dedup = false
+		default:
+			bad("dedup %q: use on or off", q.Get("dedup"))
+			return
+		}
+	}
 	if q.Has("cold_after") {
 		d, err := time.ParseDuration(q.Get("cold_after"))
 		if err != nil || d < 0 {
@@ -118,6 +131,7 @@ func bucketTransform(name string, tf *meta.BucketTransform) BucketTransform {
 	if tf != nil && tf.EC != "" {
 		out.EC = tf.EC
 	}
+	out.Dedup = tf != nil && tf.Dedup
 	if tf != nil && tf.ColdAfter > 0 {
 		out.ColdAfter = time.Duration(tf.ColdAfter).String()
 	}

@@ -164,7 +164,7 @@ func (k Kind) Priority() int {
 		return 6
 	case KindScrub:
 		return 7
-	case KindCompress, KindECEncode:
+	case KindCompress, KindECEncode, KindDedup:
 		return 8
 	}
 	return 9
@@ -188,10 +188,14 @@ type Task struct {
 	Pack []EgroupRev
 	// Codec and EC are the form a transform writes: the codec extents are
 	// compressed with ("" plain) and the erasure code (zero: replicas).
-	Codec  string
-	EC     ECShape
-	Bytes  int64
-	Reason string
+	Codec string
+	EC    ECShape
+	// Canon and CanonRev are a dedup's canonical extent (Extents and
+	// ExtentRevs its duplicates).
+	Canon    uint64
+	CanonRev int64
+	Bytes    int64
+	Reason   string
 }
 
 func (t Task) String() string {
