@@ -24,9 +24,9 @@ const (
 	KindRemoveEgroup   Kind = "remove-egroup"   // data removal stage 2
 	KindCompact        Kind = "compact"         // GC: live extents out of a mostly-dead egroup
 	// Transformations (transform.go, docs/design/0010).
-	KindTruncate   Kind = "truncate"   // GC: cut an egroup's unreferenced tail
-	KindCompress   Kind = "compress"   // rewrite cold egroups' extents compressed, packed
-	KindDecompress Kind = "decompress" // rewrite a compressed egroup plain
+	KindTruncate   Kind = "truncate"       // GC: cut an egroup's unreferenced tail
+	KindCompress   Kind = "compress"       // rewrite cold egroups' extents compressed, packed
+	KindDecompress Kind = "decompress"     // rewrite a compressed egroup plain
 	KindECEncode   Kind = "ec-encode"      // rewrite cold egroups as K+M strips, packed
 	KindECDecode   Kind = "ec-decode"      // rewrite an erasure-coded egroup as replicas
 	KindRebuild    Kind = "rebuild-strips" // reconstruct lost strips onto new devices
