@@ -273,6 +273,9 @@ func Run(ctx context.Context, o Options, progress func(string)) (*Result, error)
 			}
 		}
 	}
+	if err := runDedup(ctx, l, kv, c, o, add, progress); err != nil {
+		return nil, err
+	}
 	if err := runEC(ctx, l, kv, c, o, add, progress, devs); err != nil {
 		return nil, err
 	}
@@ -530,6 +533,11 @@ func summary(rows []Row) []string {
 	var out []string
 	pp, pl := get("plain", "all", "physical_bytes"), get("plain", "all", "logical_bytes")
 	cp := get("compressed", "all", "physical_bytes")
+	if dl := get("dedup", "images", "logical_bytes"); dl > 0 {
+		out = append(out, fmt.Sprintf("dedup (VM images of 4 MiB blocks from a pool of 6): %s logical; %s → %s physical over both replicas after GC (%.0f tasks, %s shared, job %.2fs)",
+			mib(dl), mib(get("dedup", "images", "physical_bytes_before")), mib(get("dedup", "images", "physical_bytes_after")),
+			get("dedup", "images", "dedup_tasks"), mib(get("dedup", "images", "dedup_shared_bytes")), get("dedup", "images", "dedup_job_seconds")))
+	}
 	if rl := get("ec", "archive", "logical_bytes"); rl > 0 {
 		out = append(out, fmt.Sprintf("erasure coding (media, any=3 → 4+2): %s logical; %s as replicas (%.2fx) → %s as stripes (%.2fx); encode %.0f tasks in %.2fs (%.0f MB/s)",
 			mib(rl), mib(get("ec", "archive", "physical_bytes_replicas")), get("ec", "archive", "physical_bytes_replicas")/rl,
@@ -556,4 +564,92 @@ func summary(rows []Row) []string {
 			get("plain", class, "get_MBps"), get("compressed", class, "get_MBps")))
 	}
 	return out
+}
+
+// runDedup measures deduplication: VM images built from 4 MiB blocks (the
+// extent size) drawn from a small pool, in a bucket with dedup on;
+// physical bytes before, after the dedup job, and after GC reclaimed the
+// duplicates' copies.
+func runDedup(ctx context.Context, l *object.Layer, kv meta.KV, c *curator.Curator, o Options, add func(phase, class, metric string, v float64), progress func(string)) error {
+	progress("dedup: writing VM images")
+	p0, _, err := physical(ctx, kv)
+	if err != nil {
+		return err
+	}
+	if err := l.CreateBucket(ctx, "images", "", model.Vector{}); err != nil {
+		return err
+	}
+	if err := l.SetBucketTransform(ctx, "images", meta.BucketTransform{Dedup: true}); err != nil {
+		return err
+	}
+	const block = 4 << 20
+	pool := make([][]byte, 6)
+	for i := range pool {
+		pool[i] = Content(o.Seed, "media", fmt.Sprintf("block-%d", i), block)
+	}
+	r := rand.New(rand.NewPCG(o.Seed, 11))
+	var written int64
+	images := map[string][]int{}
+	for i := 0; written < o.LogicalBytes/3; i++ {
+		k := fmt.Sprintf("images/vm-%03d.img", i)
+		var blocks []int
+		var img []byte
+		for j := 0; j < 4; j++ {
+			b := r.IntN(len(pool))
+			blocks = append(blocks, b)
+			img = append(img, pool[b]...)
+		}
+		start := time.Now()
+		if _, err := l.Put(ctx, "images", k, bytes.NewReader(img), object.PutOptions{Size: int64(len(img))}); err != nil {
+			return err
+		}
+		add("dedup", "images", "put_ms", ms(time.Since(start)))
+		images[k] = blocks
+		written += int64(len(img))
+	}
+	if _, err := l.SealIdle(ctx, 0); err != nil {
+		return err
+	}
+	p1, _, err := physical(ctx, kv)
+	if err != nil {
+		return err
+	}
+	add("dedup", "images", "logical_bytes", float64(written))
+	add("dedup", "images", "physical_bytes_before", float64(p1-p0))
+	progress("dedup: deduplicating")
+	start := time.Now()
+	rec, err := c.RunJob(ctx, "full", "bench")
+	if err != nil {
+		return err
+	}
+	add("dedup", "images", "dedup_tasks", float64(rec.Done["dedup"]))
+	add("dedup", "images", "dedup_job_seconds", time.Since(start).Seconds())
+	add("dedup", "images", "dedup_shared_bytes", float64(rec.Transformed["dedup"].Logical))
+	for i := 0; i < 3; i++ { // GC: compaction and removal of the duplicates' copies
+		if _, err := c.RunJob(ctx, "full", "bench"); err != nil {
+			return err
+		}
+	}
+	p2, _, err := physical(ctx, kv)
+	if err != nil {
+		return err
+	}
+	add("dedup", "images", "physical_bytes_after", float64(p2-p0))
+	for k, blocks := range images {
+		_, rc, err := l.Get(ctx, "images", k, 0, -1)
+		if err != nil {
+			return err
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+		for j, b := range blocks {
+			if !bytes.Equal(got[j*block:(j+1)*block], pool[b]) {
+				return fmt.Errorf("transformbench: %s block %d read back different bytes after dedup", k, j)
+			}
+		}
+	}
+	return nil
 }

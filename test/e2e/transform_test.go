@@ -87,9 +87,22 @@ curator:
 		k := fmt.Sprintf("media/%02d.bin", i)
 		want[k] = content(seed, k, 0, 50_000, 400_000)
 	}
+	// Duplicates in a dedup bucket: six copies of two objects.
+	if err := c.createBucket("images", "hdd=2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.json("POST", "/v1/buckets/images/transform", url.Values{"dedup": {"on"}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 12; i++ {
+		want[fmt.Sprintf("images/%02d.img", i)] = content(seed, "image", i%2, 300_000, 900_000)
+	}
 	bucketOf := func(k string) string {
-		if strings.HasPrefix(k, "media/") {
+		switch {
+		case strings.HasPrefix(k, "media/"):
 			return "media"
+		case strings.HasPrefix(k, "images/"):
+			return "images"
 		}
 		return "cold"
 	}
@@ -158,10 +171,13 @@ curator:
 	}
 	verify("final")
 	compressed, incompressible := 0, 0
+	images := map[[2]uint64]bool{}
 	for k := range want {
 		var loc struct {
 			Extents []struct {
 				Transform string `json:"transform"`
+				Egroup    uint64 `json:"egroup"`
+				EgroupOff int64  `json:"egroup_offset"`
 			} `json:"extents"`
 		}
 		if err := c.json("GET", "/v1/object/locate", url.Values{"bucket": {bucketOf(k)}, "key": {k}}, nil, &loc); err != nil {
@@ -181,8 +197,16 @@ curator:
 		if strings.HasPrefix(k, "media/") && loc.Extents[0].Transform != "incompressible" {
 			t.Errorf("%s: transform %q, want incompressible", k, loc.Extents[0].Transform)
 		}
+		if strings.HasPrefix(k, "images/") {
+			for _, x := range loc.Extents {
+				images[[2]uint64{x.Egroup, uint64(x.EgroupOff)}] = true
+			}
+		}
 	}
-	t.Logf("extents: %d compressed, %d in incompressible egroups", compressed, incompressible)
+	t.Logf("extents: %d compressed, %d in incompressible egroups; the 12 images are stored at %d places", compressed, incompressible, len(images))
+	if len(images) > 2 {
+		t.Errorf("12 images made of 2 contents (1 extent each) stored at %d places, want 2", len(images))
+	}
 	var rep struct {
 		Tiers []struct {
 			Tier         string           `json:"tier"`
@@ -225,6 +249,9 @@ func compressedObjects(t *testing.T, c *client, want map[string][]byte) int {
 		b := "cold"
 		if strings.HasPrefix(k, "media/") {
 			b = "media"
+		}
+		if strings.HasPrefix(k, "images/") {
+			continue
 		}
 		if err := c.json("GET", "/v1/object/locate", url.Values{"bucket": {b}, "key": {k}}, nil, &loc); err != nil {
 			t.Fatal(err)
