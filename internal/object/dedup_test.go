@@ -41,7 +41,7 @@ func TestShareExtentsComparesBytes(t *testing.T) {
 	e.l.SealIdle(ctx, 0)
 	ida, reva, xa := e.extentOf("ddb", "a")
 	idb, revb, xb := e.extentOf("ddb", "b")
-	idc, revc, xc := e.extentOf("ddb", "c")
+	idc, _, xc := e.extentOf("ddb", "c")
 	if len(xa.FP) != 32 || !bytes.Equal(xa.FP, xb.FP) || bytes.Equal(xa.FP, xc.FP) {
 		t.Fatalf("fingerprints: a %x b %x c %x", xa.FP, xb.FP, xc.FP)
 	}
@@ -52,7 +52,7 @@ func TestShareExtentsComparesBytes(t *testing.T) {
 	if _, err := e.kv.Commit(ctx, &tx); err != nil {
 		t.Fatal(err)
 	}
-	_, revc, _ = e.extentOf("ddb", "c")
+	_, revc, _ := e.extentOf("ddb", "c")
 	res, err := e.l.ShareExtents(ctx, ExtentRev{ida, reva}, []ExtentRev{{idb, revb}, {idc, revc}, {idb, revb - 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -85,13 +85,13 @@ func TestErasureCodeReadDegradedRebuildDecode(t *testing.T) {
 	}
 	t.Logf("replicas hdd=3: %d bytes; 4+2 stripe holds %d (of which the logs compressed)", plainBytes, physical)
 	// Lose any two strips (files deleted): reads reconstruct.
-	eg, rev, _ := e.l.Egroup(ctx, ecID)
+	eg, _, _ := e.l.Egroup(ctx, ecID)
 	lost := []meta.EgroupReplica{eg.Replicas[0], eg.Replicas[4]}
 	for _, r := range lost {
 		os.Remove(filepath.Join(e.devPath(r.Device), extent.FileName(ecID)))
 	}
 	e.restart() // recovery marks the missing strips bad
-	eg, rev, _ = e.l.Egroup(ctx, ecID)
+	eg, _, _ = e.l.Egroup(ctx, ecID)
 	nbad := 0
 	for _, r := range eg.Replicas {
 		if r.Bad {
@@ -108,10 +108,9 @@ func TestErasureCodeReadDegradedRebuildDecode(t *testing.T) {
 	if bad, ok, err := e.l.VerifyStripe(ctx, ecID); err != nil || bad != 0 || ok {
 		t.Errorf("verify degraded stripe: bad %d parity %v err %v (bad strips are already marked; parity not checkable)", bad, ok, err)
 	}
-	_ = rev
 	// Rebuild the two lost strips: one onto the free seventh device, one
 	// in place (its device is fine, only the file was lost).
-	eg, rev, _ = e.l.Egroup(ctx, ecID)
+	eg, rev, _ := e.l.Egroup(ctx, ecID)
 	used := map[model.DeviceID]bool{}
 	for _, r := range eg.Replicas {
 		used[r.Device] = true

@@ -77,3 +77,26 @@ func TestParseEC(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseEC: any string either parses to a valid shape that prints back
+// to itself, or is refused; never a panic.
+//
+//	go test -fuzz FuzzParseEC ./internal/transform
+func FuzzParseEC(f *testing.F) {
+	for _, s := range []string{"4+2", "none", "", "8+0", "+", "1+1", "99999999999999999999+1", "4+2+1", "-1+-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sh, err := ParseEC(s)
+		if err != nil || sh.IsZero() {
+			return
+		}
+		if sh.Validate() != nil {
+			t.Fatalf("ParseEC(%q) = %v, which does not validate", s, sh)
+		}
+		again, err := ParseEC(sh.String())
+		if err != nil || again != sh {
+			t.Fatalf("ParseEC(%q) = %v does not round trip: %v %v", s, sh, again, err)
+		}
+	})
+}
