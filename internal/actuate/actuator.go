@@ -116,7 +116,7 @@ func (a *Actuator) Execute(ctx context.Context, t Task) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		return Result{Freed: eg.Size * int64(len(eg.Replicas))}, nil
+		return Result{Freed: object.FileSize(eg) * int64(len(eg.Replicas))}, nil
 	case t.Kind == KindCompact:
 		return a.compact(ctx, t)
 	case t.Kind == KindTruncate:
