@@ -51,6 +51,7 @@ reclaimed); "egroup bytes" counts what live metadata references.`,
 					humanBytes(t.UsedBytes), pct(t.UsedBytes, t.CapacityBytes), t.Egroups, humanBytes(t.EgroupBytes),
 					humanBytes(t.HotBytes), humanBytes(t.ColdBytes), t.PendingMoves, humanBytes(t.PendingBytes))
 			}
+			printTransformSavings(w, rep.Tiers)
 			fmt.Fprintln(w)
 			fmt.Fprintln(w, "DEVICE\tTIER\tSTATE\tCAPACITY\tUSED\tUSE%\tEGROUPS\tEGROUP BYTES\tBAD\tREAD MB/s\tWRITE MB/s\tQUEUE\tSTREAMS")
 			for _, d := range rep.Devices {
@@ -158,7 +159,7 @@ func newObjectCmd(g *globalFlags) *cobra.Command {
 			sort.Strings(tiers)
 			fmt.Fprintf(out, "\nreplicas by tier (distinct egroups): %s   placement policy: %s\n\n", strings.Join(tiers, ","), loc.Policy)
 			w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "EXTENT\tOFFSET\tLENGTH\tEGROUP\tSTATE\tREPLICAS")
+			fmt.Fprintln(w, "EXTENT\tOFFSET\tLENGTH\tEGROUP\tSTATE\tTRANSFORM\tREPLICAS")
 			for _, x := range loc.Extents {
 				var reps []string
 				for _, r := range x.Replicas {
@@ -171,7 +172,11 @@ func newObjectCmd(g *globalFlags) *cobra.Command {
 				if x.Error != "" {
 					reps = append(reps, "ERROR: "+x.Error)
 				}
-				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\n", meta.FormatID(x.Extent), x.Offset, x.Length, meta.FormatID(x.Egroup), x.State, strings.Join(reps, " "))
+				tf := x.Transform
+				if tf == "" {
+					tf = "-"
+				}
+				fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\n", meta.FormatID(x.Extent), x.Offset, x.Length, meta.FormatID(x.Egroup), x.State, tf, strings.Join(reps, " "))
 			}
 			return w.Flush()
 		},

@@ -80,7 +80,11 @@ compare-and-swap against the metadata version it was computed from.`,
 					r.End.Sub(r.Start).Round(time.Millisecond), r.Records, humanBytes(r.Stats.UnderReplicatedBytes),
 					humanBytes(r.Stats.GarbageBytes), counts(r.Done), r.Stale, r.Failed, humanBytes(r.Moved), humanBytes(r.Freed), r.BadFound)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			printHistoryTotals(cmd.OutOrStdout(), h)
+			return nil
 		},
 	}
 	hist.Flags().IntVarP(&n, "num", "n", 20, "number of jobs")
@@ -140,6 +144,10 @@ func printJob(out interface{ Write([]byte) (int, error) }, r curator.JobRecord) 
 		r.Stats.UnderReplicated, humanBytes(r.Stats.UnderReplicatedBytes), humanBytes(r.Stats.LiveBytes), humanBytes(r.Stats.GarbageBytes), r.Stats.BadReplicas)
 	fmt.Fprintf(out, "  planned %s; done %s; stale %d; failed %d; moved %s; freed %s; scrubbed %s; bad found %d\n",
 		counts(r.Planned), counts(r.Done), r.Stale, r.Failed, humanBytes(r.Moved), humanBytes(r.Freed), humanBytes(r.Scrubbed), r.BadFound)
+	for _, k := range sortedKeys(r.Transformed) {
+		tb := r.Transformed[k]
+		fmt.Fprintf(out, "  %s: %s → %s\n", k, humanBytes(tb.Logical), humanBytes(tb.Stored))
+	}
 	for _, d := range r.Dangling {
 		fmt.Fprintf(out, "  DANGLING: %s\n", d)
 	}

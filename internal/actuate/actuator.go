@@ -25,6 +25,11 @@ type Store interface {
 	RemoveExtents(ctx context.Context, xs []object.ExtentRev) (removed, stale int, err error)
 	Relocate(ctx context.Context, v, place model.Vector, moves []object.ExtentMove) (object.RelocateResult, error)
 	VerifyReplica(ctx context.Context, r model.Replica, id uint64, size int64) error
+	Rewrite(ctx context.Context, req object.RewriteRequest) (object.RewriteResult, error)
+	RebuildStrips(ctx context.Context, id uint64, modRev int64, replace map[model.DeviceID]model.Replica) (int64, error)
+	ShareExtents(ctx context.Context, canon object.ExtentRev, dups []object.ExtentRev) (object.DedupResult, error)
+	VerifyStripe(ctx context.Context, id uint64) (bad int, parityOK bool, err error)
+	TruncateEgroup(ctx context.Context, id uint64, modRev int64, size int64) (int64, error)
 	MarkReplicaBad(ctx context.Context, id uint64, dev model.DeviceID)
 	ReplicaListed(ctx context.Context, id uint64, dev model.DeviceID) bool
 }
@@ -43,6 +48,9 @@ type Result struct {
 	// StaleExtents counts compaction's extents that changed meanwhile
 	// (their copies became garbage; the records were left alone).
 	StaleExtents int
+	// Logical and Stored are a transform's payload bytes before and after
+	// (compression, decompression).
+	Logical, Stored int64
 }
 
 // Actuator executes tasks.
@@ -74,16 +82,28 @@ var ErrBusy = errors.New("actuate: another task on this egroup is in flight")
 // changed since the decision, and ErrBusy when another task of this
 // actuator is working on the same egroup.
 func (a *Actuator) Execute(ctx context.Context, t Task) (Result, error) {
-	a.mu.Lock()
-	if a.busy[t.Egroup] {
-		a.mu.Unlock()
-		return Result{}, ErrBusy
+	ids := []uint64{t.Egroup}
+	for _, p := range t.Pack {
+		if p.ID != t.Egroup {
+			ids = append(ids, p.ID)
+		}
 	}
-	a.busy[t.Egroup] = true
+	a.mu.Lock()
+	for _, id := range ids {
+		if a.busy[id] {
+			a.mu.Unlock()
+			return Result{}, ErrBusy
+		}
+	}
+	for _, id := range ids {
+		a.busy[id] = true
+	}
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
-		delete(a.busy, t.Egroup)
+		for _, id := range ids {
+			delete(a.busy, id)
+		}
 		a.mu.Unlock()
 	}()
 	switch {
@@ -96,9 +116,17 @@ func (a *Actuator) Execute(ctx context.Context, t Task) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		return Result{Freed: eg.Size * int64(len(eg.Replicas))}, nil
+		return Result{Freed: object.FileSize(eg) * int64(len(eg.Replicas))}, nil
 	case t.Kind == KindCompact:
 		return a.compact(ctx, t)
+	case t.Kind == KindTruncate:
+		return a.truncate(ctx, t)
+	case t.Kind == KindCompress, t.Kind == KindDecompress, t.Kind == KindECEncode, t.Kind == KindECDecode:
+		return a.rewrite(ctx, t)
+	case t.Kind == KindRebuild:
+		return a.rebuild(ctx, t)
+	case t.Kind == KindDedup:
+		return a.dedup(ctx, t)
 	}
 	return Result{}, fmt.Errorf("actuate: no executor for %s", t.Kind)
 }
@@ -124,6 +152,11 @@ func (a *Actuator) move(ctx context.Context, t Task) (Result, error) {
 	eg, err := a.current(ctx, t)
 	if err != nil {
 		return res, err
+	}
+	if eg.EC != nil {
+		// Strips are not interchangeable copies; decisions never ask
+		// this, and a bug must not turn a stripe into replicas.
+		return res, fmt.Errorf("actuate: refusing a replica move of erasure-coded egroup %016x", t.Egroup)
 	}
 	removing := map[model.DeviceID]bool{}
 	for _, r := range t.Remove {
@@ -293,6 +326,11 @@ func (a *Actuator) Scrub(ctx context.Context, id uint64, r model.Replica, size i
 	}
 	if errors.Is(err, replica.ErrCorrupt) || errors.Is(err, replica.ErrNotExist) {
 		if !a.store.ReplicaListed(ctx, id, r.Device) {
+			return ScrubSkipped, nil
+		}
+		if eg, _, err := a.store.Egroup(ctx, id); err == nil && eg.Size != size {
+			// Truncated since the scan: the scan's size is not the
+			// replica's any more; the next scrub checks the new one.
 			return ScrubSkipped, nil
 		}
 		a.log.Error("scrub: bad replica", "egroup", meta.FormatID(id), "device", r.Device, "err", err)

@@ -23,6 +23,14 @@ const (
 	KindSeal           Kind = "seal"            // seal an open egroup whose writer is gone
 	KindRemoveEgroup   Kind = "remove-egroup"   // data removal stage 2
 	KindCompact        Kind = "compact"         // GC: live extents out of a mostly-dead egroup
+	// Transformations (transform.go, docs/design/0010).
+	KindTruncate   Kind = "truncate"       // GC: cut an egroup's unreferenced tail
+	KindCompress   Kind = "compress"       // rewrite cold egroups' extents compressed, packed
+	KindDecompress Kind = "decompress"     // rewrite a compressed egroup plain
+	KindECEncode   Kind = "ec-encode"      // rewrite cold egroups as K+M strips, packed
+	KindECDecode   Kind = "ec-decode"      // rewrite an erasure-coded egroup as replicas
+	KindRebuild    Kind = "rebuild-strips" // reconstruct lost strips onto new devices
+	KindDedup      Kind = "dedup"          // make duplicate extents share one copy
 )
 
 // IsMove reports whether a kind changes an egroup's replica set (copy,
@@ -58,6 +66,23 @@ type Task struct {
 	Rules      []string `json:"rules,omitempty"`
 	CostBefore float64  `json:"cost_before,omitempty"`
 	CostAfter  float64  `json:"cost_after,omitempty"`
+	// Pack lists a compression's source egroups with the revisions the
+	// decision saw (the first is Egroup); Codec is the codec to compress
+	// with and MaxRatio the ratio above which it does not pay.
+	Pack     []decide.EgroupRev `json:"pack,omitempty"`
+	Codec    string             `json:"codec,omitempty"`
+	MaxRatio float64            `json:"max_ratio,omitempty"`
+	// EC is the erasure code an ec-encode writes ("K+M").
+	EC string `json:"ec,omitempty"`
+	// Canon and Dups are a dedup's canonical extent and its duplicates,
+	// with the record revisions the decision saw.
+	Canon *object.ExtentRev  `json:"canon,omitempty"`
+	Dups  []object.ExtentRev `json:"dups,omitempty"`
+	// Sources are the live extents of each source egroup of a compression
+	// or decompression, from the scan. They are not checkpointed (a pack
+	// can list thousands): a resumed transform without them is dropped as
+	// stale, and the next scan plans it again from fresh metadata.
+	Sources []object.RewriteSource `json:"-"`
 }
 
 func (t Task) String() string {
@@ -89,6 +114,16 @@ func devices(rs []model.Replica) []string {
 // FromDecide converts a Curator decision. Compaction's extents are added
 // by the caller (they come from the scan, not the decision).
 func FromDecide(t decide.Task) Task {
-	return Task{Kind: Kind(t.Kind), Egroup: t.Egroup, ModRev: t.ModRev, Bytes: t.Bytes,
-		Add: t.Add, Remove: t.Remove, Reason: t.Reason}
+	at := Task{Kind: Kind(t.Kind), Egroup: t.Egroup, ModRev: t.ModRev, Bytes: t.Bytes,
+		Add: t.Add, Remove: t.Remove, Reason: t.Reason, Pack: t.Pack, Codec: t.Codec}
+	if t.EC.K > 0 {
+		at.EC = t.EC.String()
+	}
+	if t.Kind == decide.KindDedup {
+		at.Canon = &object.ExtentRev{ID: t.Canon, ModRev: t.CanonRev}
+		for i, id := range t.Extents {
+			at.Dups = append(at.Dups, object.ExtentRev{ID: id, ModRev: t.ExtentRevs[i]})
+		}
+	}
+	return at
 }

@@ -424,6 +424,9 @@ type JobRecord struct {
 	// Partitions names the node that scanned each map partition when a
 	// balancer spreads the scan (absent: the master scanned everything).
 	Partitions map[string]string `json:"partitions,omitempty"`
+	// Transformed counts the payload bytes compression and decompression
+	// rewrote, before (logical) and after (stored), by task kind.
+	Transformed map[string]TransformBytes `json:"transformed,omitempty"`
 }
 
 // maxRecordList bounds lists kept in a job record.
@@ -485,6 +488,9 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	if tierRun {
 		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, rng, true)...)
 	}
+	if full {
+		tasks = append(tasks, c.dedupTasks(snap, res, tasks)...)
+	}
 	c.mu.Unlock()
 	for _, e := range errs {
 		rec.addErr(e)
@@ -506,7 +512,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	// extent records, in batches.
 	if full && len(res.deadExtents) > 0 {
 		rec.Planned[string(decide.KindRemoveExtents)] = len(res.deadExtents)
-		c.removeExtents(ctx, res.deadExtents, rec)
+		c.removeExtents(ctx, res, rec)
 	}
 	if full && len(res.history) > 0 {
 		c.collectHistory(ctx, res, rec)

@@ -24,6 +24,12 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanRes
 		return
 	}
 	ats := make([]actuate.Task, 0, len(tasks))
+	var dropped []decide.Task
+	tasks, dropped = safeTruncations(tasks, res)
+	for _, t := range dropped {
+		rec.Stale++
+		c.log.Info("truncation dropped: data removal left an extent record in its tail", "egroup", fmt.Sprintf("%016x", t.Egroup))
+	}
 	for _, t := range tasks {
 		at := actuate.FromDecide(t)
 		if t.Kind == decide.KindCompact {
@@ -32,6 +38,10 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanRes
 			for _, x := range res.liveByEgroup[t.Egroup] {
 				at.Extents = append(at.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.rec.Len})
 			}
+		}
+		switch t.Kind {
+		case decide.KindCompress, decide.KindDecompress, decide.KindECEncode, decide.KindECDecode:
+			c.transformTask(&at, t, res)
 		}
 		ats = append(ats, at)
 	}
@@ -60,6 +70,7 @@ func (c *Curator) runJob(ctx context.Context, job *actuate.Job, rec *JobRecord) 
 			rec.Done[string(t.Kind)]++
 			rec.Moved += res.Moved
 			rec.Freed += res.Freed
+			rec.addTransformed(t.Kind, res)
 		}
 	}
 	if err := c.runner.Run(ctx, job, observe); err != nil && ctx.Err() == nil {
@@ -72,12 +83,14 @@ func (c *Curator) runJob(ctx context.Context, job *actuate.Job, rec *JobRecord) 
 
 // removeExtents is data removal stage 1: delete unreferenced extent
 // records older than the grace period, with compare-and-swap per record.
-func (c *Curator) removeExtents(ctx context.Context, xs []extentInfo, rec *JobRecord) {
+func (c *Curator) removeExtents(ctx context.Context, res *scanResult, rec *JobRecord) {
+	xs := res.deadExtents
 	revs := make([]object.ExtentRev, len(xs))
 	for i, x := range xs {
 		revs[i] = object.ExtentRev{ID: x.id, ModRev: x.modRev}
 	}
 	removed, stale, err := c.act.RemoveExtents(ctx, revs)
+	res.removalIncomplete = removed != len(revs)
 	rec.Done[string(decide.KindRemoveExtents)] += removed
 	rec.Stale += stale
 	c.m.stale.Add(float64(stale))
@@ -163,6 +176,13 @@ func (c *Curator) scrub(ctx context.Context, res *scanResult, rec *JobRecord) {
 		if eg.Open || eg.Size == 0 {
 			continue
 		}
+		if eg.EC.K > 0 {
+			c.scrubStripe(ctx, eg, rec)
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		for _, r := range eg.Replicas {
 			if r.Bad {
 				continue
@@ -221,4 +241,45 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.jobs, m.jobSeconds, m.tasks, m.failed, m.stale, m.moved, m.scrubbed, m.scrubBad, m.backoffs, m.rate, m.underReplicated, m.garbage, m.dangling}
+}
+
+// safeTruncations drops truncations planned past extent records that this
+// job's data removal was to delete but did not (stale or failed): their
+// egroup's tail end was computed without them.
+func safeTruncations(tasks []decide.Task, res *scanResult) (keep, dropped []decide.Task) {
+	if res == nil || !res.removalIncomplete {
+		return tasks, nil
+	}
+	hadDead := map[uint64]bool{}
+	for _, x := range res.deadExtents {
+		hadDead[x.rec.Egroup] = true
+	}
+	for _, t := range tasks {
+		if t.Kind == decide.KindTruncate && hadDead[t.Egroup] {
+			dropped = append(dropped, t)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	return keep, dropped
+}
+
+// scrubStripe verifies an erasure-coded egroup's strips and parity.
+func (c *Curator) scrubStripe(ctx context.Context, eg decide.Egroup, rec *JobRecord) {
+	bytes := eg.FileBytes * int64(len(eg.Replicas))
+	bad, parityOK, err := c.act.ScrubStripe(ctx, eg.ID, bytes)
+	if ctx.Err() != nil {
+		return
+	}
+	rec.Scrubbed += bytes
+	c.m.scrubbed.Add(float64(bytes))
+	switch {
+	case err != nil:
+		rec.addErr(err)
+	case bad > 0:
+		rec.BadFound += bad
+		c.m.scrubBad.Add(float64(bad))
+	case !parityOK:
+		rec.addErr(fmt.Errorf("egroup %016x: stripe parity does not match its data", eg.ID))
+	}
 }

@@ -249,8 +249,8 @@ func (c *Curator) plannerModel(res *scanResult, snap *model.Snapshot) (*plan.Mod
 		known[d.ID] = true
 	}
 	for _, eg := range res.egroups {
-		if eg.Open || eg.Size == 0 {
-			continue // an open egroup belongs to its writer
+		if eg.Open || eg.Size == 0 || eg.EC.K > 0 {
+			continue // an open egroup belongs to its writer; strips are not replicas to move
 		}
 		pe := plan.Egroup{ID: eg.ID, SizeBytes: eg.Size, Vector: eg.Vector, Bucket: res.bucketOf[eg.ID]}
 		for _, r := range eg.Replicas {

@@ -12,6 +12,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
 )
 
 // scanPage is how many records one Scan call returns: large enough to
@@ -100,6 +101,16 @@ type scanResult struct {
 	maps         []string
 	// partitions names who scanned each partition (with a balancer).
 	partitions map[string]string
+	// Transformations (full scans): where each egroup's last extent record
+	// ends, and what the buckets holding its data allow (transform.go).
+	tailEnd map[uint64]int64
+	policy  map[uint64]decide.TransformPolicy
+	// dedup groups live extents by fingerprint (full scans).
+	dedup []decide.DedupGroup
+	// removalIncomplete is set when data removal's first stage did not
+	// delete every extent record in deadExtents: tail ends computed
+	// without them are then not safe to truncate to (exec.go).
+	removalIncomplete bool
 }
 
 // scan reads the maps and joins them. A partial scan reads the egroup and
@@ -262,6 +273,19 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			}
 		}
 		sort.Slice(res.deadExtents, func(i, j int) bool { return res.deadExtents[i].id < res.deadExtents[j].id })
+		// Tail ends count every extent record except those this job's data
+		// removal deletes before any task runs (if one of them survives,
+		// exec.go drops the job's truncations of its egroup).
+		removing := make(map[uint64]bool, len(res.deadExtents))
+		for _, x := range res.deadExtents {
+			removing[x.id] = true
+		}
+		res.tailEnd = map[uint64]int64{}
+		for id, x := range extents {
+			if !removing[id] {
+				res.tailEnd[x.rec.Egroup] = max(res.tailEnd[x.rec.Egroup], x.rec.Off+encodedLen(x.rec.StoredLen()))
+			}
+		}
 		// Consistency check: every reference must resolve to an extent
 		// and every referenced extent to an egroup.
 		for _, r := range refOwners {
@@ -284,6 +308,8 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 				}
 			}
 		}
+		res.policy = c.transformPolicies(ctx, refOwners, extents)
+		res.dedup = dedupGroups(res.liveByEgroup)
 		for id := range res.liveByEgroup {
 			xs := res.liveByEgroup[id]
 			sort.Slice(xs, func(i, j int) bool { return xs[i].rec.Off < xs[j].rec.Off })
@@ -299,7 +325,11 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	for _, id := range ids {
 		eg := res.records[id]
 		d := decide.Egroup{ID: id, ModRev: egRevs[id], Open: eg.State == meta.EgroupOpen, Writer: eg.Writer,
-			Size: eg.Size, Vector: eg.Vector, Mtime: time.Unix(0, eg.Mtime)}
+			Size: eg.Size, Vector: eg.Vector, Mtime: time.Unix(0, eg.Mtime),
+			Codec: eg.Codec, Logical: eg.Logical, Incompressible: eg.Incompressible, FileBytes: object.FileSize(eg)}
+		if eg.EC != nil {
+			d.EC = decide.ECShape{K: eg.EC.K, M: eg.EC.M}
+		}
 		for _, r := range eg.Replicas {
 			d.Replicas = append(d.Replicas, decide.Replica{Replica: r.Replica(), Bad: r.Bad})
 		}
@@ -311,6 +341,8 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			d.LiveBytes = encodedLive(res.liveByEgroup[id])
 			d.LiveExtents = liveN[id]
 			d.DeadExtents = deadN[id]
+			d.TailEnd, d.TailKnown = res.tailEnd[id], true
+			d.Policy = res.policy[id]
 		} else {
 			d.LiveBytes = eg.Size
 			d.LiveExtents = 1
@@ -402,10 +434,17 @@ type refOwner struct {
 	id    uint64
 }
 
+// encodedLive sums the stored bytes of live extents, counting a location
+// that several extents share (dedup) once.
 func encodedLive(xs []extentInfo) int64 {
 	var n int64
+	seen := make(map[int64]bool, len(xs))
 	for _, x := range xs {
-		n += encodedLen(x.rec.Len)
+		if seen[x.rec.Off] {
+			continue
+		}
+		seen[x.rec.Off] = true
+		n += encodedLen(x.rec.StoredLen())
 	}
 	return n
 }

@@ -106,3 +106,19 @@ func ScanValid(buf []byte) int64 {
 	}
 	return off
 }
+
+// EncodedSpan returns where, relative to the start of an extent of extLen
+// payload bytes, the slices covering payload bytes [from, to) begin and
+// end, and the index of the first. A reader that assembles those bytes
+// from elsewhere (an erasure-coded stripe) decodes them with DecodeSpan.
+func EncodedSpan(extLen, from, to int64) (start, end, first int64) {
+	first, last := sliceSpan(from, to)
+	return first * (SliceSize + HeaderSize), EncodedLen(min(extLen, (last+1)*SliceSize)), first
+}
+
+// DecodeSpan verifies the slices in buf (as located by EncodedSpan, from
+// slice first of an extent of extLen payload bytes) and returns their
+// payload; a mismatch is ErrCorrupt. The result aliases buf.
+func DecodeSpan(buf []byte, first, extLen int64) ([]byte, error) {
+	return decodeSlices(buf, first, extLen)
+}

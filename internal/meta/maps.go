@@ -50,6 +50,24 @@ type Bucket struct {
 	// Parent makes the bucket a clone: keys it has no record of are read
 	// from the parent as of a snapshot revision.
 	Parent *BucketParent `json:"parent,omitempty"`
+	// Transform is what the Curator may do to the bucket's cold data
+	// (docs/design/0010); nil means nothing.
+	Transform *BucketTransform `json:"tf,omitempty"`
+}
+
+// BucketTransform is a bucket's policy for transforming its cold data in
+// the background (docs/design/0010-curator-transforms.md).
+type BucketTransform struct {
+	// Compress names the codec for cold data: "" (none) or "zstd".
+	Compress string `json:"c,omitempty"`
+	// ColdAfter is how long an egroup must go unread and unwritten before
+	// it is transformed (nanoseconds; 0 means the Curator's default).
+	ColdAfter int64 `json:"ca,omitempty"`
+	// EC is the erasure code for cold data, "K+M" (e.g. "4+2"), or "".
+	EC string `json:"ec,omitempty"`
+	// Dedup fingerprints the bucket's new extents so that the Curator can
+	// make identical ones share one copy.
+	Dedup bool `json:"dd,omitempty"`
 }
 
 // BucketSnapshot is a point in a bucket's history that reads can return
@@ -139,6 +157,27 @@ type Extent struct {
 	// Ctime is when the extent was written (unix ns). Data removal leaves
 	// young unreferenced extents alone: their object may not be committed.
 	Ctime int64 `json:"t,omitempty"`
+	// Codec, when set ("zstd"), says the slices at Off hold the extent's
+	// Len payload bytes compressed into Stored bytes, and Sum is the
+	// CRC32C (Castagnoli) of the uncompressed payload: slice checksums
+	// cover what is stored, Sum covers what a read returns.
+	Codec  string `json:"c,omitempty"`
+	Stored int64  `json:"sl,omitempty"`
+	Sum    uint32 `json:"cs,omitempty"`
+	// FP is the SHA-256 of the payload, recorded at write time for
+	// buckets with dedup on; Shares names the extent whose bytes this one
+	// was switched to share (dedup), 0 otherwise.
+	FP     []byte `json:"fp,omitempty"`
+	Shares uint64 `json:"sh,omitempty"`
+}
+
+// StoredLen is the number of payload bytes the extent's slices hold on
+// disk: the compressed length for a compressed extent, else Len.
+func (x Extent) StoredLen() int64 {
+	if x.Codec != "" {
+		return x.Stored
+	}
+	return x.Len
 }
 
 // EgroupState is the life-cycle state of an extent group.
@@ -177,6 +216,27 @@ type Egroup struct {
 	// Writer is the node whose writer appends to the egroup while it is
 	// open; only that node seals it during recovery.
 	Writer model.NodeID `json:"w,omitempty"`
+	// Codec is the codec the Curator compressed the egroup's extents with
+	// ("" for plain data; individual extents that did not compress are
+	// stored plain and say so in their own records). Logical is the
+	// payload bytes the egroup holds before compression (0 when plain).
+	Codec   string `json:"c,omitempty"`
+	Logical int64  `json:"lg,omitempty"`
+	// Incompressible remembers that compressing this egroup's data did not
+	// pay (ratio above the Curator's threshold), so it is not retried.
+	Incompressible bool `json:"nc,omitempty"`
+	// EC, when set, makes the egroup erasure coded: Replicas are its K+M
+	// strips in order (data strips first), each a file of StripLen payload
+	// bytes in slices; Size is the length of the layout they encode (the
+	// file one replica would be).
+	EC *ECLayout `json:"ec,omitempty"`
+}
+
+// ECLayout is an erasure-coded egroup's shape.
+type ECLayout struct {
+	K        int   `json:"k"`
+	M        int   `json:"m"`
+	StripLen int64 `json:"sl"`
 }
 
 // Access is the eventually consistent access record of an extent group.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -19,7 +20,13 @@ type ExtentLocation struct {
 	EgroupOff int64                `json:"egroup_offset"`
 	State     string               `json:"state"`
 	Replicas  []meta.EgroupReplica `json:"replicas"`
-	Error     string               `json:"error,omitempty"`
+	// Transform is what the Curator did to the egroup's data: "zstd 0.41"
+	// (stored/logical), "incompressible" (tried, did not pay), or empty.
+	Transform string `json:"transform,omitempty"`
+	// Shares is the extent whose bytes this one shares after dedup (0:
+	// its own).
+	Shares uint64 `json:"shares,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // Location is the answer to `terrace object locate`.
@@ -57,6 +64,7 @@ func (l *Layer) Locate(ctx context.Context, bucket, key string) (Location, error
 			continue
 		}
 		el.Egroup, el.EgroupOff = x.Egroup, x.Off
+		el.Shares = x.Shares
 		var eg meta.Egroup
 		if _, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(x.Egroup), &eg); err != nil {
 			el.Error = "egroup record: " + err.Error()
@@ -65,6 +73,10 @@ func (l *Layer) Locate(ctx context.Context, bucket, key string) (Location, error
 		}
 		el.State = map[meta.EgroupState]string{meta.EgroupOpen: "open", meta.EgroupSealed: "sealed"}[eg.State]
 		el.Replicas = eg.Replicas
+		el.Transform = TransformLabel(eg)
+		if x.Shares != 0 {
+			el.Transform = strings.TrimPrefix(el.Transform+", dedup", ", ")
+		}
 		if !seen[x.Egroup] {
 			seen[x.Egroup] = true
 			for _, r := range eg.Replicas {
@@ -100,6 +112,10 @@ type TierUsage struct {
 	// make now out of this tier (filled by the server).
 	PendingMoves int   `json:"pending_moves"`
 	PendingBytes int64 `json:"pending_bytes"`
+	// LogicalBytes is what EgroupBytes would be without the Curator's
+	// transformations; Savings is the difference by transform ("zstd").
+	LogicalBytes int64            `json:"logical_bytes"`
+	Savings      map[string]int64 `json:"savings,omitempty"`
 }
 
 // DeviceUsage is one device's state.
@@ -108,6 +124,9 @@ type DeviceUsage struct {
 	Egroups     int   `json:"egroups"`
 	EgroupBytes int64 `json:"egroup_bytes"`
 	BadReplicas int   `json:"bad_replicas"`
+	// LogicalBytes: EgroupBytes before transformations (docs/transforms.md).
+	LogicalBytes int64            `json:"logical_bytes"`
+	savings      map[string]int64 // by transform, folded into the tier
 }
 
 // Report builds the tier report from live device counters and the egroup
@@ -159,9 +178,30 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 					continue
 				}
 				du.Egroups++
-				du.EgroupBytes += eg.Size
+				phys := fileSize(eg)
+				du.EgroupBytes += phys
+				if du.savings == nil {
+					du.savings = map[string]int64{}
+				}
+				// What this file stands for untransformed: one replica of
+				// the plain data, or for a strip its share of the vector's
+				// replicas of it (n/over of the plain bytes).
+				n, over := int64(1), int64(1)
+				if eg.EC != nil {
+					n, over = int64(max(eg.Vector.Total(), 1)), int64(len(eg.Replicas))
+				}
+				plain := eg.Size
+				if eg.Codec != "" && eg.Logical > eg.Size {
+					plain = eg.Logical
+					du.savings[eg.Codec] += (eg.Logical - eg.Size) * n / over
+				}
+				if eg.EC != nil {
+					du.savings["ec"] += eg.Size*n/over - phys
+				}
+				logical := plain * n / over
+				du.LogicalBytes += logical
 				if hot[id] {
-					hotDev[r.Device] += eg.Size
+					hotDev[r.Device] += fileSize(eg)
 				}
 			}
 		}
@@ -183,6 +223,13 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 		tu.Egroups += du.Egroups
 		tu.EgroupBytes += du.EgroupBytes
 		tu.HotBytes += hotDev[du.ID]
+		tu.LogicalBytes += du.LogicalBytes
+		for k, v := range du.savings {
+			if tu.Savings == nil {
+				tu.Savings = map[string]int64{}
+			}
+			tu.Savings[k] += v
+		}
 		tu.ColdBytes += du.EgroupBytes - hotDev[du.ID]
 	}
 	tiers := make([]model.Tier, 0, len(byTier))
@@ -258,4 +305,25 @@ func (l *Layer) rewrite(ctx context.Context, info ObjectInfo, rev int64, v model
 	w.release()
 	l.opts.Logger.Info("replication changed", "bucket", info.Bucket, "key", info.Key, "vector", v.String())
 	return nil
+}
+
+// TransformLabel says what the Curator's transformations did to an
+// egroup, for operators (docs/transforms.md).
+func TransformLabel(eg meta.Egroup) string {
+	if eg.EC != nil {
+		s := fmt.Sprintf("ec %d+%d", eg.EC.K, eg.EC.M)
+		if c := TransformLabel(meta.Egroup{Codec: eg.Codec, Logical: eg.Logical, Size: eg.Size, Incompressible: eg.Incompressible}); c != "" {
+			s = c + ", " + s
+		}
+		return s
+	}
+	switch {
+	case eg.Codec != "" && eg.Logical > 0:
+		return fmt.Sprintf("%s %.2f", eg.Codec, float64(eg.Size)/float64(eg.Logical))
+	case eg.Codec != "":
+		return eg.Codec
+	case eg.Incompressible:
+		return "incompressible"
+	}
+	return ""
 }

@@ -119,6 +119,20 @@ func (c *locationCache) forgetEgroup(id uint64) {
 	}
 }
 
+// forgetExtent drops an extent's record (this node just moved it).
+func (c *locationCache) forgetExtent(id uint64) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := locKey{id: id}
+	if el, ok := c.entries[k]; ok {
+		c.order.Remove(el)
+		delete(c.entries, k)
+	}
+}
+
 // len reports the number of cached records.
 func (c *locationCache) len() int {
 	c.mu.Lock()

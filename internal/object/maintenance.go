@@ -56,58 +56,11 @@ type RelocateResult struct {
 // tiers the data occupies now: compaction must not promote cold data onto
 // the fast tier); the new egroups still record v.
 func (l *Layer) Relocate(ctx context.Context, v, place model.Vector, moves []ExtentMove) (RelocateResult, error) {
-	var res RelocateResult
-	if len(moves) == 0 {
-		return res, nil
-	}
-	if err := l.pool.enter(ctx); err != nil {
-		return res, err
-	}
-	defer l.pool.leave()
-	w := l.newWriter(v)
-	w.place = place
-	for _, mv := range moves {
-		data, err := l.ReadExtent(ctx, mv.ID, 0, mv.Len)
-		if err != nil {
-			w.abort(ctx)
-			return res, err
-		}
-		if err := w.appendExtent(ctx, data, false); err != nil {
-			w.abort(ctx)
-			return res, err
-		}
-		w.extents[len(w.extents)-1].id = mv.ID
-	}
-	// Commit the new egroups' sizes first (the copies are durable garbage
-	// until their extent records switch), then switch each extent.
-	pending := w.extents
-	w.extents = nil
-	// Relocated data is cold: seal its egroups rather than hand them to
-	// foreground writers (whose placement would differ).
-	for _, e := range w.touched {
-		e.full = true
-	}
-	if err := w.commit(ctx, func(*meta.Txn) {}); err != nil {
-		w.abort(ctx)
-		return res, err
-	}
-	w.release()
-	for i, x := range pending {
-		var t meta.Txn
-		t.If(meta.ExtentKey(x.id), moves[i].ModRev)
-		t.Put(meta.ExtentKey(x.id), meta.Encode(x.rec))
-		_, err := l.kv.Commit(ctx, &t)
-		switch {
-		case errors.Is(err, meta.ErrConflict):
-			res.Stale++
-		case err != nil:
-			return res, err
-		default:
-			res.Moved++
-			res.Bytes += x.rec.Len
-		}
-	}
-	return res, nil
+	// Each extent keeps the form it is stored in (a compressed extent is
+	// moved compressed); see Rewrite.
+	r, err := l.Rewrite(ctx, RewriteRequest{Vector: v, Place: place, KeepForm: true, Label: "compact",
+		Sources: []RewriteSource{{Extents: moves}}})
+	return RelocateResult{Moved: r.Moved, Stale: r.Stale, Bytes: r.Logical}, err
 }
 
 // SealIdle seals open egroups that no writer has used for idle, so the

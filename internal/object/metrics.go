@@ -10,6 +10,12 @@ type metrics struct {
 	egroupsCreated       prometheus.Counter
 	fallbackEgroups      prometheus.Counter
 	guardRetries         prometheus.Counter
+	// Curator transforms (transform.go).
+	decompressed     prometheus.Counter
+	transformLogical *prometheus.CounterVec
+	transformStored  *prometheus.CounterVec
+	degradedReads    prometheus.Counter
+	stripsRebuilt    prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -27,11 +33,19 @@ func newMetrics() *metrics {
 		egroupsCreated:       c("egroups_created_total", "Extent groups created."),
 		fallbackEgroups:      c("fallback_egroups_total", "Extent groups placed on a slower tier than their vector prefers because it was full; they retire early."),
 		guardRetries:         c("bucket_guard_retries_total", "Object commits repeated because a bucket deletion was attempted (and refused) during the write."),
+		decompressed:         c("decompressed_bytes_total", "Bytes decompressed by reads of compressed extents."),
+		transformLogical: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "terrace", Subsystem: "object", Name: "transform_logical_bytes_total",
+			Help: "Payload bytes rewritten by Curator transforms, by transform (before)."}, []string{"transform"}),
+		transformStored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "terrace", Subsystem: "object", Name: "transform_stored_bytes_total",
+			Help: "Bytes stored by Curator transforms, by transform (after)."}, []string{"transform"}),
+		degradedReads: c("ec_degraded_reads_total", "Reads of erasure-coded data that reconstructed missing or bad strips."),
+		stripsRebuilt: c("ec_strips_rebuilt_total", "Strips of erasure-coded egroups rebuilt onto new devices."),
 	}
 }
 
 // Collectors returns the layer's Prometheus collectors for registration.
 func (l *Layer) Collectors() []prometheus.Collector {
 	m := l.m
-	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries}
+	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries,
+		m.decompressed, m.transformLogical, m.transformStored, m.degradedReads, m.stripsRebuilt}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/replica"
+	"github.com/terrace-storage/terrace/internal/transform"
 )
 
 // readChunk bounds one read from an extent so a large range streams
@@ -141,6 +142,12 @@ type extentLoc struct {
 	stale bool
 	x     meta.Extent
 	cands []meta.EgroupReplica
+	// plain is a compressed extent's payload, decoded once for all the
+	// chunks a streaming reader takes from it.
+	plain []byte
+	// ec is the egroup record when it is erasure coded (its strips are
+	// read by position, not as interchangeable replicas).
+	ec *meta.Egroup
 }
 
 // locateExtent resolves an extent. With stale set it may use the store's
@@ -175,6 +182,11 @@ func (l *Layer) locateExtent(ctx context.Context, id uint64, stale bool) (*exten
 		}
 		l.locs.putEgroup(loc.x.Egroup, eg)
 	}
+	if eg.EC != nil {
+		ec := eg
+		loc.ec = &ec
+		return loc, nil
+	}
 	var good, bad []meta.EgroupReplica
 	for _, rep := range eg.Replicas {
 		if !rep.Bad {
@@ -205,16 +217,77 @@ func (l *Layer) readLocated(ctx context.Context, loc *extentLoc, from, to int64)
 // readLocatedInto reads into buf's storage when the data plane allows it.
 func (l *Layer) readLocatedInto(ctx context.Context, buf []byte, loc *extentLoc, from, to int64) ([]byte, error) {
 	x := loc.x
-	var errs []error
+	if x.Codec != "" {
+		return l.readCompressed(ctx, loc, from, to)
+	}
+	if loc.ec != nil {
+		return l.readEC(ctx, loc, from, to)
+	}
 	br, canBuffer := l.rio.(replica.BufferedReader)
-	for i, rep := range loc.cands {
-		var data []byte
-		var err error
+	return l.tryReplicas(ctx, loc, func(rep meta.EgroupReplica) ([]byte, error) {
 		if canBuffer && buf != nil {
-			data, err = br.ReadInto(ctx, buf, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
-		} else {
-			data, err = l.rio.Read(ctx, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
+			return br.ReadInto(ctx, buf, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
 		}
+		return l.rio.Read(ctx, rep.Replica(), x.Egroup, x.Off, x.Len, from, to)
+	})
+}
+
+// readCompressed returns payload bytes [from, to) of a compressed extent:
+// the stored frame is read with every slice verified (replica fallback as
+// for plain data), decompressed once per located extent, and checked
+// against the extent's checksum of the uncompressed bytes, so both what is
+// stored and what is returned are verified (docs/design/0010).
+func (l *Layer) readCompressed(ctx context.Context, loc *extentLoc, from, to int64) ([]byte, error) {
+	x := loc.x
+	if from < 0 || to > x.Len || from > to {
+		return nil, fmt.Errorf("object: read [%d,%d) outside extent %s of %d bytes", from, to, meta.FormatID(loc.id), x.Len)
+	}
+	if loc.plain == nil && loc.ec != nil {
+		stored, err := l.readStoredEC(ctx, loc)
+		if err != nil {
+			return nil, err
+		}
+		plain, err := transform.Decompress(x.Codec, nil, stored, x.Len, x.Sum)
+		if err != nil {
+			l.opts.Logger.Error("CONSISTENCY: compressed extent does not decode", "extent", meta.FormatID(loc.id), "egroup", meta.FormatID(x.Egroup), "err", err)
+			return nil, fmt.Errorf("%w: egroup %s: %v", ErrNoGoodReplica, meta.FormatID(x.Egroup), err)
+		}
+		loc.plain = plain
+	}
+	if loc.plain == nil {
+		plain, err := l.tryReplicas(ctx, loc, func(rep meta.EgroupReplica) ([]byte, error) {
+			stored, err := l.rio.Read(ctx, rep.Replica(), x.Egroup, x.Off, x.Stored, 0, x.Stored)
+			if err != nil {
+				return nil, err
+			}
+			plain, err := transform.Decompress(x.Codec, nil, stored, x.Len, x.Sum)
+			if err != nil {
+				// The slices verified, so every replica holds these bytes:
+				// not a bad replica to repair but a broken transform.
+				l.opts.Logger.Error("CONSISTENCY: compressed extent does not decode", "extent", meta.FormatID(loc.id),
+					"egroup", meta.FormatID(x.Egroup), "device", rep.Device, "err", err)
+			}
+			return plain, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		loc.plain = plain
+		l.m.decompressed.Add(float64(len(plain)))
+		return plain[from:to], nil
+	}
+	l.access.record(x.Egroup)
+	l.m.readBytes.Add(float64(to - from))
+	return loc.plain[from:to], nil
+}
+
+// tryReplicas runs read on the located replicas in order until one
+// succeeds; a replica whose slices fail their checksum is marked bad.
+func (l *Layer) tryReplicas(ctx context.Context, loc *extentLoc, read func(meta.EgroupReplica) ([]byte, error)) ([]byte, error) {
+	x := loc.x
+	var errs []error
+	for i, rep := range loc.cands {
+		data, err := read(rep)
 		if err == nil {
 			if i > 0 {
 				// Prefer the replica that worked for the rest of the extent.

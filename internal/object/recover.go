@@ -163,7 +163,7 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 // after the egroup is sealed truncates it.
 func recoverReplica(st *extent.Store, id uint64, eg meta.Egroup, self model.NodeID) (extent.RecoverResult, error) {
 	if eg.State != meta.EgroupOpen || eg.Writer == "" || eg.Writer == self {
-		return st.Recover(id, eg.Size)
+		return st.Recover(id, fileSize(eg))
 	}
 	sz, err := st.Size(id)
 	switch {

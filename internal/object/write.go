@@ -3,6 +3,7 @@ package object
 import (
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -41,6 +42,11 @@ type openEgroup struct {
 	// durable is the size through which every replica is known to be
 	// fsynced (a writer's last append carries the sync: AppendSync).
 	durable int64
+	// codec is the codec of the compressed extents the egroup holds (set
+	// by the first one; only the Curator's private writers store them) and
+	// logical the payload bytes of all its extents before compression.
+	codec   string
+	logical int64
 }
 
 // retired reports whether a fallback egroup's lifetime has run out.
@@ -149,6 +155,11 @@ type writer struct {
 	// whether it landed (a broken connection, a deadline). Its data may
 	// be referenced now, so abort keeps every byte (see abort).
 	uncertain bool
+	// private keeps the writer off the pool of open egroups (background
+	// rewrites create their own, sealed at commit).
+	private bool
+	// fingerprint records each extent's SHA-256 (buckets with dedup on).
+	fingerprint bool
 }
 
 type pendingExtent struct {
@@ -245,7 +256,7 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 		w.cur.full = true
 	}
 	var e *openEgroup
-	if w.place.IsZero() {
+	if w.place.IsZero() && !w.private {
 		e = w.l.pool.take(w.vector)
 	}
 	for e != nil && (e.size+n > w.l.opts.EgroupMaxBytes || w.unwritable(e)) {
@@ -299,6 +310,14 @@ func (w *writer) unwritable(e *openEgroup) bool {
 // last says no more bytes follow: the append then also makes the replicas
 // durable (one round trip instead of an append and a sync).
 func (w *writer) appendExtent(ctx context.Context, payload []byte, last bool) error {
+	return w.appendStored(ctx, payload, last, meta.Extent{Len: int64(len(payload))})
+}
+
+// appendStored is appendExtent for bytes stored in a transformed form:
+// stored is what the slices hold and x carries the extent's logical
+// length, codec and checksum (its location is filled in here).
+func (w *writer) appendStored(ctx context.Context, stored []byte, last bool, x meta.Extent) error {
+	payload := stored
 	enc := extent.Encode(make([]byte, 0, extent.EncodedLen(int64(len(payload)))), payload)
 	var lastFailed error
 	for attempt := 0; ; attempt++ {
@@ -312,12 +331,25 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte, last bool) er
 			return err
 		}
 		off := e.size
+		// The fingerprint is computed while the replicas take the bytes,
+		// so it adds no latency when the appends take longer.
+		var fp chan []byte
+		if w.fingerprint && x.FP == nil && x.Codec == "" {
+			fp = make(chan []byte, 1)
+			go func() {
+				s := sha256.Sum256(payload)
+				fp <- s[:]
+			}()
+		}
 		errs := w.l.parallel(e.replicas, func(r meta.EgroupReplica) error {
 			if last {
 				return w.l.rio.AppendSync(ctx, r.Replica(), e.id, off, enc)
 			}
 			return w.l.rio.Append(ctx, r.Replica(), e.id, off, enc)
 		})
+		if fp != nil {
+			x.FP = <-fp
+		}
 		var failed error
 		for i, err := range errs {
 			if err != nil {
@@ -338,7 +370,12 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte, last bool) er
 				e.durable = e.size // the fsync covered the whole file
 			}
 			w.l.snaps.placed(e.modelReplicas(), int64(len(enc)))
-			w.extents = append(w.extents, pendingExtent{id: id, rec: meta.Extent{Egroup: e.id, Off: off, Len: int64(len(payload)), Ctime: w.l.opts.Now().UnixNano()}})
+			x.Egroup, x.Off, x.Ctime = e.id, off, w.l.opts.Now().UnixNano()
+			e.logical += x.Len
+			if x.Codec != "" && e.codec == "" {
+				e.codec = x.Codec
+			}
+			w.extents = append(w.extents, pendingExtent{id: id, rec: x})
 			return nil
 		}
 		// Undo the partial append on the replicas that took it; the
@@ -507,6 +544,7 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 				t.If(meta.EgroupKey(e.id), e.modRev)
 				t.Put(meta.EgroupKey(e.id), meta.Encode(meta.Egroup{
 					Replicas: e.replicas, State: state, Size: e.size, Vector: e.vector, Mtime: now, Writer: l.opts.Node,
+					Codec: e.codec, Logical: logicalIf(e.codec, e.logical),
 				}))
 			}
 			for _, x := range bx {
@@ -646,4 +684,13 @@ func (w *writer) release() {
 	for _, e := range w.touched {
 		w.l.pool.give(e)
 	}
+}
+
+// logicalIf records an egroup's logical bytes only when they differ from
+// its stored ones (a compressed egroup).
+func logicalIf(codec string, logical int64) int64 {
+	if codec == "" {
+		return 0
+	}
+	return logical
 }

@@ -82,6 +82,7 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/buckets", n.handleListBuckets)
 	mux.HandleFunc("PUT /v1/buckets/{bucket}", n.handleCreateBucket)
 	mux.HandleFunc("POST /v1/buckets/{bucket}/vector", n.handleBucketVector)
+	mux.HandleFunc("POST /v1/buckets/{bucket}/transform", n.handleBucketTransform)
 	mux.HandleFunc("DELETE /v1/buckets/{bucket}", n.handleDeleteBucket)
 	mux.HandleFunc("PUT /v1/data/{bucket}/{key...}", n.handlePut)
 	mux.HandleFunc("GET /v1/data/{bucket}/{key...}", n.handleGet)

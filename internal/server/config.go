@@ -286,6 +286,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	if c.EgroupMaxBytes != 0 && (c.EgroupMaxBytes < 256<<10 || c.EgroupMaxBytes > 1<<30) {
 		return nil, fmt.Errorf("server: egroup_max_bytes %d outside [256 KiB, 1 GiB]", c.EgroupMaxBytes)
 	}
+	if err := c.Curator.Transform.validate(); err != nil {
+		return nil, err
+	}
 	if len(c.RootPassword) < 8 {
 		return nil, fmt.Errorf("server: root password must be at least 8 characters")
 	}
@@ -406,4 +409,7 @@ type CuratorConfig struct {
 	// (default: the built-in one). See docs/qlearning.md.
 	TieringScheduler string `yaml:"tiering_scheduler"`
 	TieringModel     string `yaml:"tiering_model"`
+	// Transform holds the thresholds of truncation and compression of
+	// cold data (transform.go, docs/transforms.md).
+	Transform TransformConfig `yaml:"transform"`
 }

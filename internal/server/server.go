@@ -235,7 +235,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		Node:          n.Config.NodeID,
 		PlannerRules:  strings.Join(n.Config.Planner.Rules, "\n"),
 		ClientLatency: n.Layer.ForegroundLatency,
-		Decide:        decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace},
+		Decide:        decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace, Transform: cc.Transform.options()},
 		Tiering:       tiering,
 		Tier: decide.TierOptions{DownAbove: cc.TierDownAbove, DestBelow: cc.TierDestBelow, Reduce: cc.TierReduce,
 			BalanceMean: cc.BalanceMean, BalanceSpread: cc.BalanceSpread, PromoteReads: cc.PromoteReads,

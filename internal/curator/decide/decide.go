@@ -28,6 +28,45 @@ type Egroup struct {
 	Atime       time.Time
 	// Reads counts reads in the access window ending at Atime.
 	Reads int64
+	// Transformations (full scans; transform.go). Codec is the codec of
+	// the egroup's compressed extents ("" plain), Logical their payload
+	// before compression, Incompressible that compressing it did not pay.
+	Codec          string
+	Logical        int64
+	Incompressible bool
+	// TailEnd is where the egroup's last extent record (live or dead)
+	// ends; bytes past it are referenced by nothing. TailKnown is false
+	// on partial scans, which do not read the extent map.
+	TailEnd   int64
+	TailKnown bool
+	// Policy is what the buckets holding the egroup's data allow.
+	Policy TransformPolicy
+	// EC is set for an erasure-coded egroup: Replicas are its K+M strips
+	// in order, and FileBytes is each strip file's length (for replicated
+	// egroups FileBytes is Size).
+	EC        ECShape
+	FileBytes int64
+}
+
+// ECShape is an erasure code: K data and M parity strips.
+type ECShape struct{ K, M int }
+
+func (s ECShape) String() string { return fmt.Sprintf("%d+%d", s.K, s.M) }
+
+// fileBytes is the length of each replica (or strip) file.
+func (eg Egroup) fileBytes() int64 {
+	if eg.FileBytes > 0 {
+		return eg.FileBytes
+	}
+	return eg.Size
+}
+
+// wanted is how many good replicas (or strips) the egroup should have.
+func (eg Egroup) wanted() int {
+	if eg.EC.K > 0 {
+		return eg.EC.K + eg.EC.M
+	}
+	return eg.Vector.Total()
 }
 
 // Replica is a replica with its bad mark.
@@ -65,6 +104,8 @@ type Options struct {
 	// MaxTasks bounds the tasks one job emits; the rest wait for the next
 	// scan. Bounding keeps a job's memory and its effect on clients small.
 	MaxTasks int
+	// Transform holds the thresholds of truncation and compression.
+	Transform TransformOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -87,6 +128,7 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxTasks == 0 {
 		o.MaxTasks = 10_000
 	}
+	o.Transform.EnsureDefaults()
 }
 
 // Kind names a task kind.
@@ -108,7 +150,7 @@ func (k Kind) Priority() int {
 	switch k {
 	case KindSeal:
 		return 0
-	case KindRecover:
+	case KindRecover, KindRebuild:
 		return 1
 	case KindRemoveReplicas:
 		return 2
@@ -118,10 +160,12 @@ func (k Kind) Priority() int {
 		return 4
 	case KindTierDown, KindBalance:
 		return 5
-	case KindCompact:
+	case KindCompact, KindTruncate, KindDecompress, KindECDecode:
 		return 6
 	case KindScrub:
 		return 7
+	case KindCompress, KindECEncode, KindDedup:
+		return 8
 	}
 	return 9
 }
@@ -139,8 +183,19 @@ type Task struct {
 	// Extents are extent IDs (remove-extents) with their ModRevs.
 	Extents    []uint64
 	ExtentRevs []int64
-	Bytes      int64
-	Reason     string
+	// Pack lists the source egroups of a compression (the first is
+	// Egroup); each is rewritten only if still at its revision.
+	Pack []EgroupRev
+	// Codec and EC are the form a transform writes: the codec extents are
+	// compressed with ("" plain) and the erasure code (zero: replicas).
+	Codec string
+	EC    ECShape
+	// Canon and CanonRev are a dedup's canonical extent (Extents and
+	// ExtentRevs its duplicates).
+	Canon    uint64
+	CanonRev int64
+	Bytes    int64
+	Reason   string
 }
 
 func (t Task) String() string {
@@ -153,6 +208,9 @@ func (t Task) String() string {
 	}
 	if len(t.Extents) > 0 {
 		s += fmt.Sprintf(" extents=%d", len(t.Extents))
+	}
+	if len(t.Pack) > 1 {
+		s += fmt.Sprintf(" pack=%d", len(t.Pack))
 	}
 	if t.Reason != "" {
 		s += " (" + t.Reason + ")"
@@ -201,6 +259,9 @@ type Stats struct {
 // missing vector count is filled; surplus replicas are dropped. Open
 // egroups whose writer node is down are sealed first.
 func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand) ([]Task, error) {
+	if eg.EC.K > 0 {
+		return RecoverStripe(s, eg, pol, rng)
+	}
 	if eg.Open {
 		if eg.Writer != "" && !s.NodeUp(eg.Writer) {
 			return []Task{{Kind: KindSeal, Egroup: eg.ID, ModRev: eg.ModRev, Reason: "writer " + string(eg.Writer) + " down"}}, nil
@@ -281,6 +342,10 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 	var tasks []Task
 	var st Stats
 	var errs []error
+	up := func(r Replica) bool {
+		d, ok := s.Device(r.Device)
+		return ok && d.State == model.DeviceUp && s.NodeUp(d.Node)
+	}
 	for _, eg := range egs {
 		st.Egroups++
 		st.LiveBytes += eg.LiveBytes
@@ -297,9 +362,9 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 				good++
 			}
 		}
-		if good < eg.Vector.Total() {
+		if good < eg.wanted() {
 			st.UnderReplicated++
-			st.UnderReplicatedBytes += eg.Size * int64(eg.Vector.Total()-good)
+			st.UnderReplicatedBytes += eg.fileBytes() * int64(eg.wanted()-good)
 		}
 		ts, err := Recovery(s, eg, pol, rng)
 		if err != nil {
@@ -307,11 +372,16 @@ func Plan(s *model.Snapshot, egs []Egroup, pol placement.Policy, o Options, rng 
 		}
 		tasks = append(tasks, ts...)
 		if space {
+			if t, ok := TruncateInstead(s.Now, eg, o, up); ok && len(ts) == 0 {
+				tasks = append(tasks, t)
+				continue
+			}
 			tasks = append(tasks, Space(s.Now, eg, o)...)
 		}
 	}
 	if space {
 		tasks = append(tasks, PackForTarget(s.Now, egs, tasks, st, o)...)
+		tasks = append(tasks, Transforms(s.Now, egs, tasks, o, up)...)
 	}
 	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Kind.Priority() < tasks[j].Kind.Priority() })
 	if len(tasks) > o.MaxTasks {
@@ -331,9 +401,13 @@ func PackForTarget(now time.Time, egs []Egroup, planned []Task, st Stats, o Opti
 		return nil
 	}
 	tasked := map[uint64]bool{}
+	truncatedTo := map[uint64]int64{}
 	for _, t := range planned {
-		if t.Kind == KindRemoveEgroup || t.Kind == KindCompact {
+		switch t.Kind {
+		case KindRemoveEgroup, KindCompact:
 			tasked[t.Egroup] = true
+		case KindTruncate:
+			truncatedTo[t.Egroup] = t.Bytes
 		}
 	}
 	garbage := st.GarbageBytes
@@ -345,6 +419,10 @@ func PackForTarget(now time.Time, egs []Egroup, planned []Task, st Stats, o Opti
 		}
 		if tasked[eg.ID] {
 			garbage -= dead
+			continue
+		}
+		if to, ok := truncatedTo[eg.ID]; ok {
+			garbage -= eg.Size - to // the tail goes; the rest waits
 			continue
 		}
 		if !eg.Open && eg.LiveExtents > 0 && now.Sub(eg.Mtime) >= o.GarbageGrace {

@@ -215,7 +215,9 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 	moved := map[uint64]bool{}
 	sealed := make([]Egroup, 0, len(egs))
 	for _, eg := range egs {
-		if !eg.Open && eg.Size > 0 {
+		// Strips of an erasure-coded egroup are not interchangeable
+		// replicas: tiering moves only replicated egroups.
+		if !eg.Open && eg.Size > 0 && eg.EC.K == 0 {
 			sealed = append(sealed, eg)
 		}
 	}
@@ -393,7 +395,7 @@ func Recall(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions
 	u := newUsage(s)
 	var tasks []Task
 	for _, eg := range egs {
-		if eg.Open {
+		if eg.Open || eg.EC.K > 0 {
 			continue
 		}
 		for _, r := range eg.Replicas {
