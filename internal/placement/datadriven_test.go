@@ -264,6 +264,16 @@ func checkPlacement(s *model.Snapshot, req Request, rs []model.Replica, cfg Conf
 		nodes[r.Node] = true
 	}
 	strict := s.OnlineNodes() >= req.Vector.Total()+len(req.Existing)
+	// With fewer nodes than replicas, no node takes more than its even
+	// share, ceil(replicas/nodes), counting the existing ones there.
+	perNode := map[model.NodeID]int{}
+	for _, r := range req.Existing {
+		perNode[r.Node]++
+	}
+	share := 0
+	if n := s.OnlineNodes(); !strict && n > 0 {
+		share = (req.Vector.Total() + len(req.Existing) + n - 1) / n
+	}
 	mem := 0
 	for _, r := range append(append([]model.Replica(nil), req.Existing...), rs...) {
 		if r.Tier == model.TierMem {
@@ -286,6 +296,9 @@ func checkPlacement(s *model.Snapshot, req Request, rs []model.Replica, cfg Conf
 			return fmt.Errorf("node %s used twice with %d online nodes", r.Node, s.OnlineNodes())
 		}
 		nodes[r.Node] = true
+		if perNode[r.Node]++; share > 0 && perNode[r.Node] > share {
+			return fmt.Errorf("node %s holds %d of %d replicas with %d online nodes (even share %d)", r.Node, perNode[r.Node], req.Vector.Total()+len(req.Existing), s.OnlineNodes(), share)
+		}
 		if d.State != model.DeviceUp || !s.NodeUp(d.Node) {
 			return fmt.Errorf("device %s is not online", d.ID)
 		}

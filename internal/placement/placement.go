@@ -102,6 +102,11 @@ type state struct {
 	// replica on a distinct node; on a small cluster replicas only need
 	// distinct devices.
 	strictNodes bool
+	// perNode caps the set's replicas on one node when nodes are fewer
+	// than replicas: ceil(replicas/nodes), so the set is spread evenly
+	// and losing a node loses as few of them as it can (an erasure-coded
+	// stripe of K+M strips on fewer than K+M nodes must lose at most M).
+	perNode int
 	// memAny allows unspecified replicas in memory (moop and rules with
 	// Config.AllowMem); memLimit caps the memory replicas of the set at a
 	// third (OctopusFS §3.3).
@@ -122,7 +127,11 @@ func newState(s *model.Snapshot, req Request) *state {
 		st.picks = append(st.picks, p)
 	}
 	st.nExisting = len(st.picks)
-	st.strictNodes = s.OnlineNodes() >= req.Vector.Total()+len(req.Existing)
+	total, nodes := req.Vector.Total()+len(req.Existing), s.OnlineNodes()
+	st.strictNodes = nodes >= total
+	if !st.strictNodes && nodes > 0 {
+		st.perNode = (total + nodes - 1) / nodes
+	}
 	st.memLimit = (req.Vector.Total() + len(req.Existing)) / 3
 	if req.Client != "" {
 		st.clientDevs = s.NodeDevices(req.Client)
@@ -195,14 +204,21 @@ func (st *state) suitable(i int, t model.Tier) (bool, string) {
 			return false, "excluded"
 		}
 	}
+	onNode := 0
 	for k := range st.picks {
 		p := &st.picks[k]
 		if p.dev == i || (p.dev < 0 && p.r.Device == d.ID) {
 			return false, "distinct devices"
 		}
-		if st.strictNodes && st.sameNode(i, p) {
-			return false, "distinct nodes"
+		if st.sameNode(i, p) {
+			if st.strictNodes {
+				return false, "distinct nodes"
+			}
+			onNode++
 		}
+	}
+	if st.perNode > 0 && onNode >= st.perNode {
+		return false, "node spread"
 	}
 	if d.CapacityBytes <= 0 || float64(d.UsedBytes+st.req.Bytes) > MaxUsage*float64(d.CapacityBytes) {
 		return false, "space"
