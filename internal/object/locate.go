@@ -283,6 +283,9 @@ func (l *Layer) rewrite(ctx context.Context, info ObjectInfo, rev int64, v model
 	}
 	defer rc.Close()
 	w := l.newWriter(v)
+	if b, _, err := l.GetBucket(ctx, info.Bucket); err == nil {
+		w.class = poolClass(b)
+	}
 	if err := w.write(ctx, rc, info.Size); err != nil {
 		w.abort(ctx)
 		return err

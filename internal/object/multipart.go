@@ -110,6 +110,9 @@ func (l *Layer) uploadPart(ctx context.Context, bucket, uploadID string, num int
 	}
 	defer l.pool.leave()
 	w := l.newWriter(up.Vector)
+	if b, _, err := l.GetBucket(ctx, bucket); err == nil {
+		w.class = poolClass(b) // parts share egroups with their bucket's objects
+	}
 	if err := w.write(ctx, body, size); err != nil {
 		w.abort(ctx)
 		return PartInfo{}, err

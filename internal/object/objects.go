@@ -115,6 +115,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	defer l.pool.leave()
 	w := l.newWriter(v)
 	w.fingerprint = bv.Bucket.Transform != nil && bv.Bucket.Transform.Dedup
+	w.class = poolClass(bv.Bucket)
 	if err := w.write(ctx, body, opts.Size); err != nil {
 		w.abort(ctx)
 		return ObjectInfo{}, err

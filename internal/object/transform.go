@@ -101,6 +101,7 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 	w.place = req.Place
 	w.private = true
 	var moves []ExtentMove
+	var mixed []mixedSource
 	written := map[srcLoc]meta.Extent{} // shared locations are written once
 	for _, src := range req.Sources {
 		staged, logical, stored, err := l.stage(ctx, req, src)
@@ -108,25 +109,37 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 			w.abort(ctx)
 			return res, err
 		}
+		extents := src.Extents
 		if req.Codec != "" && !req.KeepForm && !transform.Pays(stored, logical, req.MaxRatio) {
-			l.markIncompressible(ctx, src.Egroup, src.ModRev)
-			res.Incompressible = append(res.Incompressible, src.Egroup)
-			continue
+			// The egroup as a whole does not pay (mostly incompressible
+			// data). Writers of different buckets share egroups, so it may
+			// still hold extents that compress well: move just those, and
+			// remember that what stays does not pay.
+			staged, extents = compressedOnly(staged, extents)
+			if len(staged) == 0 {
+				l.markIncompressible(ctx, src.Egroup, src.ModRev)
+				res.Incompressible = append(res.Incompressible, src.Egroup)
+				continue
+			}
+			// Marked only once the compressible extents have moved: a
+			// crash (or a stale extent) in between must not leave them
+			// plain in an egroup no scan looks at again.
+			mixed = append(mixed, mixedSource{src: src, moves: extents})
 		}
 		for i, st := range staged {
 			if rec, ok := written[st.src]; ok {
 				rec.FP, rec.Shares = st.rec.FP, st.rec.Shares
-				w.extents = append(w.extents, pendingExtent{id: src.Extents[i].ID, rec: rec})
-				moves = append(moves, src.Extents[i])
+				w.extents = append(w.extents, pendingExtent{id: extents[i].ID, rec: rec})
+				moves = append(moves, extents[i])
 				continue
 			}
 			if err := w.appendStored(ctx, st.bytes, false, st.rec); err != nil {
 				w.abort(ctx)
 				return res, err
 			}
-			w.extents[len(w.extents)-1].id = src.Extents[i].ID
+			w.extents[len(w.extents)-1].id = extents[i].ID
 			written[st.src] = w.extents[len(w.extents)-1].rec
-			moves = append(moves, src.Extents[i])
+			moves = append(moves, extents[i])
 		}
 	}
 	if len(moves) == 0 {
@@ -154,6 +167,7 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 			}
 		}
 	}
+	stale := map[uint64]bool{}
 	for i, x := range pending {
 		var t meta.Txn
 		t.If(meta.ExtentKey(x.id), moves[i].ModRev)
@@ -162,6 +176,7 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 		switch {
 		case errors.Is(err, meta.ErrConflict):
 			res.Stale++
+			stale[x.id] = true
 		case err != nil:
 			return res, err
 		default:
@@ -171,11 +186,46 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 			res.Stored += extent.EncodedLen(x.rec.StoredLen())
 		}
 	}
+	for _, m := range mixed {
+		if !m.anyStale(stale) {
+			l.markIncompressible(ctx, m.src.Egroup, m.src.ModRev)
+			res.Incompressible = append(res.Incompressible, m.src.Egroup)
+		}
+	}
 	if req.Label != "" {
 		l.m.transformLogical.WithLabelValues(req.Label).Add(float64(res.Logical))
 		l.m.transformStored.WithLabelValues(req.Label).Add(float64(res.Stored))
 	}
 	return res, nil
+}
+
+// mixedSource is a source egroup whose compressible extents move while the
+// rest stays: it is marked incompressible once they all moved.
+type mixedSource struct {
+	src   RewriteSource
+	moves []ExtentMove
+}
+
+func (m mixedSource) anyStale(stale map[uint64]bool) bool {
+	for _, mv := range m.moves {
+		if stale[mv.ID] {
+			return true
+		}
+	}
+	return false
+}
+
+// compressedOnly keeps the staged extents (and their moves) that the
+// requested codec compressed, each because it paid on its own.
+func compressedOnly(staged []stagedExtent, moves []ExtentMove) ([]stagedExtent, []ExtentMove) {
+	var ss []stagedExtent
+	var ms []ExtentMove
+	for i, st := range staged {
+		if st.rec.Codec != "" {
+			ss, ms = append(ss, st), append(ms, moves[i])
+		}
+	}
+	return ss, ms
 }
 
 type stagedExtent struct {

@@ -355,3 +355,86 @@ func TestTruncateCrashBetweenSwitchAndCut(t *testing.T) {
 	}
 	e.mustRead("bkt", "a", a)
 }
+
+// TestRewriteMixedEgroupMovesWhatCompresses: writers of different buckets
+// share egroups, so one egroup can hold mostly incompressible media and
+// some JSON logs. Compressing it as a whole does not pay; the log extents
+// still move, compressed, and the media stays where it is, with the
+// egroup remembered as incompressible.
+func TestRewriteMixedEgroupMovesWhatCompresses(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "mixed", "", model.Vector{})
+	media := payload(3, 700_000)
+	logs := logText(4, 30_000)
+	e.put("mixed", "media", media, "hdd=1")
+	e.put("mixed", "log", logs, "hdd=1")
+	if _, err := e.l.SealIdle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	id := e.egroupOf("mixed", "media")
+	if e.egroupOf("mixed", "log") != id {
+		t.Fatal("the two objects are not in one egroup; the test needs them together")
+	}
+	res, err := e.l.Rewrite(ctx, RewriteRequest{Vector: model.MustParseVector("hdd=1"), Codec: "zstd", Label: "compress", Sources: []RewriteSource{e.source(id)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Incompressible) != 1 || res.Incompressible[0] != id {
+		t.Fatalf("incompressible %v, want [%x]", res.Incompressible, id)
+	}
+	if res.Moved == 0 || res.Logical != int64(len(logs)) || res.Stored*3 > res.Logical {
+		t.Fatalf("rewrite %+v: want only the %d log bytes moved, compressed", res, len(logs))
+	}
+	if e.egroupOf("mixed", "media") != id {
+		t.Fatal("incompressible media moved")
+	}
+	if lid := e.egroupOf("mixed", "log"); lid == id {
+		t.Fatal("log extents stayed in the incompressible egroup")
+	} else if eg, _, _ := e.l.Egroup(ctx, lid); eg.Codec != "zstd" {
+		t.Fatalf("log egroup codec %q, want zstd", eg.Codec)
+	}
+	if eg, _, _ := e.l.Egroup(ctx, id); !eg.Incompressible {
+		t.Fatal("mixed egroup not marked incompressible")
+	}
+	e.mustRead("mixed", "media", media)
+	e.mustRead("mixed", "log", logs)
+}
+
+// TestWritersShareEgroupsOnlyWithinATransformClass: objects of a bucket
+// that compresses and of one that does not, written alternately with the
+// same vector, land in different egroups, so the Curator never finds an
+// egroup whose buckets disagree about compressing it.
+func TestWritersShareEgroupsOnlyWithinATransformClass(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, b := range []string{"logs", "plain"} {
+		if err := e.l.CreateBucket(ctx, b, "", model.Vector{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.l.UpdateBucket(ctx, "logs", func(b *meta.Bucket) error {
+		b.Transform = &meta.BucketTransform{Compress: "zstd"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		e.put("logs", fmt.Sprint(i), logText(uint64(i), 5_000), "hdd=1")
+		e.put("plain", fmt.Sprint(i), payload(uint64(i), 5_000), "hdd=1")
+	}
+	egs := map[string]map[uint64]bool{"logs": {}, "plain": {}}
+	for b := range egs {
+		for i := range 6 {
+			egs[b][e.egroupOf(b, fmt.Sprint(i))] = true
+		}
+	}
+	if len(egs["logs"]) != 1 || len(egs["plain"]) != 1 {
+		t.Fatalf("egroups %v: want one per bucket (small writes share a pooled egroup)", egs)
+	}
+	for id := range egs["logs"] {
+		if egs["plain"][id] {
+			t.Fatalf("egroup %x holds objects of both buckets", id)
+		}
+	}
+}

@@ -21,8 +21,11 @@ import (
 
 // openEgroup is an egroup a writer holds exclusively while appending.
 type openEgroup struct {
-	id       uint64
-	vector   model.Vector
+	id     uint64
+	vector model.Vector
+	// class is the writer's transform class (poolClass): only writes of
+	// the same class share an open egroup.
+	class    string
 	replicas []meta.EgroupReplica
 	// committed is the length recorded in metadata; size includes this
 	// writer's appends that are not yet committed.
@@ -69,7 +72,23 @@ type egroupPool struct {
 	l    *Layer
 	sem  chan struct{}
 	mu   sync.Mutex
-	idle map[string][]*openEgroup // by vector string
+	idle map[string][]*openEgroup // by poolKey
+}
+
+// poolKey is what writers sharing an open egroup have in common: the
+// vector, and the transform class of their buckets, so that the Curator
+// finds each egroup under one transform policy (an egroup whose buckets
+// disagree is left as it is; docs/design/0010).
+func poolKey(v model.Vector, class string) string { return v.String() + "|" + class }
+
+// poolClass is a bucket's transform class: what the Curator's transform
+// decisions read from it. Buckets without a transform policy share "".
+func poolClass(b meta.Bucket) string {
+	t := b.Transform
+	if t == nil || t.Compress == "" && t.EC == "" && !t.Dedup {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/%t", t.Compress, t.EC, t.Dedup)
 }
 
 func newEgroupPool(l *Layer, max int) *egroupPool {
@@ -87,10 +106,9 @@ func (p *egroupPool) enter(ctx context.Context) error {
 
 func (p *egroupPool) leave() { <-p.sem }
 
-func (p *egroupPool) take(v model.Vector) *openEgroup {
+func (p *egroupPool) take(k string) *openEgroup {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := v.String()
 	list := p.idle[k]
 	now := p.l.opts.Now()
 	// Newest first; retired ones stay for SealIdle to seal.
@@ -112,7 +130,7 @@ func (p *egroupPool) give(e *openEgroup) {
 	e.idleSince = p.l.opts.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := e.vector.String()
+	k := poolKey(e.vector, e.class)
 	p.idle[k] = append(p.idle[k], e)
 }
 
@@ -160,6 +178,8 @@ type writer struct {
 	private bool
 	// fingerprint records each extent's SHA-256 (buckets with dedup on).
 	fingerprint bool
+	// class is the bucket's transform class (poolClass).
+	class string
 }
 
 type pendingExtent struct {
@@ -201,7 +221,7 @@ func (w *writer) newEgroup(ctx context.Context, bytes int64) (*openEgroup, error
 	if err != nil {
 		return nil, err
 	}
-	e := &openEgroup{id: id, vector: w.vector, mtime: l.opts.Now().UnixNano()}
+	e := &openEgroup{id: id, vector: w.vector, class: w.class, mtime: l.opts.Now().UnixNano()}
 	if fallbackTier(snap, w.placeVector(), reps) {
 		e.retireAt = l.opts.Now().Add(l.opts.FallbackEgroupLifetime)
 		l.m.fallbackEgroups.Inc()
@@ -257,7 +277,7 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 	}
 	var e *openEgroup
 	if w.place.IsZero() && !w.private {
-		e = w.l.pool.take(w.vector)
+		e = w.l.pool.take(poolKey(w.vector, w.class))
 	}
 	for e != nil && (e.size+n > w.l.opts.EgroupMaxBytes || w.unwritable(e)) {
 		// A pooled egroup without room for this extent, or on a device that
@@ -265,7 +285,7 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 		// this write's commit and take another.
 		e.full = true
 		w.touched = append(w.touched, e)
-		e = w.l.pool.take(w.vector)
+		e = w.l.pool.take(poolKey(w.vector, w.class))
 	}
 	if e == nil {
 		var err error

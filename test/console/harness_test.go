@@ -277,7 +277,14 @@ func run(t *testing.T, ctx context.Context, what string, steps ...step) {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	if err := chromedp.Do(c, steps...); err != nil {
+	var err error
+	for i, st := range steps {
+		if err = chromedp.Do(c, st); err != nil {
+			err = fmt.Errorf("step %d of %d: %w", i+1, len(steps), err)
+			break
+		}
+	}
+	if err != nil {
 		var loc, body string
 		lc, lcancel := context.WithTimeout(ctx, 5*time.Second)
 		_ = chromedp.Do(lc, into(&loc, chromedp.Location()), into(&body, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 3000) : ''`)))
