@@ -181,6 +181,8 @@ type Curator struct {
 	running   *JobRecord
 	last      map[string]time.Time
 	trigger   chan string
+	// hot is signalled when promotion requests appear (promote.go).
+	hot chan struct{}
 	rng       *rand.Rand
 	// partLoad is what each scan partition held and who scanned it last;
 	// assigned is the balancer's latest assignment.
@@ -203,7 +205,7 @@ func New(layer *object.Layer, kv meta.KV, topo Topology, pol placement.Policy, l
 	c := &Curator{opts: opts, layer: layer, kv: kv, topo: topo, policy: pol, leader: leader, load: load,
 		now: opts.Now, log: opts.Logger, m: newMetrics(),
 		downSince: map[model.NodeID]time.Time{}, seenBad: map[model.DeviceID]bool{},
-		last: map[string]time.Time{}, trigger: make(chan string, 8), partLoad: map[string]PartitionLoad{},
+		last: map[string]time.Time{}, trigger: make(chan string, 8), hot: make(chan struct{}, 1), partLoad: map[string]PartitionLoad{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))}
 	c.sched = actuate.NewScheduler(opts.Limits, opts.MoveBytesPerSec, actuate.Signals{
 		QueueLen: c.queueLen, BusyQueueLen: opts.BusyQueueLen, ClientLatency: opts.ClientLatency})
@@ -314,6 +316,7 @@ func (c *Curator) Trigger(kind string) {
 
 // Run drives the schedules until ctx ends: event-driven recovery when a
 // device fails or a node has been down past the stabilisation interval,
+// event-driven promotion of data read hot on a slow tier (promote.go),
 // partial scans every PartialEvery and full scans every FullEvery.
 func (c *Curator) Run(ctx context.Context) {
 	t := time.NewTicker(c.opts.PollEvery)
@@ -323,8 +326,12 @@ func (c *Curator) Run(ctx context.Context) {
 	c.last["partial"], c.last["full"] = start, start
 	c.mu.Unlock()
 	wasLeader := false
+	if c.opts.Tiering {
+		go c.watchHot(ctx)
+	}
 	for {
 		var kind, why string
+		hot := false
 		select {
 		case <-ctx.Done():
 			return
@@ -332,12 +339,26 @@ func (c *Curator) Run(ctx context.Context) {
 			why = "requested"
 		case <-t.C:
 			kind, why = c.due()
+		case <-c.hot:
+			hot = true
 		}
 		leader := c.leader.IsLeader()
 		if leader && !wasLeader {
 			go c.resume(ctx)
+			c.signalHot() // requests made while no master was watching
 		}
 		wasLeader = leader
+		if hot && leader {
+			select { // gather a burst of reads into one job
+			case <-ctx.Done():
+				return
+			case <-time.After(promoteDebounce):
+			}
+			if _, err := c.PromoteHot(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("curator promotion failed", "err", err)
+			}
+			continue
+		}
 		if kind == "" || !leader {
 			continue
 		}

@@ -323,19 +323,11 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
-		eg := res.records[id]
-		d := decide.Egroup{ID: id, ModRev: egRevs[id], Open: eg.State == meta.EgroupOpen, Writer: eg.Writer,
-			Size: eg.Size, Vector: eg.Vector, Mtime: time.Unix(0, eg.Mtime),
-			Codec: eg.Codec, Logical: eg.Logical, Incompressible: eg.Incompressible, FileBytes: object.FileSize(eg)}
-		if eg.EC != nil {
-			d.EC = decide.ECShape{K: eg.EC.K, M: eg.EC.M}
+		var a *meta.Access
+		if x, ok := access[id]; ok {
+			a = &x
 		}
-		for _, r := range eg.Replicas {
-			d.Replicas = append(d.Replicas, decide.Replica{Replica: r.Replica(), Bad: r.Bad})
-		}
-		if a, ok := access[id]; ok {
-			d.Atime, d.Reads = time.Unix(0, a.Atime), a.WinReads
-		}
+		d := egroupView(id, egRevs[id], res.records[id], a)
 		if full {
 			// Live bytes are encoded sizes on disk, to compare with Size.
 			d.LiveBytes = encodedLive(res.liveByEgroup[id])
@@ -344,13 +336,32 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			d.TailEnd, d.TailKnown = res.tailEnd[id], true
 			d.Policy = res.policy[id]
 		} else {
-			d.LiveBytes = eg.Size
+			d.LiveBytes = d.Size
 			d.LiveExtents = 1
 		}
 		res.egroups = append(res.egroups, d)
 	}
 	_ = live
 	return res, nil
+}
+
+// egroupView is the decision view of an egroup record at revision rev
+// with its access counts (nil: never read); the caller fills what only a
+// full scan knows (live bytes and extents, tails, transform policy).
+func egroupView(id uint64, rev int64, eg meta.Egroup, a *meta.Access) decide.Egroup {
+	d := decide.Egroup{ID: id, ModRev: rev, Open: eg.State == meta.EgroupOpen, Writer: eg.Writer,
+		Size: eg.Size, Vector: eg.Vector, Mtime: time.Unix(0, eg.Mtime),
+		Codec: eg.Codec, Logical: eg.Logical, Incompressible: eg.Incompressible, FileBytes: object.FileSize(eg)}
+	if eg.EC != nil {
+		d.EC = decide.ECShape{K: eg.EC.K, M: eg.EC.M}
+	}
+	for _, r := range eg.Replicas {
+		d.Replicas = append(d.Replicas, decide.Replica{Replica: r.Replica(), Bad: r.Bad})
+	}
+	if a != nil {
+		d.Atime, d.Reads = time.Unix(0, a.Atime), a.WinReads
+	}
+	return d
 }
 
 // scanPartitions runs fn over the 16 partitions of a map in parallel.

@@ -60,7 +60,7 @@ func (e *tierEnv) open() {
 	// so the ssd fills and tiering has work to do.
 	pol, _ := placement.New(placement.Config{Name: "fitness"})
 	e.l, err = object.New(kv, e.local, e.local, object.Options{ExtentMaxBytes: 64 << 10, EgroupMaxBytes: 256 << 10,
-		Policy: pol, StatsInterval: 1, AccessWindow: time.Hour})
+		Policy: pol, StatsInterval: 1, AccessWindow: time.Hour, HotReads: decide.DefaultPromoteReads})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,5 +222,68 @@ func TestDiskBalancingAfterAddingADisk(t *testing.T) {
 	e2.put("x", data(1, 1<<20), "hdd=1")
 	if r := e2.job(); r.Done[string(decide.KindBalance)] != 0 {
 		t.Fatalf("balanced a nearly empty tier: %v", r.Done)
+	}
+}
+
+// TestHotDataPromotedWithoutAScan: an object on hdd read promote_reads
+// times climbs to the ssd added since, by the master's event-driven
+// promotion — the schedules are hours away, so no scan runs. The moved
+// data reads back intact.
+func TestHotDataPromotedWithoutAScan(t *testing.T) {
+	e := newTierEnv(t, "hdd:%s:64MiB")
+	want := data(7, 100<<10)
+	e.put("hot", want, "any=1")
+	e.l.SealIdle(context.Background(), -1) // its own egroup
+	e.put("cold", data(8, 100<<10), "any=1")
+	e.l.SealIdle(context.Background(), -1)
+	e.close()
+	e.specs = append(e.specs, "ssd:%s:64MiB")
+	e.open()
+	defer e.close()
+	e.c.opts.PartialEvery, e.c.opts.FullEvery, e.c.opts.PollEvery = 24*time.Hour, 24*time.Hour, 20*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	e.read("hot", decide.DefaultPromoteReads)
+	e.read("cold", 1)
+	deadline := time.Now().Add(20 * time.Second)
+	for e.tiersOf("hot")[model.TierSSD] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("hot object not promoted: tiers %v", e.tiersOf("hot"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e.tiersOf("cold")[model.TierSSD] != 0 {
+		t.Fatalf("an object read once was promoted: %v", e.tiersOf("cold"))
+	}
+	var hist []JobRecord
+	for len(hist) == 0 && time.Now().Before(deadline) { // the record is saved after the move
+		var err error
+		if hist, err = e.c.History(context.Background(), 10); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, r := range hist {
+		if r.Kind != "promote" {
+			t.Fatalf("a %s job (%s) ran; promotion must not wait for a scan", r.Kind, r.Trigger)
+		}
+	}
+	if len(hist) == 0 || hist[0].Done[string(decide.KindTierUp)] != 1 {
+		t.Fatalf("history %+v, want one promotion job with one tier-up", hist)
+	}
+	_, rc, err := e.l.Get(context.Background(), "bkt", "hot", 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, rc); string(got) != string(want) {
+		t.Fatal("promoted object reads back changed")
+	}
+	// The request is consumed.
+	items, err := e.kv.Scan(context.Background(), []byte(meta.PrefixHot), meta.PrefixEnd([]byte(meta.PrefixHot)), 0)
+	if err != nil || len(items) != 0 {
+		t.Fatalf("promotion requests left: %d (%v)", len(items), err)
 	}
 }

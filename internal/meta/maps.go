@@ -326,6 +326,30 @@ func ExtentKey(id uint64) []byte { return []byte(PrefixExtent + FormatID(id)) }
 func EgroupKey(id uint64) []byte { return []byte(PrefixEgroup + FormatID(id)) }
 func AccessKey(id uint64) []byte { return []byte(PrefixAccess + FormatID(id)) }
 
+// PrefixHot holds promotion requests: the access tracker writes one when
+// an egroup's reads in the hot window reach the promotion threshold, and
+// the Curator master promotes it without waiting for a scan.
+const PrefixHot = PrefixJob + "p/"
+
+// HotKey is the promotion request of an egroup.
+func HotKey(id uint64) []byte { return []byte(PrefixHot + FormatID(id)) }
+
+// ParseHotKey returns the egroup of a promotion request key.
+func ParseHotKey(k []byte) (uint64, error) {
+	s := string(k)
+	if !strings.HasPrefix(s, PrefixHot) {
+		return 0, fmt.Errorf("meta: %q is not a promotion request key", s)
+	}
+	return ParseID(k)
+}
+
+// HotRequest is a promotion request: the reads in the window when it was
+// made and when.
+type HotRequest struct {
+	Reads int64 `json:"r"`
+	At    int64 `json:"t"` // unix ns
+}
+
 func UploadKey(bucket, uploadID string) []byte {
 	return []byte(PrefixUpload + bucket + "\x00" + uploadID)
 }

@@ -22,6 +22,10 @@ type accessTracker struct {
 	kv     meta.KV
 	now    func() time.Time
 	window time.Duration
+	// hotReads, when > 0, is the window read count at which an egroup is
+	// hot: the flush that takes its count there also writes a promotion
+	// request (meta.HotKey) for the Curator master, once per window.
+	hotReads int64
 
 	mu      sync.Mutex
 	pending map[uint64]meta.Access
@@ -72,13 +76,20 @@ func (a *accessTracker) flush(ctx context.Context) error {
 				p := batch[id]
 				cur.Reads += p.Reads
 				cur.Atime = max(cur.Atime, p.Atime)
+				before := cur.WinReads
 				if cur.WinStart == 0 || time.Duration(p.Atime-cur.WinStart) > a.window {
-					cur.WinStart, cur.WinReads = p.Atime, p.Reads
+					cur.WinStart, cur.WinReads, before = p.Atime, p.Reads, 0
 				} else {
 					cur.WinReads += p.Reads
 				}
 				t.If(meta.AccessKey(id), rev)
 				t.Put(meta.AccessKey(id), meta.Encode(cur))
+				if a.hotReads > 0 && before < a.hotReads && cur.WinReads >= a.hotReads {
+					// Crossing the threshold: ask for a promotion now
+					// rather than at the next scan. The Curator drops
+					// requests for egroups already on their fastest tier.
+					t.Put(meta.HotKey(id), meta.Encode(meta.HotRequest{Reads: cur.WinReads, At: cur.Atime}))
+				}
 			}
 			_, err := a.kv.Commit(ctx, &t)
 			if errors.Is(err, meta.ErrConflict) {

@@ -64,6 +64,7 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 	l.bg.Add(1)
 	go l.watchBuckets(wctx)
 	l.access = newAccessTracker(kv, opts.Now, opts.AccessWindow)
+	l.access.hotReads = opts.HotReads
 	l.bg.Add(1)
 	go l.flushLoop()
 	return l, nil

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
@@ -640,5 +641,68 @@ func TestAccessTracking(t *testing.T) {
 	}
 	if a.Reads != 3 || a.Atime == 0 {
 		t.Fatalf("access record %+v, want 3 reads", a)
+	}
+}
+
+// TestHotReadsRequestPromotion: the flush that takes an egroup's window
+// read count to the threshold writes one promotion request; further reads
+// in the same window do not write another, and a new window does.
+func TestHotReadsRequestPromotion(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.access.hotReads = 3
+	now := time.Unix(1_800_000_000, 0)
+	e.l.access.now = func() time.Time { return now }
+	e.l.CreateBucket(ctx, "bkt", "", model.Vector{})
+	e.put("bkt", "k", []byte("hello"), "hdd=1")
+	loc, _ := e.l.Locate(ctx, "bkt", "k")
+	id := loc.Extents[0].Egroup
+	requests := func() []meta.Item {
+		t.Helper()
+		if err := e.l.FlushAccess(ctx); err != nil {
+			t.Fatal(err)
+		}
+		items, err := e.kv.Scan(ctx, []byte(meta.PrefixHot), meta.PrefixEnd([]byte(meta.PrefixHot)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return items
+	}
+	e.get("bkt", "k", 0, -1)
+	e.get("bkt", "k", 0, -1)
+	if r := requests(); len(r) != 0 {
+		t.Fatalf("2 reads made %d requests, want 0", len(r))
+	}
+	e.get("bkt", "k", 0, -1)
+	r := requests()
+	if len(r) != 1 {
+		t.Fatalf("3 reads made %d requests, want 1", len(r))
+	}
+	if got, err := meta.ParseHotKey(r[0].Key); err != nil || got != id {
+		t.Fatalf("request for %v (%v), want egroup %s", got, err, meta.FormatID(id))
+	}
+	var hr meta.HotRequest
+	if err := meta.Decode(r[0].Value, &hr); err != nil || hr.Reads != 3 {
+		t.Fatalf("request %+v (%v), want 3 reads", hr, err)
+	}
+	// The Curator takes the request; more reads in the window ask nothing.
+	var del meta.Txn
+	del.Del(r[0].Key)
+	if _, err := e.kv.Commit(ctx, &del); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		e.get("bkt", "k", 0, -1)
+	}
+	if r := requests(); len(r) != 0 {
+		t.Fatalf("reads past the threshold made %d new requests", len(r))
+	}
+	// A new window: the count restarts, and crossing again asks again.
+	now = now.Add(2 * time.Hour)
+	for range 3 {
+		e.get("bkt", "k", 0, -1)
+	}
+	if r := requests(); len(r) != 1 {
+		t.Fatalf("a new window's crossing made %d requests, want 1", len(r))
 	}
 }

@@ -42,6 +42,11 @@ type Options struct {
 	// AccessWindow is the window of the per-egroup recent-read counter
 	// that tiering uses to find hot data.
 	AccessWindow time.Duration
+	// HotReads, when > 0, makes the access tracker request a promotion
+	// (meta.HotKey) when an egroup's reads within AccessWindow reach it,
+	// so the Curator master promotes hot data without waiting for a scan.
+	// The server sets it to the Curator's promote_reads when tiering is on.
+	HotReads int64
 	// SealIdleAfter seals an open egroup no writer has used for this long,
 	// handing it to the Curator (GC, tiering). One minute keeps hot
 	// writers appending to the same egroup while idle ones are released.

@@ -161,6 +161,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		Policy:         pol,
 		StatsInterval:  cfg.StatsInterval,
 		AccessWindow:   cfg.Curator.HotWindow,
+		HotReads:       hotReads(cfg.Curator),
 		EgroupMaxBytes: cfg.EgroupMaxBytes,
 		OrphanGrace:    orphanGrace(cfg),
 		// Extents never straddle egroups: a small egroup takes small extents.
@@ -406,4 +407,18 @@ func orphanGrace(cfg Config) time.Duration {
 		return 2 * time.Minute
 	}
 	return 0
+}
+
+// hotReads is the window read count at which the access tracker asks the
+// Curator master for a promotion: promote_reads (default 3) when tiering
+// is on, else 0 (no requests). A tiering policy may tune promote_reads;
+// the decision applies the tuned value to every request.
+func hotReads(cc CuratorConfig) int64 {
+	if cc.Tiering != nil && !*cc.Tiering {
+		return 0
+	}
+	if cc.PromoteReads > 0 {
+		return cc.PromoteReads
+	}
+	return decide.DefaultPromoteReads
 }

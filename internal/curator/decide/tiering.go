@@ -53,6 +53,9 @@ type TierOptions struct {
 }
 
 // demoteAbove is the usage above which tier t sheds cold data.
+// DefaultPromoteReads is PromoteReads when unset.
+const DefaultPromoteReads = 3
+
 func (o TierOptions) demoteAbove(t model.Tier) float64 {
 	if v, ok := o.DemoteAbove[t]; ok {
 		return v
@@ -79,7 +82,7 @@ func (o *TierOptions) EnsureDefaults() {
 		o.BalanceSpread = 0.15
 	}
 	if o.PromoteReads == 0 {
-		o.PromoteReads = 3
+		o.PromoteReads = DefaultPromoteReads
 	}
 	if o.HotWindow == 0 {
 		o.HotWindow = 10 * time.Minute
@@ -211,47 +214,10 @@ func slowerTiers(s *model.Snapshot, t model.Tier) []model.Tier {
 func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) []Task {
 	o.EnsureDefaults()
 	u := newUsage(s)
-	var tasks []Task
 	moved := map[uint64]bool{}
-	sealed := make([]Egroup, 0, len(egs))
-	for _, eg := range egs {
-		// Strips of an erasure-coded egroup are not interchangeable
-		// replicas: tiering moves only replicated egroups.
-		if !eg.Open && eg.Size > 0 && eg.EC.K == 0 {
-			sealed = append(sealed, eg)
-		}
-	}
-	// Coldest first: fewest reads in the current window, then the oldest
-	// last touch (Curator §3.3 ranks by atime/mtime; the read count keeps a
-	// recently written but never-read egroup below a busy one).
-	sort.SliceStable(sealed, func(i, j int) bool { return colder(s.Now, o, sealed[i], sealed[j]) })
-
+	sealed := tierable(s, egs, o)
 	// Promotion first: hot data on slow tiers hurts clients now.
-	for i := len(sealed) - 1; i >= 0 && len(tasks) < o.MaxMoves; i-- {
-		eg := sealed[i]
-		if eg.Reads < o.PromoteReads || s.Now.Sub(eg.Atime) > o.HotWindow {
-			continue
-		}
-		best := fastestReplicaTier(eg)
-		for _, t := range s.Tiers() {
-			if t == model.TierMem || t.Rank() >= best.Rank() || u.tier(t) >= o.DownAbove {
-				continue
-			}
-			src := movable(eg, best)
-			if len(src) == 0 {
-				break
-			}
-			dst, err := placeOn(s, pol, rng, eg, src[0], t)
-			if err != nil {
-				continue
-			}
-			u.move(s, src[0], dst, eg.Size)
-			moved[eg.ID] = true
-			tasks = append(tasks, Task{Kind: KindTierUp, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst}, Remove: []model.Replica{src[0]},
-				Bytes: eg.Size, Reason: fmt.Sprintf("%d reads, last %s ago, %s→%s", eg.Reads, s.Now.Sub(eg.Atime).Round(time.Second), best, t)})
-			break
-		}
-	}
+	tasks := promote(s, sealed, pol, o, rng, u, moved)
 
 	// Demotion: for each tier over f, shed coldest unpinned replicas.
 	for _, src := range s.Tiers() {
@@ -289,6 +255,65 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 
 	// Disk balancing within each tier.
 	tasks = append(tasks, balance(s, sealed, u, moved, o, o.MaxMoves-len(tasks))...)
+	return tasks
+}
+
+// Promotions decides only the promotions Tiering would: egroups read
+// PromoteReads times within HotWindow climb to the fastest tier with room
+// below DownAbove. The Curator master runs it on the egroups the access
+// tracker reported hot, between scans.
+func Promotions(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) []Task {
+	o.EnsureDefaults()
+	return promote(s, tierable(s, egs, o), pol, o, rng, newUsage(s), map[uint64]bool{})
+}
+
+// tierable returns the sealed, replicated, non-empty egroups, coldest
+// first: fewest reads in the current window, then the oldest last touch
+// (Curator §3.3 ranks by atime/mtime; the read count keeps a recently
+// written but never-read egroup below a busy one).
+func tierable(s *model.Snapshot, egs []Egroup, o TierOptions) []Egroup {
+	sealed := make([]Egroup, 0, len(egs))
+	for _, eg := range egs {
+		// Strips of an erasure-coded egroup are not interchangeable
+		// replicas: tiering moves only replicated egroups.
+		if !eg.Open && eg.Size > 0 && eg.EC.K == 0 {
+			sealed = append(sealed, eg)
+		}
+	}
+	sort.SliceStable(sealed, func(i, j int) bool { return colder(s.Now, o, sealed[i], sealed[j]) })
+	return sealed
+}
+
+// promote walks sealed hottest first and moves each hot egroup's replica
+// on its fastest tier up to the fastest tier with room, recording the
+// moves in u and moved.
+func promote(s *model.Snapshot, sealed []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand, u *usage, moved map[uint64]bool) []Task {
+	var tasks []Task
+	for i := len(sealed) - 1; i >= 0 && len(tasks) < o.MaxMoves; i-- {
+		eg := sealed[i]
+		if eg.Reads < o.PromoteReads || s.Now.Sub(eg.Atime) > o.HotWindow {
+			continue
+		}
+		best := fastestReplicaTier(eg)
+		for _, t := range s.Tiers() {
+			if t == model.TierMem || t.Rank() >= best.Rank() || u.tier(t) >= o.DownAbove {
+				continue
+			}
+			src := movable(eg, best)
+			if len(src) == 0 {
+				break
+			}
+			dst, err := placeOn(s, pol, rng, eg, src[0], t)
+			if err != nil {
+				continue
+			}
+			u.move(s, src[0], dst, eg.Size)
+			moved[eg.ID] = true
+			tasks = append(tasks, Task{Kind: KindTierUp, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst}, Remove: []model.Replica{src[0]},
+				Bytes: eg.Size, Reason: fmt.Sprintf("%d reads, last %s ago, %s→%s", eg.Reads, s.Now.Sub(eg.Atime).Round(time.Second), best, t)})
+			break
+		}
+	}
 	return tasks
 }
 
