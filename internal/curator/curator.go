@@ -183,7 +183,7 @@ type Curator struct {
 	trigger   chan string
 	// hot is signalled when promotion requests appear (promote.go).
 	hot chan struct{}
-	rng       *rand.Rand
+	rng *rand.Rand
 	// partLoad is what each scan partition held and who scanned it last;
 	// assigned is the balancer's latest assignment.
 	partLoad map[string]PartitionLoad
