@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/signal"
@@ -120,6 +121,64 @@ func newNodeCmd(g *globalFlags) *cobra.Command {
 	}
 	drain.Flags().BoolVar(&off, "off", false, "stop draining")
 	drain.Flags().BoolVar(&wait, "wait", false, "wait until the node holds no replicas (a progress bar on stderr meanwhile)")
-	cmd.AddCommand(drain)
+	cmd.AddCommand(drain, newProfileCmd(g))
 	return cmd
+}
+
+// newProfileCmd fetches a Go profile from a node's admin API (signed like
+// every admin call), for `go tool pprof`.
+func newProfileCmd(g *globalFlags) *cobra.Command {
+	var seconds int
+	var kind, out string
+	c := &cobra.Command{
+		Use:   "profile",
+		Short: "Save a CPU (or heap, goroutine, mutex, block) profile of the node at --endpoint",
+		Long: `Fetch a Go runtime profile from the node's admin API (/debug/pprof) and save
+it for 'go tool pprof'. A CPU profile samples for --seconds while you run the
+load you want to look at; take one from every node of a cluster at once to see
+where an operation's time goes across processes.`,
+		Example: `  terrace node profile --seconds 10 --out n1.pprof &
+  TERRACE_ENDPOINT=http://127.0.0.1:9111 terrace node profile --seconds 10 --out n2.pprof &
+  terrace bench s3 --endpoint http://127.0.0.1:9100 --workload put --size 4KiB -d 10s
+  go tool pprof -top n1.pprof`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if seconds <= 0 || seconds > 600 {
+				return fmt.Errorf("--seconds %d: want 1..600", seconds)
+			}
+			path, q := "/debug/pprof/profile", url.Values{"seconds": {fmt.Sprint(seconds)}}
+			switch kind {
+			case "cpu":
+			case "heap", "goroutine", "mutex", "block", "allocs":
+				path, q = "/debug/pprof/"+kind, nil
+			default:
+				return fmt.Errorf("--kind %q: want cpu, heap, allocs, goroutine, mutex or block", kind)
+			}
+			if out == "" {
+				return fmt.Errorf("--out is required (a file for go tool pprof)")
+			}
+			resp, err := g.client().do("GET", path, q, nil, -1)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(out)
+			if err != nil {
+				return err
+			}
+			n, err := io.Copy(f, resp.Body)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("saving the profile: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s profile saved to %s (%d bytes); go tool pprof -top %s\n", kind, out, n, out)
+			return nil
+		},
+	}
+	c.Flags().IntVar(&seconds, "seconds", 10, "CPU profile length")
+	c.Flags().StringVar(&kind, "kind", "cpu", "cpu, heap, allocs, goroutine, mutex or block")
+	c.Flags().StringVar(&out, "out", "", "file to write")
+	return c
 }

@@ -159,6 +159,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	set(&c.RootPassword, "TERRACE_ROOT_PASSWORD")
 	set(&c.DefaultVector, "TERRACE_DEFAULT_VECTOR")
 	set(&c.Placement, "TERRACE_PLACEMENT")
+	set(&c.ReadOrder, "TERRACE_READ_ORDER")
 	set(&c.ClusterSecret, "TERRACE_CLUSTER_SECRET")
 	set(&c.TLSCert, "TERRACE_TLS_CERT")
 	set(&c.TLSKey, "TERRACE_TLS_KEY")
