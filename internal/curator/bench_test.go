@@ -20,24 +20,7 @@ import (
 // metadata written straight to Pebble: 20,000 objects of one extent each
 // in 625 egroups of 32 extents. It reports records scanned per second.
 func BenchmarkFullScan(b *testing.B) {
-	dir := b.TempDir()
-	d, err := device.Open("n1/hdd0", device.Spec{Tier: "hdd", Path: filepath.Join(dir, "d"), Capacity: 1 << 40})
-	if err != nil {
-		b.Fatal(err)
-	}
-	d2, _ := device.Open("n1/hdd1", device.Spec{Tier: "hdd", Path: filepath.Join(dir, "d2"), Capacity: 1 << 40})
-	kv, err := meta.OpenPebble(filepath.Join(dir, "meta"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer kv.Close()
-	local := object.NewLocal("n1", "r1", []*device.Device{d, d2})
-	pol, _ := placement.New(placement.Config{Name: "fitness"})
-	l, err := object.New(kv, local, local, object.Options{Policy: pol})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	kv, local, pol, l := benchNode(b)
 	ctx := context.Background()
 	const objects, perEgroup = 20_000, 32
 	now := time.Now().UnixNano()
@@ -87,24 +70,7 @@ func decidePlan(c *Curator, res *scanResult) ([]decide.Task, decide.Stats, []err
 // over 100,000 synthetic egroup records with access records on Pebble,
 // and reports egroup records mapped per second.
 func BenchmarkPartialScan(b *testing.B) {
-	dir := b.TempDir()
-	d, err := device.Open("n1/hdd0", device.Spec{Tier: "hdd", Path: filepath.Join(dir, "d"), Capacity: 1 << 40})
-	if err != nil {
-		b.Fatal(err)
-	}
-	d2, _ := device.Open("n1/hdd1", device.Spec{Tier: "hdd", Path: filepath.Join(dir, "d2"), Capacity: 1 << 40})
-	kv, err := meta.OpenPebble(filepath.Join(dir, "meta"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer kv.Close()
-	local := object.NewLocal("n1", "r1", []*device.Device{d, d2})
-	pol, _ := placement.New(placement.Config{Name: "fitness"})
-	l, err := object.New(kv, local, local, object.Options{Policy: pol})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
+	kv, local, pol, l := benchNode(b)
 	ctx := context.Background()
 	const egroups = 100_000
 	now := time.Now().UnixNano()
@@ -133,4 +99,31 @@ func BenchmarkPartialScan(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(egroups)*float64(b.N)/b.Elapsed().Seconds(), "egroups/s")
+}
+
+// benchNode opens a one-node layer on two hdd directories and Pebble for
+// the scan benchmarks, closed when b ends.
+func benchNode(b *testing.B) (*meta.Pebble, *object.Local, placement.Policy, *object.Layer) {
+	dir := b.TempDir()
+	d, err := device.Open("n1/hdd0", device.Spec{Tier: "hdd", Path: filepath.Join(dir, "d"), Capacity: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d2, err := device.Open("n1/hdd1", device.Spec{Tier: "hdd", Path: filepath.Join(dir, "d2"), Capacity: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv, err := meta.OpenPebble(filepath.Join(dir, "meta"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	local := object.NewLocal("n1", "r1", []*device.Device{d, d2})
+	pol, _ := placement.New(placement.Config{Name: "fitness"})
+	l, err := object.New(kv, local, local, object.Options{Policy: pol})
+	if err != nil {
+		kv.Close()
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close(); kv.Close() })
+	return kv, local, pol, l
 }
