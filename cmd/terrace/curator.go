@@ -53,6 +53,15 @@ compare-and-swap against the metadata version it was computed from.`,
 				fmt.Fprintf(out, "running: %s job (%s) for %s\n", st.Running.Kind, st.Running.Trigger, ago(st.Running.Start))
 			}
 			printTieringStatus(out, st.Tiering)
+			if len(st.ScanNodes) > 0 {
+				fmt.Fprintln(out, "\nlast scan's map work and tasks queued, per node:")
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "NODE\tPARTITIONS\tRECORDS\tRECORDS/S\tTASKS QUEUED")
+				for _, ns := range st.ScanNodes {
+					fmt.Fprintf(w, "%s\t%d\t%d\t%.0f\t%d\n", ns.Node, ns.Partitions, ns.Records, ns.RecordsPerS, ns.TasksQueued)
+				}
+				w.Flush()
+			}
 			if st.Last != nil {
 				fmt.Fprintln(out, "\nlast job:")
 				printJob(out, *st.Last)

@@ -425,6 +425,29 @@ func (r *Runner) Running() []Progress {
 	return out
 }
 
+// PendingByNode counts the pending tasks of every running job by the node
+// whose queue runs them (the destination of a move).
+func (r *Runner) PendingByNode() map[model.NodeID]int {
+	r.defaults()
+	r.mu.Lock()
+	jobs := make([]*Job, 0, len(r.running))
+	for _, j := range r.running {
+		jobs = append(jobs, j)
+	}
+	r.mu.Unlock()
+	out := map[model.NodeID]int{}
+	for _, j := range jobs {
+		j.mu.Lock()
+		for i, t := range j.Tasks {
+			if j.State[i] == Pending {
+				out[queueNode(t)]++
+			}
+		}
+		j.mu.Unlock()
+	}
+	return out
+}
+
 // queueNode is the node whose queue runs a task.
 func queueNode(t Task) model.NodeID {
 	if len(t.Add) > 0 {

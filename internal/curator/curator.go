@@ -187,8 +187,11 @@ type Curator struct {
 	// partLoad is what each scan partition held and who scanned it last;
 	// assigned is the balancer's latest assignment.
 	partLoad map[string]PartitionLoad
-	assigned map[string]model.NodeID
-	tier     tierState
+	// scanStart is when the latest scan began (its partitions' loads are
+	// the ones Status reports per node).
+	scanStart time.Time
+	assigned  map[string]model.NodeID
+	tier      tierState
 }
 
 // New returns a Curator. kv is the metadata store the layer runs on: the
@@ -575,7 +578,10 @@ type Status struct {
 	Last    *JobRecord           `json:"last_job,omitempty"`
 	// Partitions is the balancer's current scan assignment.
 	Partitions map[string]model.NodeID `json:"partitions,omitempty"`
-	Tiering    *TieringStatus          `json:"tiering,omitempty"`
+	// ScanNodes is, per node, the map work of the last scan and the
+	// tasks queued for it now.
+	ScanNodes []NodeScan     `json:"scan_nodes,omitempty"`
+	Tiering   *TieringStatus `json:"tiering,omitempty"`
 }
 
 // Status returns the current state.
@@ -600,13 +606,81 @@ func (c *Curator) Status(ctx context.Context) Status {
 			st.Partitions[k] = v
 		}
 	}
+	loads := make([]PartitionLoad, 0, len(c.partLoad))
+	for _, pl := range c.partLoad {
+		if !pl.Start.Before(c.scanStart) {
+			loads = append(loads, pl)
+		}
+	}
 	c.mu.Unlock()
+	st.ScanNodes = scanNodes(loads, c.runner.PendingByNode())
 	if h, err := c.History(ctx, 1); err == nil && len(h) > 0 {
 		st.Last = &h[0]
 	}
 	ts := c.TieringStatus()
 	st.Tiering = &ts
 	return st
+}
+
+// NodeScan is one node's share of the last scan's map work and of the
+// tasks queued now.
+type NodeScan struct {
+	Node       model.NodeID `json:"node"`
+	Partitions int          `json:"partitions"`
+	Records    int          `json:"records"`
+	// RecordsPerS is records over the wall time from the node's first
+	// partition start to its last partition end.
+	RecordsPerS float64 `json:"records_per_s"`
+	TasksQueued int     `json:"tasks_queued"`
+}
+
+// scanNodes folds partition loads and queued tasks into one row per node,
+// sorted by node.
+func scanNodes(loads []PartitionLoad, queued map[model.NodeID]int) []NodeScan {
+	type span struct{ start, end time.Time }
+	rows := map[model.NodeID]*NodeScan{}
+	spans := map[model.NodeID]*span{}
+	row := func(n model.NodeID) *NodeScan {
+		if rows[n] == nil {
+			rows[n] = &NodeScan{Node: n}
+		}
+		return rows[n]
+	}
+	for _, pl := range loads {
+		if pl.Start.IsZero() {
+			continue
+		}
+		r := row(pl.Node)
+		r.Partitions++
+		r.Records += pl.Records
+		sp := spans[pl.Node]
+		if sp == nil {
+			sp = &span{pl.Start, pl.End}
+			spans[pl.Node] = sp
+		}
+		if pl.Start.Before(sp.start) {
+			sp.start = pl.Start
+		}
+		if pl.End.After(sp.end) {
+			sp.end = pl.End
+		}
+	}
+	for n, sp := range spans {
+		if secs := sp.end.Sub(sp.start).Seconds(); secs > 0 {
+			rows[n].RecordsPerS = float64(rows[n].Records) / secs
+		}
+	}
+	for n, q := range queued {
+		if n != "" {
+			row(n).TasksQueued += q
+		}
+	}
+	out := make([]NodeScan, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
 }
 
 func historyKey(id string) []byte { return []byte(meta.PrefixJob + "h/" + id) }

@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -30,6 +31,9 @@ type PartitionLoad struct {
 	Name    string       `json:"name"`
 	Records int          `json:"records"`
 	Node    model.NodeID `json:"node,omitempty"`
+	// Start and End bound the partition's map at the last scan.
+	Start time.Time `json:"start,omitzero"`
+	End   time.Time `json:"end,omitzero"`
 }
 
 // ScanBalancer spreads the map step of a scan over the nodes (Mantle's

@@ -123,6 +123,9 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 // scanAssigned is scan with a given partition assignment (nil: every
 // partition here).
 func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string]model.NodeID) (*scanResult, error) {
+	c.mu.Lock()
+	c.scanStart = c.now()
+	c.mu.Unlock()
 	kv := c.kv
 	res := &scanResult{records: map[uint64]meta.Egroup{}, liveByEgroup: map[uint64][]extentInfo{}}
 	var mu sync.Mutex
@@ -376,6 +379,7 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName, prefix string, as
 		self = "master"
 	}
 	return mapParallel(ctx, partitions(prefix), c.opts.ScanParallelism, func(ctx context.Context, s, e []byte) error {
+		start := c.now()
 		name := mapName + "/" + string(s[len(s)-1])
 		node := assign[name]
 		who := string(self)
@@ -410,7 +414,7 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName, prefix string, as
 		if src != kv {
 			scanner = node
 		}
-		c.partLoad[name] = PartitionLoad{Name: name, Records: counted, Node: scanner}
+		c.partLoad[name] = PartitionLoad{Name: name, Records: counted, Node: scanner, Start: start, End: c.now()}
 		c.mu.Unlock()
 		return err
 	})

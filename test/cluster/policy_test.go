@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/devcluster"
+	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/policy"
 	"github.com/terrace-storage/terrace/internal/server"
 )
@@ -253,6 +254,40 @@ function where(nodes, units, self) return {%[1]s = 1} end
 			t.Fatalf("balancer v2 (everything to %s): partitions %v", second, p2)
 		}
 		t.Logf("leader %s: v1 put every partition on %s, v2 on %s", leader.ID, first, second)
+		// Spread over all three: curator status shows each node's share
+		// of the map work.
+		spread := `-- every node an equal share
+function when() return true end
+function where(nodes, units, self) return {n1 = 1, n2 = 1, n3 = 1} end
+`
+		ctx, cancel := ctxT(30 * time.Second)
+		var res policy.PutResult
+		if err := call(ctx, "PUT", n2.Admin, "/v1/policies/mantle?hook=balancer&author=test", []byte(spread), &res); err != nil {
+			cancel()
+			t.Fatalf("put spreading balancer: %v", err)
+		}
+		waitPolicy(t, leader.Admin, "mantle", res.Record.Version, 5*time.Second)
+		rec, err := curatorRun(ctx, leader.Admin, "partial")
+		if err != nil {
+			cancel()
+			t.Fatalf("curator run: %v", err)
+		}
+		var st curator.Status
+		err = call(ctx, "GET", leader.Admin, "/v1/curator/status", nil, &st)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		working := 0
+		for _, ns := range st.ScanNodes {
+			if ns.Partitions > 0 {
+				working++
+			}
+		}
+		if working != 3 {
+			t.Fatalf("spread balancer: scan nodes %+v (partitions %v), want map work on all 3", st.ScanNodes, rec.Partitions)
+		}
+		t.Logf("spread: %+v", st.ScanNodes)
 		// Removing the balancer returns the scan to the master.
 		if out, errOut, err := cli(t, n2, "policy", "rm", "mantle"); err != nil {
 			t.Fatalf("rm: %v %s %s", err, out, errOut)
