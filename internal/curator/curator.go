@@ -329,6 +329,7 @@ func (c *Curator) Run(ctx context.Context) {
 	c.last["partial"], c.last["full"] = start, start
 	c.mu.Unlock()
 	wasLeader := false
+	var lastPromote time.Time
 	if c.opts.Tiering {
 		go c.watchHot(ctx)
 	}
@@ -352,14 +353,18 @@ func (c *Curator) Run(ctx context.Context) {
 		}
 		wasLeader = leader
 		if hot && leader {
-			select { // gather a burst of reads into one job
+			// Gather a burst of reads into one job, and keep jobs apart
+			// by promoteGap (see there).
+			wait := max(promoteDebounce, promoteGap-c.now().Sub(lastPromote))
+			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(promoteDebounce):
+			case <-time.After(wait):
 			}
 			if _, err := c.PromoteHot(ctx); err != nil && ctx.Err() == nil {
 				c.log.Warn("curator promotion failed", "err", err)
 			}
+			lastPromote = c.now()
 			continue
 		}
 		if kind == "" || !leader {

@@ -28,6 +28,12 @@ const (
 	promoteDebounce = 200 * time.Millisecond
 	// promoteBatch bounds the requests one promotion job takes.
 	promoteBatch = 256
+	// promoteGap separates promotion jobs by more than the device
+	// statistics' refresh (1 s), so each job's decision sees the tier
+	// usage the previous one left: back to back on a stale snapshot, they
+	// filled the fast tier past its threshold and demotion then moved the
+	// data straight back down.
+	promoteGap = 2 * time.Second
 )
 
 // watchHot signals c.hot whenever a promotion request appears, and once at

@@ -8,26 +8,19 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
-// LocalReadPreference is how much faster a remote replica must look than
-// a local one to be read instead. Eq. 12 compares throughputs only, but a
-// remote read also costs an RPC and a copy on two nodes' CPUs, and the
-// load counts it compares (NrConn) are a heartbeat old: without a margin,
-// readers herd onto whichever replica looked idle at the last heartbeat.
-// Measured on a 3-node loopback cluster (docs/perf.md): 4 MiB GETs at
-// 1,000 MB/s and 6.4 ms of CPU each without it, 1,860 MB/s and 2.9 ms
-// with locality first. A remote ssd still beats a local hdd (419 vs 177
-// MB/s in the emulated profiles is more than 2×).
-const LocalReadPreference = 2.0
-
 // OrderReads orders replicas for a read (OctopusFS §4.2, Eq. 12): by
 // min(NetThru/NrConn(node), RThru/NrConn(device)) descending, ties broken by
 // the device's media read throughput, then randomly. A replica on the
 // reading node (s.Self) crosses no network, so only its device's share
-// counts, and counts LocalReadPreference times; a remote replica's data
-// also crosses the reading node's network, so its share of that bounds it
-// too. Only a remote replica on a faster tier than every local one can
-// outrank a local replica: a local hdd loses to a remote ssd when the
-// ssd's share is over twice the hdd's. Replicas on failed devices or down nodes go last,
+// counts; a remote replica's data also crosses the reading node's network,
+// so its share of that bounds it too. Only a remote replica on a faster
+// tier than every local one can outrank a local replica (a local hdd loses
+// to a remote ssd when the ssd's share is higher): between devices of one
+// tier, probe noise and heartbeat-old load counts decide, not anything a
+// network hop and a second node's CPU would buy back. Measured on a 3-node
+// loopback cluster (docs/perf.md): 4 MiB GETs at 700–1,000 MB/s and 6–10
+// ms of CPU each when same-tier remote replicas could win, 1,766 MB/s and
+// 3.0 ms with local first within a tier. Replicas on failed devices or down nodes go last,
 // in case the snapshot is stale. The input slice is not modified.
 func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []model.Replica {
 	type scored struct {
@@ -50,7 +43,7 @@ func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []m
 			x.media = d.ReadBps
 			dev := d.ReadBps / float64(d.ActiveStreams+1)
 			if s.Self != "" && r.Node == s.Self {
-				x.score = LocalReadPreference * dev
+				x.score = dev
 			} else {
 				net := selfNet
 				if n, ok := s.Node(r.Node); ok && n.NetBps > 0 {
