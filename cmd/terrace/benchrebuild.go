@@ -113,7 +113,7 @@ curator_jobs.json to --out.`,
 	f.DurationVar(&o.MaxRebuild, "max-rebuild", 0, "give up if not protected this long after the failure (default 10m)")
 	f.IntVar(&o.FailNode, "fail-node", 0, "index of the node whose device fails, 1..nodes-1 (default the last node)")
 	f.StringVar(&o.FailDevice, "fail-device", "", "NAME of the device that fails (default the first of --devices)")
-	f.DurationVar(&o.PartialEvery, "partial-every", 0, "the Curator's periodic partial scan, which confirms protection (default 10s; the failure itself triggers a scan at once)")
+	f.DurationVar(&o.PartialEvery, "partial-every", 0, "the Curator's periodic partial scan (default: the server's, hourly; the failure triggers a scan at once and under-replication is re-checked within seconds)")
 	f.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON instead of the summary")
 	return cmd

@@ -68,8 +68,11 @@ func JSON(res *Result) ([]byte, error) {
 	out := struct {
 		*Result
 		Phases   []phase  `json:"phases"`
+		Copying  phase    `json:"copying"`
 		P99Ratio *float64 `json:"p99_rebuild_over_baseline"`
 	}{Result: res, P99Ratio: num(res.P99Ratio)}
+	c := res.Copying
+	out.Copying = phase{PhaseStats: c, MeanMs: num(c.MeanMs), P50Ms: num(c.P50Ms), P99Ms: num(c.P99Ms), MaxMs: num(c.MaxMs)}
 	for _, p := range res.Phases {
 		out.Phases = append(out.Phases, phase{PhaseStats: p, MeanMs: num(p.MeanMs), P50Ms: num(p.P50Ms), P99Ms: num(p.P99Ms), MaxMs: num(p.MaxMs)})
 	}
@@ -141,7 +144,7 @@ func writePNG(path string, res *Result) error {
 			maxUR = max(maxUR, y)
 		}
 	}
-	if err := addLine(ur, urPts, blue, "under-replicated bytes (last scan)"); err != nil {
+	if err := addLine(ur, urPts, blue, "under-replicated bytes (scans; less recoveries done)"); err != nil {
 		return err
 	}
 	for _, pl := range []struct {
@@ -150,6 +153,11 @@ func writePNG(path string, res *Result) error {
 	}{{lat, maxLat}, {ur, maxUR}} {
 		if err := mark(pl.p, res.FailAt, max(pl.top, 1), red, "device failed"); err != nil {
 			return err
+		}
+		if res.DetectedAt > 0 {
+			if err := mark(pl.p, res.DetectedAt, max(pl.top, 1), orange, "node marks it failed (first I/O)"); err != nil {
+				return err
+			}
 		}
 		if res.Protected {
 			if err := mark(pl.p, res.ProtectedAt, max(pl.top, 1), green, "fully protected"); err != nil {

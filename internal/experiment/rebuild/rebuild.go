@@ -58,9 +58,10 @@ type Options struct {
 	// first of Devices).
 	FailNode   int
 	FailDevice string
-	// PartialEvery is the Curator's periodic partial scan: the failure
-	// itself triggers a partial scan at once; the periodic one picks up
-	// work a job's time limit cut off and confirms protection.
+	// PartialEvery, when > 0, sets the Curator's periodic partial scan
+	// (default: the server's, hourly). The failure itself triggers a
+	// partial scan at once and the Curator re-checks under-replication
+	// within seconds, so the default is what an operator would run.
 	PartialEvery time.Duration
 	Seed         uint64
 	Log          func(format string, args ...any)
@@ -115,9 +116,6 @@ func (o *Options) EnsureDefaults() {
 			o.FailDevice = parts[1]
 		}
 	}
-	if o.PartialEvery == 0 {
-		o.PartialEvery = 10 * time.Second
-	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
@@ -159,8 +157,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("rebuild: read fraction %v: want 0..1", o.ReadFraction)
 	case o.MaxInFlight < 1 || o.PreloadWorkers < 1:
 		return fmt.Errorf("rebuild: max in flight %d and preload workers %d must be at least 1", o.MaxInFlight, o.PreloadWorkers)
-	case o.Baseline <= 0 || o.Tail < 0 || o.MaxRebuild <= 0 || o.PartialEvery <= 0:
-		return fmt.Errorf("rebuild: baseline %s, max rebuild %s and partial scan period %s must be positive, tail %s not negative",
+	case o.Baseline <= 0 || o.Tail < 0 || o.MaxRebuild <= 0 || o.PartialEvery < 0:
+		return fmt.Errorf("rebuild: baseline %s and max rebuild %s must be positive, partial scan period %s and tail %s not negative",
 			o.Baseline, o.MaxRebuild, o.PartialEvery, o.Tail)
 	case o.EgroupBytes != 0 && o.EgroupBytes < 256<<10:
 		return fmt.Errorf("rebuild: egroup size %d below 256 KiB", o.EgroupBytes)
@@ -198,6 +196,9 @@ type Result struct {
 	TimeToProtection float64             `json:"time_to_protection_s"`
 	EndAt            float64             `json:"end_s"`
 	BytesMoved       int64               `json:"bytes_re_replicated"`
+	CopyFrom         float64             `json:"copy_from_s"`
+	CopySeconds      float64             `json:"copy_seconds"`
+	Copying          PhaseStats          `json:"-"`
 	RecoverTasks     int                 `json:"recover_tasks"`
 	Jobs             int                 `json:"jobs"`
 	StaleTasks       int                 `json:"stale_tasks"`
@@ -215,16 +216,19 @@ type Result struct {
 	JobsAfterFailure []curator.JobRecord `json:"-"`
 }
 
-// curatorYAML is the servers' configuration: the default move rate and
-// per-device limits (under test), a periodic partial scan to confirm
-// protection, no scrubbing (its reads would be a second background load),
-// no periodic full scan during the run.
+// curatorYAML is the servers' configuration: the default move rate,
+// per-device limits and scan schedule (under test), no scrubbing (its
+// reads would be a second background load), no full scan during the run.
 func curatorYAML(o Options) string {
 	s := ""
 	if o.EgroupBytes > 0 {
 		s = fmt.Sprintf("egroup_max_bytes: %d\n", o.EgroupBytes)
 	}
-	return s + fmt.Sprintf("curator:\n  partial_every: %s\n  full_every: 1h\n  scrub: false\n", o.PartialEvery)
+	s += "curator:\n  full_every: 6h\n  scrub: false\n"
+	if o.PartialEvery > 0 {
+		s += fmt.Sprintf("  partial_every: %s\n", o.PartialEvery)
+	}
+	return s
 }
 
 // acked is the set of acknowledged objects and their sizes and payload
@@ -405,13 +409,13 @@ func (r *runner) run(ctx context.Context) error {
 	o.Log("rebuild: preloaded in %.1fs", r.res.PreloadSeconds)
 	preKeys := append([]string(nil), r.acks.keys...)
 
-	// The victim device's ID and use, and the Curator master, before the
-	// failure.
-	devID, used, err := r.deviceUse(ctx)
+	// The victim device's ID (its use is read again just before the
+	// failure, when heartbeats have caught up with the preload).
+	devID, _, err := r.deviceUse(ctx)
 	if err != nil {
 		return err
 	}
-	r.res.FailedDevice, r.res.FailedDeviceUsed = devID, used
+	r.res.FailedDevice = devID
 	r.res.CuratorMaster = r.curatorMaster(ctx)
 
 	// The load, from now until stopped.
@@ -474,6 +478,10 @@ func (r *runner) run(ctx context.Context) error {
 		return ctx.Err()
 	}
 
+	if _, used, err := r.deviceUse(ctx); err == nil {
+		r.res.FailedDeviceUsed = used
+	}
+	used := r.res.FailedDeviceUsed
 	// The failure: every read and write of the device returns EIO, so
 	// the first I/O that touches it marks it failed, as a dying disk.
 	o.Log("rebuild: failing device %s (%d MiB used) on %s", devID, used>>20, r.victim.ID)
@@ -698,7 +706,7 @@ func (r *runner) finish() {
 	r.jobMu.Lock()
 	p := r.prot
 	for _, j := range r.jobs {
-		res.URPoints = append(res.URPoints, URPoint{T: j.End.Sub(r.loadStart).Seconds(), Bytes: j.Stats.UnderReplicatedBytes})
+		res.URPoints = append(res.URPoints, URPoints([]curator.JobRecord{j}, r.loadStart)...)
 		if !r.failTime.IsZero() && !j.Start.Before(r.failTime) {
 			res.JobsAfterFailure = append(res.JobsAfterFailure, j)
 		}
@@ -716,6 +724,10 @@ func (r *runner) finish() {
 		res.TimeToProtection = protectedAt - res.FailAt
 	}
 	res.BytesMoved, res.RecoverTasks, res.Jobs = p.Moved, p.Recovered, p.Jobs
+	if !p.FirstCopy.IsZero() {
+		res.CopyFrom, res.CopySeconds = p.FirstCopy.Sub(r.loadStart).Seconds(), p.CopyTime.Seconds()
+		res.Copying = WindowStats("copying", res.Ops, res.CopyFrom, p.LastCopy.Sub(r.loadStart).Seconds())
+	}
 	res.StaleTasks, res.FailedTasks = p.Stale, p.Failed
 	res.PeakURBytes, res.PeakURGroups = p.PeakURBytes, p.PeakURGroups
 	failAt := res.FailAt

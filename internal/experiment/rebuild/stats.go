@@ -159,6 +159,10 @@ type Protection struct {
 	// recover task) between the failure and Quiet ended: the moment the
 	// last copy landed. Zero when no job copied anything.
 	LastCopy time.Time
+	// FirstCopy is when the first job that copied data started, and
+	// CopyTime the summed durations of the jobs that copied.
+	FirstCopy time.Time
+	CopyTime  time.Duration
 	// Jobs between the failure and Quiet (inclusive) and their work.
 	Jobs          int
 	Moved         int64
@@ -208,6 +212,10 @@ func ProtectionAfter(jobs []curator.JobRecord, failAt time.Time) Protection {
 			if r.End.After(p.LastCopy) {
 				p.LastCopy = r.End
 			}
+			if p.FirstCopy.IsZero() {
+				p.FirstCopy = r.Start
+			}
+			p.CopyTime += r.End.Sub(r.Start)
 		}
 		if r.Stats.UnderReplicatedBytes > p.PeakURBytes {
 			p.PeakURBytes, p.PeakURGroups = r.Stats.UnderReplicatedBytes, r.Stats.UnderReplicated
@@ -241,7 +249,42 @@ type Second struct {
 	URBytes int64
 }
 
-// URPoint is one scan's under-replicated total at its end.
+// URPoints turns job records into the under-replicated series: the
+// scan's total at the job's start (the scan runs first), and at its end
+// that total less the share of its planned recover tasks the job
+// finished (an estimate: records do not split bytes by task). t0 is the
+// series' zero.
+func URPoints(jobs []curator.JobRecord, t0 time.Time) []URPoint {
+	var pts []URPoint
+	for _, j := range jobs {
+		ur := j.Stats.UnderReplicatedBytes
+		pts = append(pts, URPoint{T: j.Start.Sub(t0).Seconds(), Bytes: ur})
+		left := ur
+		if planned := j.Planned["recover"]; planned > 0 && ur > 0 {
+			done := min(j.Done["recover"], planned)
+			left = ur - ur*int64(done)/int64(planned)
+		}
+		pts = append(pts, URPoint{T: j.End.Sub(t0).Seconds(), Bytes: left})
+	}
+	return pts
+}
+
+// WindowStats summarises the operations arriving in [from, to) as one
+// phase named name.
+func WindowStats(name string, ops []Op, from, to float64) PhaseStats {
+	var in []Op
+	for _, op := range ops {
+		if op.T >= from && op.T < to {
+			in = append(in, Op{T: 0, LatMs: op.LatMs, Read: op.Read, Bytes: op.Bytes, Err: op.Err})
+		}
+	}
+	span := max(to-from, 1e-9)
+	ps := SplitPhases(in, span, -1, span)[0] // all at T=0 < span: one phase of span seconds
+	ps.Name, ps.Start, ps.End = name, from, to
+	return ps
+}
+
+// URPoint is the under-replicated total at one moment.
 type URPoint struct {
 	T     float64 // seconds since the load started
 	Bytes int64
@@ -300,7 +343,7 @@ func Summary(r *Result) string {
 		o.Nodes, strings.Join(o.Devices, ","), o.Vector, o.Emulate, bytesOrDefault(o.EgroupBytes))
 	fmt.Fprintf(&b, "preload: %d objects of %s (%s logical); load: %.0f ops/s open loop (%.0f %% reads), entry node %s\n",
 		r.Preloaded, mib(o.ObjectBytes), mib(r.PreloadBytes), o.Rate, 100*o.ReadFraction, r.EntryNode)
-	fmt.Fprintf(&b, "failure: device %s (%s used) failed by injected EIO at t=%.1fs; node saw it failed at t=%.1fs\n",
+	fmt.Fprintf(&b, "failure: device %s (%s used at the last heartbeat) failed by injected EIO at t=%.1fs; node saw it failed at t=%.1fs\n",
 		r.FailedDevice, mib(r.FailedDeviceUsed), r.FailAt, r.DetectedAt)
 	if r.Protected {
 		fmt.Fprintf(&b, "time to protection: %.1f s after the failure (last copy at t=%.1fs; confirmed by a quiet scan starting t=%.1fs)\n",
@@ -311,12 +354,20 @@ func Summary(r *Result) string {
 	fmt.Fprintf(&b, "re-replicated: %s in %d recover tasks over %d jobs (%d stale, %d failed); peak under-replicated %s in %d egroups\n",
 		mib(r.BytesMoved), r.RecoverTasks, r.Jobs, r.StaleTasks, r.FailedTasks, mib(r.PeakURBytes), r.PeakURGroups)
 	if r.Protected && r.ProtectedAt > r.FailAt {
-		fmt.Fprintf(&b, "rebuild rate: %.1f MB/s averaged from the failure to the last copy\n", float64(r.BytesMoved)/(r.ProtectedAt-r.FailAt)/1e6)
+		fmt.Fprintf(&b, "rebuild rate: %.1f MB/s averaged from the failure to the last copy", float64(r.BytesMoved)/(r.ProtectedAt-r.FailAt)/1e6)
+		if r.CopySeconds > 0 {
+			fmt.Fprintf(&b, "; %.1f MB/s while copying (%.1f s of copying jobs from t=%.1fs)", float64(r.BytesMoved)/r.CopySeconds/1e6, r.CopySeconds, r.CopyFrom)
+		}
+		fmt.Fprintln(&b)
 	}
 	fmt.Fprintf(&b, "\n%-9s %7s %7s %8s %8s %8s %8s %8s %8s %8s\n", "phase", "seconds", "ops", "ops/s", "MB/s", "mean_ms", "p50_ms", "p99_ms", "read_err", "writ_err")
 	for _, p := range r.Phases {
 		fmt.Fprintf(&b, "%-9s %7.1f %7d %8.1f %8.2f %8.2f %8.2f %8.2f %8d %8d\n", p.Name, p.Seconds, p.Ops, p.OpsPerSec, p.MBps,
 			p.MeanMs, p.P50Ms, p.P99Ms, p.ReadErrors, p.WriteErrors)
+	}
+	if c := r.Copying; c.Name != "" {
+		fmt.Fprintf(&b, "%-9s %7.1f %7d %8.1f %8.2f %8.2f %8.2f %8.2f %8d %8d   (only the copying jobs' span)\n", c.Name, c.Seconds, c.Ops, c.OpsPerSec, c.MBps,
+			c.MeanMs, c.P50Ms, c.P99Ms, c.ReadErrors, c.WriteErrors)
 	}
 	if len(r.Phases) == 3 {
 		base, reb := r.Phases[0], r.Phases[1]
