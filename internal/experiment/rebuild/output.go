@@ -155,7 +155,7 @@ func writePNG(path string, res *Result) error {
 			return err
 		}
 		if res.DetectedAt > 0 {
-			if err := mark(pl.p, res.DetectedAt, max(pl.top, 1), orange, "node marks it failed (first I/O)"); err != nil {
+			if err := mark(pl.p, res.DetectedAt, max(pl.top, 1), orange, "node marks it failed"); err != nil {
 				return err
 			}
 		}
