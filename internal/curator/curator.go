@@ -40,6 +40,17 @@ type Options struct {
 	// partial scans hourly, full scans every six hours).
 	PartialEvery time.Duration
 	FullEvery    time.Duration
+	// RecheckAfter is how soon another partial scan follows a job whose
+	// scan found under-replicated egroups, doubling while they stay
+	// under-replicated, up to PartialEvery. A job cannot finish every
+	// recovery it sees: an open egroup with a replica on a failed device
+	// belongs to its writer until sealed (the next scan seals it once
+	// idle, SealIdleBeforeScan), JobTimeLimit leaves tasks for later, a
+	// copy can fail. Without the re-check they waited for the periodic
+	// partial scan (hourly) with one copy fewer than their vector; the
+	// re-check also confirms protection soon after a rebuild. Default
+	// 10 s.
+	RecheckAfter time.Duration
 	// PollEvery is how often the Curator checks the cluster view for new
 	// failures (event-driven recovery).
 	PollEvery time.Duration
@@ -103,6 +114,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.PollEvery == 0 {
 		o.PollEvery = 2 * time.Second
+	}
+	if o.RecheckAfter == 0 {
+		o.RecheckAfter = 10 * time.Second
 	}
 	if o.ScanParallelism == 0 {
 		o.ScanParallelism = 4
@@ -178,9 +192,14 @@ type Curator struct {
 	mu        sync.Mutex
 	downSince map[model.NodeID]time.Time
 	seenBad   map[model.DeviceID]bool
-	running   *JobRecord
-	last      map[string]time.Time
-	trigger   chan string
+	// recheckAt is when a partial scan re-checks the under-replication
+	// the last job saw (zero: none pending); recheckDelay the current
+	// back-off (RecheckAfter doubling up to PartialEvery).
+	recheckAt    time.Time
+	recheckDelay time.Duration
+	running      *JobRecord
+	last         map[string]time.Time
+	trigger      chan string
 	// hot is signalled when promotion requests appear (promote.go).
 	hot chan struct{}
 	rng *rand.Rand
@@ -411,6 +430,10 @@ func (c *Curator) due() (kind, why string) {
 			return "partial", fmt.Sprintf("node %s down for %s", n.ID, now.Sub(since).Round(time.Second))
 		}
 	}
+	if !c.recheckAt.IsZero() && !now.Before(c.recheckAt) {
+		c.recheckAt = time.Time{}
+		return "partial", "re-check under-replicated egroups"
+	}
 	if tierRun && now.Sub(c.last["partial"]) >= to.MinInterval {
 		// The scheduler decides on the policy's thresholds (a tiering
 		// policy tunes them; the scheduler says when to act on them).
@@ -560,6 +583,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		c.scrub(ctx, res, rec)
 	}
 	rec.End = c.now()
+	c.scheduleRecheck(rec, ctx.Err() == nil)
 	c.m.jobSeconds.WithLabelValues(kind).Observe(rec.End.Sub(rec.Start).Seconds())
 	c.m.jobs.WithLabelValues(kind).Inc()
 	c.saveRecord(ctx, rec)
@@ -571,6 +595,24 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		go c.Trigger("partial")
 	}
 	return rec, ctx.Err()
+}
+
+// scheduleRecheck arms (or, once a complete scan found nothing
+// under-replicated, disarms) the re-check partial scan (RecheckAfter).
+func (c *Curator) scheduleRecheck(rec *JobRecord, complete bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case rec.Stats.UnderReplicated > 0:
+		if c.recheckDelay == 0 {
+			c.recheckDelay = c.opts.RecheckAfter
+		} else {
+			c.recheckDelay = min(2*c.recheckDelay, max(c.opts.PartialEvery, c.opts.RecheckAfter))
+		}
+		c.recheckAt = rec.End.Add(c.recheckDelay)
+	case complete:
+		c.recheckAt, c.recheckDelay = time.Time{}, 0
+	}
 }
 
 // Status is the Curator's current state.

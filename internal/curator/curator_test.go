@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -300,4 +301,74 @@ func readAll(t *testing.T, r io.Reader) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// An open egroup with a replica on a failed device belongs to its writer:
+// the failure's scan counts it under-replicated but cannot copy it. The
+// Curator must come back for it soon (RecheckAfter), not at the next
+// periodic partial scan an hour later, and stop re-checking once a scan
+// finds everything protected.
+func TestUnderReplicatedOpenEgroupIsRechecked(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	e.c.opts.SealIdleBeforeScan = time.Hour // the egroup was written just now: not idle
+	ctx := context.Background()
+	objs := map[string][]byte{}
+	for i := 0; i < 4; i++ {
+		k := fmt.Sprintf("k%03d", i)
+		objs[k] = data(uint64(i), 30_000)
+		e.put(k, objs[k], "hdd=2")
+	}
+	loc, _ := e.l.Locate(ctx, "bkt", "k000")
+	if loc.Extents[0].State != "open" {
+		t.Fatalf("egroup state %q, want open (the writer still owns it)", loc.Extents[0].State)
+	}
+	for _, d := range e.devs {
+		if d.ID() == loc.Extents[0].Replicas[0].Device {
+			d.MarkFailed()
+		}
+	}
+	start := time.Now()
+	clock := start
+	e.c.now = func() time.Time { return clock }
+	e.c.mu.Lock()
+	e.c.last["full"], e.c.last["partial"] = start, start
+	e.c.mu.Unlock()
+	if kind, why := e.c.due(); kind != "partial" || !strings.Contains(why, "failed") {
+		t.Fatalf("after the failure: due %q (%s), want the failure's partial scan", kind, why)
+	}
+	rec := e.run("partial")
+	if rec.Stats.UnderReplicated == 0 || rec.Done[string(decide.KindRecover)] != 0 {
+		t.Fatalf("failure scan: %d under-replicated, %v done; want the open egroup seen but left to its writer", rec.Stats.UnderReplicated, rec.Done)
+	}
+	if kind, why := e.c.due(); kind != "" {
+		t.Fatalf("right after the job: due %q (%s)", kind, why)
+	}
+	clock = start.Add(e.c.opts.RecheckAfter + time.Second)
+	kind, why := e.c.due()
+	if kind != "partial" || !strings.Contains(why, "re-check") {
+		t.Fatalf("%s after a job left under-replication: due %q (%s), want a re-check partial scan (periodic one is %s away)",
+			e.c.opts.RecheckAfter+time.Second, kind, why, e.c.opts.PartialEvery)
+	}
+	// The writer lets go (sealing, as idle sealing would), the re-check
+	// copies it, the next one confirms and disarms.
+	if _, err := e.l.Recover(ctx, e.local); err != nil {
+		t.Fatal(err)
+	}
+	rec = e.run("partial")
+	if rec.Done[string(decide.KindRecover)] == 0 {
+		t.Fatalf("re-check did not recover: %+v", rec)
+	}
+	if e.c.recheckAt.IsZero() {
+		t.Fatal("no confirming re-check armed after a job that saw under-replication")
+	}
+	rec = e.run("partial")
+	if rec.Stats.UnderReplicated != 0 {
+		t.Fatalf("%d egroups under-replicated after recovery", rec.Stats.UnderReplicated)
+	}
+	if !e.c.recheckAt.IsZero() {
+		t.Fatalf("re-check still armed at %s after a clean scan", e.c.recheckAt)
+	}
+	for k, b := range objs {
+		e.check(k, b)
+	}
 }

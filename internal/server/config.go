@@ -61,6 +61,13 @@ type Config struct {
 	// 16 MiB). It is the unit the Curator moves; keep it a small fraction
 	// of the smallest device (a scaled-down test tier wants a smaller one).
 	EgroupMaxBytes int64 `yaml:"egroup_max_bytes"`
+	// DeviceCheckEvery is the period of each device's health check (a
+	// 4 KiB write, sync and read through the data path, device.Check):
+	// a disk that died under cold data is marked failed within this
+	// period instead of at the next I/O that happens to touch it, so the
+	// Curator's failure-driven re-protection starts. Default 10s;
+	// negative disables.
+	DeviceCheckEvery time.Duration `yaml:"device_check_every"`
 	// ProbeBytes is the size of the start-up throughput probe per device.
 	ProbeBytes    int64         `yaml:"probe_bytes"`
 	StatsInterval time.Duration `yaml:"stats_interval"`
@@ -222,6 +229,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ProbeBytes == 0 {
 		c.ProbeBytes = 4 << 20
+	}
+	if c.DeviceCheckEvery == 0 {
+		c.DeviceCheckEvery = 10 * time.Second
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = time.Second

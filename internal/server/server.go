@@ -311,6 +311,9 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 		go n.Lifecycle.Run(bg)
 	}
 	go n.sampler.Run(bg)
+	if n.Config.DeviceCheckEvery > 0 {
+		go n.checkDevices(bg, n.Config.DeviceCheckEvery)
+	}
 	if startS3 != nil {
 		go func() {
 			if err := startS3(ctx, n); err != nil && ctx.Err() == nil {
@@ -421,4 +424,28 @@ func hotReads(cc CuratorConfig) int64 {
 		return cc.PromoteReads
 	}
 	return decide.DefaultPromoteReads
+}
+
+// checkDevices runs every device's health check each period until ctx
+// ends (Config.DeviceCheckEvery). A device that fails it is marked failed
+// by the check itself; the next heartbeat tells the cluster, and the
+// Curator's failure-driven partial scan re-protects its egroups.
+func (n *Node) checkDevices(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, d := range n.Devices {
+			if d.Failed() {
+				continue
+			}
+			if err := d.Check(); err != nil && d.Failed() {
+				n.Log.Error("device failed its health check; marked failed", "device", d.ID(), "err", err)
+			}
+		}
+	}
 }

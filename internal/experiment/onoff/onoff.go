@@ -192,7 +192,12 @@ func objSize(r *rand.Rand) int {
 	return 8 << 10
 }
 
-func content(key string, n int, seed uint64) []byte {
+func content(key string, n int, seed uint64) []byte { return Content(key, n, seed) }
+
+// Content is the deterministic payload of key at size n for a seed, so a
+// reader can verify what it gets back without keeping the bytes (the
+// rebuild experiment shares it).
+func Content(key string, n int, seed uint64) []byte {
 	var h uint64 = seed
 	for i := 0; i < len(key); i++ {
 		h = h*1099511628211 + uint64(key[i])
@@ -606,6 +611,15 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 // busy waits for one, and that wait counts in its latency: the workload
 // does not slow down because the cluster did (no coordinated omission).
 func openLoop(ctx context.Context, o Options, deadline time.Time, op func(r *rand.Rand, arrival time.Time)) {
+	OpenLoop(ctx, o.Rate, o.MaxInFlight, o.Seed, deadline, op)
+}
+
+// OpenLoop is openLoop for other experiments (the rebuild experiment): rate
+// operations per second, Poisson arrivals, at most maxInFlight at once,
+// each op timed from its arrival; it returns when deadline has passed and
+// every started op has finished.
+func OpenLoop(ctx context.Context, rate float64, maxInFlight int, seed uint64, deadline time.Time, op func(r *rand.Rand, arrival time.Time)) {
+	o := Options{Rate: rate, MaxInFlight: maxInFlight, Seed: seed}
 	arrivals := rand.New(rand.NewPCG(o.Seed, 29))
 	slots := make(chan struct{}, o.MaxInFlight)
 	var wg sync.WaitGroup
@@ -654,6 +668,12 @@ func used(hc *http.Client, admin string) int64 {
 }
 
 func parallel(ctx context.Context, workers, n int, fn func(w, i int, r *rand.Rand) error) error {
+	return Parallel(ctx, workers, n, fn)
+}
+
+// Parallel runs fn for i in [0, n) on workers goroutines and returns the
+// first error (the others still run).
+func Parallel(ctx context.Context, workers, n int, fn func(w, i int, r *rand.Rand) error) error {
 	var next atomic.Int64
 	var first error
 	var mu sync.Mutex
