@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/curator"
+	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/policy"
 	"github.com/terrace-storage/terrace/internal/server"
 )
