@@ -61,6 +61,11 @@ type Heartbeat struct {
 	Time    int64         `json:"t"`
 	Conns   int           `json:"c"`
 	Devices []DeviceStats `json:"d"`
+	// LatRecent and LatBase are the node's recent client latency and its
+	// quiet baseline (ns; 0: unknown), so a Curator master on another node
+	// can back its moves off when clients anywhere suffer.
+	LatRecent int64 `json:"lr,omitempty"`
+	LatBase   int64 `json:"lb,omitempty"`
 }
 
 // DeviceStats are a device's live counters.
@@ -95,6 +100,7 @@ type Membership struct {
 	// conns returns this node's data connections in flight (the NrConn of
 	// read ordering); nil: unknown.
 	conns    func() int
+	latency  func() (recent, baseline time.Duration)
 	log      *slog.Logger
 	interval time.Duration
 	ttl      time.Duration
@@ -150,6 +156,39 @@ func (m *Membership) Start(ctx context.Context) error {
 // connections in flight, published with every heartbeat.
 func (m *Membership) SetConns(f func() int) { m.conns = f }
 
+// SetLatency gives the membership this node's client latency (recent and
+// baseline), published with every heartbeat.
+func (m *Membership) SetLatency(f func() (recent, baseline time.Duration)) { m.latency = f }
+
+// ClusterLatency returns the recent client latency and baseline of the node
+// whose clients suffer most now (the highest recent/baseline ratio), from
+// this node's own figures and the other nodes' latest heartbeats: the
+// actuator's back-off signal, since clients may enter at any node while
+// the Curator master moves data from another.
+func (m *Membership) ClusterLatency() (recent, baseline time.Duration) {
+	worst := 0.0
+	consider := func(r, b time.Duration) {
+		if b <= 0 || r <= 0 {
+			return
+		}
+		if ratio := float64(r) / float64(b); ratio > worst {
+			worst, recent, baseline = ratio, r, b
+		}
+	}
+	if m.latency != nil {
+		consider(m.latency())
+	}
+	stale := time.Now().Add(-3 * m.interval).UnixNano()
+	m.mu.RLock()
+	for id, hb := range m.beats {
+		if id != m.self.ID && hb.Time >= stale {
+			consider(time.Duration(hb.LatRecent), time.Duration(hb.LatBase))
+		}
+	}
+	m.mu.RUnlock()
+	return recent, baseline
+}
+
 // Wait waits for the loops to stop after ctx ends.
 func (m *Membership) Wait() { m.wg.Wait() }
 
@@ -157,6 +196,10 @@ func (m *Membership) beat(ctx context.Context, lease clientv3.LeaseID) error {
 	hb := Heartbeat{Time: time.Now().UnixNano()}
 	if m.conns != nil {
 		hb.Conns = m.conns()
+	}
+	if m.latency != nil {
+		r, b := m.latency()
+		hb.LatRecent, hb.LatBase = int64(r), int64(b)
 	}
 	for _, d := range m.local() {
 		hb.Devices = append(hb.Devices, DeviceStats{ID: d.ID, Used: d.UsedBytes, Queue: d.QueueLen, Streams: d.ActiveStreams, Failed: d.State == model.DeviceFailed})

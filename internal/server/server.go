@@ -186,6 +186,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	log.Info("recovery done", "took", time.Since(start).Round(time.Millisecond), "report", rep.String())
 	if n.cluster != nil {
+		n.cluster.members.SetLatency(layer.ForegroundLatency)
 		if err := n.startMembership(); err != nil {
 			n.Close()
 			return nil, err
@@ -235,7 +236,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		TieringScheduler: sched, TierSignals: signals,
 		Node:          n.Config.NodeID,
 		PlannerRules:  strings.Join(n.Config.Planner.Rules, "\n"),
-		ClientLatency: n.Layer.ForegroundLatency,
+		ClientLatency: n.clientLatency(),
 		Decide:        decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace, Transform: cc.Transform.options()},
 		Tiering:       tiering,
 		Tier: decide.TierOptions{DownAbove: cc.TierDownAbove, DestBelow: cc.TierDestBelow, Reduce: cc.TierReduce,
@@ -448,4 +449,15 @@ func (n *Node) checkDevices(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// clientLatency is the actuator's back-off signal: in a cluster the worst
+// node's recent client latency against its baseline (clients may enter at
+// any node while the Curator master moves data from another); on a single
+// node its own.
+func (n *Node) clientLatency() func() (recent, baseline time.Duration) {
+	if n.cluster != nil {
+		return n.cluster.members.ClusterLatency
+	}
+	return n.Layer.ForegroundLatency
 }
