@@ -18,7 +18,7 @@ func TestClusterLatencyIsTheWorstNode(t *testing.T) {
 		"n2": {Time: now, LatRecent: int64(30 * time.Millisecond), LatBase: int64(10 * time.Millisecond)},
 		"n3": {Time: now, LatRecent: int64(8 * time.Millisecond), LatBase: int64(2 * time.Millisecond)},
 		"n4": {Time: now - int64(10*time.Second), LatRecent: int64(time.Second), LatBase: int64(time.Millisecond)}, // stale
-		"n5": {Time: now, LatRecent: int64(time.Second)},                                                          // no baseline yet
+		"n5": {Time: now, LatRecent: int64(time.Second)},                                                           // no baseline yet
 	}}
 	m.SetLatency(func() (time.Duration, time.Duration) { return 5 * time.Millisecond, 5 * time.Millisecond })
 	r, b := m.ClusterLatency()
