@@ -13,7 +13,7 @@
 // have rules and applies the decisions through the object layer's
 // conditional operations (DeleteIf, Transition, AbortUpload), each guarded
 // by compare-and-swap on the record the decision was made on, so an object
-// overwritten meanwhile is left alone (DESIGN.md invariant 3).
+// overwritten meanwhile is left alone (docs/design/0000 invariant 3).
 //
 // It must not parse S3 requests (package s3 turns the XML into a Config)
 // nor move bytes itself.

@@ -12,7 +12,7 @@ import (
 // read earlier (S3 lifecycle rules): the change applies only if the
 // object still satisfies the condition, checked on the current record and
 // committed with compare-and-swap on that record's revision, so an object
-// overwritten after the decision is left alone (DESIGN.md invariant 3).
+// overwritten after the decision is left alone (docs/design/0000 invariant 3).
 
 // DeleteIf deletes an object if cond holds for its current record. It
 // reports whether it deleted; a missing object or a false condition is

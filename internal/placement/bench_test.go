@@ -34,7 +34,7 @@ func benchPlace(b *testing.B, p Policy, v model.Vector, perOp int, unit string) 
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(perOp), unit)
 }
 
-// BenchmarkFitnessTwoChoice: target ≤ 2 µs per replica (issue 4).
+// BenchmarkFitnessTwoChoice: target ≤ 2 µs per replica.
 func BenchmarkFitnessTwoChoice(b *testing.B) {
 	p, _ := New(Config{Name: NameFitness})
 	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 3, "ns/replica")
@@ -50,7 +50,7 @@ func BenchmarkFitnessSUS(b *testing.B) {
 	benchPlace(b, p, model.MustParseVector("ssd=1,hdd=2"), 3, "ns/replica")
 }
 
-// BenchmarkMoop: target ≤ 50 µs per 3-replica decision (issue 4).
+// BenchmarkMoop: target ≤ 50 µs per 3-replica decision.
 func BenchmarkMoop(b *testing.B) {
 	p, _ := New(Config{Name: NameMoop})
 	benchPlace(b, p, model.MustParseVector("any=3"), 1, "ns/decision")

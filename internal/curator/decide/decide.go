@@ -95,7 +95,7 @@ type Options struct {
 	// target, the most-dead remaining egroups are packed too (Curator
 	// §3.2.3 "pack extents") until garbage is at half the target, so the
 	// next scans do not pack one egroup each while hovering at it.
-	// Default 0.05 (issue 6); negative disables.
+	// Default 0.05; negative disables.
 	GarbageTarget float64
 	// NodeDownAfter is how long a node must be down before its replicas
 	// are treated as lost and re-replicated (Mirador's stabilisation
