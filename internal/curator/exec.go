@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
 )
 
@@ -169,39 +171,88 @@ func (c *Curator) reduceClones(ctx context.Context, rec *JobRecord) {
 	}
 }
 
-// scrub verifies every replica of every sealed egroup within the byte
-// budget; a replica that fails is marked bad (recovery repairs it).
+// scrubLanes bounds how many devices are scrubbed at once. Each device is
+// read by one lane at a time (a scrub is a sequential read of the whole
+// replica), so devices are verified side by side instead of one replica
+// after another across the cluster; the scheduler's per-device limits and
+// its byte rate still apply to every read.
+const scrubLanes = 8
+
+// scrub verifies every replica of every sealed egroup; a replica that
+// fails is marked bad (recovery repairs it). Replicas are grouped by
+// device and devices are scrubbed in parallel (scrubLanes).
 func (c *Curator) scrub(ctx context.Context, res *scanResult, rec *JobRecord) {
+	type item struct {
+		eg decide.Egroup
+		r  model.Replica
+	}
+	byDevice := map[model.DeviceID][]item{}
+	var stripes []decide.Egroup
 	for _, eg := range res.egroups {
 		if eg.Open || eg.Size == 0 {
 			continue
 		}
 		if eg.EC.K > 0 {
-			c.scrubStripe(ctx, eg, rec)
-			if ctx.Err() != nil {
-				return
-			}
+			stripes = append(stripes, eg)
 			continue
 		}
 		for _, r := range eg.Replicas {
-			if r.Bad {
-				continue
-			}
-			out, err := c.act.Scrub(ctx, eg.ID, r.Replica, eg.Size)
-			if ctx.Err() != nil {
-				return
-			}
-			rec.Scrubbed += eg.Size
-			c.m.scrubbed.Add(float64(eg.Size))
-			switch {
-			case err != nil:
-				rec.addErr(err)
-			case out == actuate.ScrubBad:
-				rec.BadFound++
-				c.m.scrubBad.Inc()
+			if !r.Bad {
+				byDevice[r.Device] = append(byDevice[r.Device], item{eg, r.Replica})
 			}
 		}
 	}
+	devices := make([]model.DeviceID, 0, len(byDevice))
+	for d := range byDevice {
+		devices = append(devices, d)
+	}
+	slices.Sort(devices) // a deterministic order for logs and tests
+
+	var mu sync.Mutex // guards rec
+	lanes := make(chan func(), len(devices)+1)
+	for _, d := range devices {
+		lanes <- func() {
+			for _, it := range byDevice[d] {
+				out, err := c.act.Scrub(ctx, it.eg.ID, it.r, it.eg.Size)
+				if ctx.Err() != nil {
+					return
+				}
+				c.m.scrubbed.Add(float64(it.eg.Size))
+				mu.Lock()
+				rec.Scrubbed += it.eg.Size
+				switch {
+				case err != nil:
+					rec.addErr(err)
+				case out == actuate.ScrubBad:
+					rec.BadFound++
+					c.m.scrubBad.Inc()
+				}
+				mu.Unlock()
+			}
+		}
+	}
+	if len(stripes) > 0 {
+		lanes <- func() {
+			for _, eg := range stripes {
+				c.scrubStripe(ctx, eg, rec, &mu)
+				if ctx.Err() != nil {
+					return
+				}
+			}
+		}
+	}
+	close(lanes)
+	var wg sync.WaitGroup
+	for range min(scrubLanes, len(lanes)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lane := range lanes {
+				lane()
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 type metrics struct {
@@ -265,14 +316,17 @@ func safeTruncations(tasks []decide.Task, res *scanResult) (keep, dropped []deci
 }
 
 // scrubStripe verifies an erasure-coded egroup's strips and parity.
-func (c *Curator) scrubStripe(ctx context.Context, eg decide.Egroup, rec *JobRecord) {
+// It takes mu (which guards rec) to record the outcome.
+func (c *Curator) scrubStripe(ctx context.Context, eg decide.Egroup, rec *JobRecord, mu *sync.Mutex) {
 	bytes := eg.FileBytes * int64(len(eg.Replicas))
 	bad, parityOK, err := c.act.ScrubStripe(ctx, eg.ID, bytes)
 	if ctx.Err() != nil {
 		return
 	}
-	rec.Scrubbed += bytes
 	c.m.scrubbed.Add(float64(bytes))
+	mu.Lock()
+	defer mu.Unlock()
+	rec.Scrubbed += bytes
 	switch {
 	case err != nil:
 		rec.addErr(err)
