@@ -61,6 +61,39 @@ func (b *Batcher) Do(ctx context.Context, op *zlogpb.Op) (*zlogpb.OpResult, erro
 	}
 }
 
+// DoMany sends ops (in one or more batches, queued together so that they
+// usually share one RPC) and returns their results in order; a failed RPC
+// fails the ops it carried. It costs one wait for the whole set instead of
+// one goroutine and one wait per op.
+func (b *Batcher) DoMany(ctx context.Context, ops []*zlogpb.Op) ([]*zlogpb.OpResult, []error) {
+	ps := make([]*pendingOp, len(ops))
+	b.mu.Lock()
+	for i, op := range ops {
+		ps[i] = &pendingOp{op: op, done: make(chan struct{})}
+	}
+	b.queue = append(b.queue, ps...)
+	if b.inFlight < b.maxInFlight {
+		b.inFlight++
+		go b.flush()
+	}
+	b.mu.Unlock()
+	res := make([]*zlogpb.OpResult, len(ops))
+	errs := make([]error, len(ops))
+	for i, p := range ps {
+		select {
+		case <-p.done:
+			res[i], errs[i] = p.res, p.err
+		case <-ctx.Done():
+			// As in Do: the op may still be sent; its outcome is unknown.
+			for j := i; j < len(ps); j++ {
+				errs[j] = ctx.Err()
+			}
+			return res, errs
+		}
+	}
+	return res, errs
+}
+
 // flush sends batches until the queue is empty.
 func (b *Batcher) flush() {
 	for {

@@ -165,14 +165,17 @@ func (s *Service) Write(ctx context.Context, req *zlogpb.WriteRequest) (*zlogpb.
 		defer wg.Done()
 		localErrs = store.WriteAll(ps, data)
 	}()
-	fwdRes := make([]*zlogpb.OpResult, len(jobs))
+	fwds := make([]*zlogpb.Op, len(jobs))
+	backups := make([][]*zlogpb.Replica, len(jobs))
 	for k, j := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fwdRes[k] = s.forward(ctx, j.fwd, req.Ops[j.i].Backups)
-		}()
+		fwds[k], backups[k] = j.fwd, req.Ops[j.i].Backups
 	}
+	var fwdRes []*zlogpb.OpResult
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fwdRes = s.forwardAll(ctx, fwds, backups)
+	}()
 	wg.Wait()
 	li := 0
 	for k, j := range jobs {
@@ -208,20 +211,56 @@ func forwardOf(op *zlogpb.Op, kind zlogpb.Kind, tok, data []byte) *zlogpb.Op {
 // forward sends op to every backup and folds their answers: OK only if
 // all hold it.
 func (s *Service) forward(ctx context.Context, op *zlogpb.Op, backups []*zlogpb.Replica) *zlogpb.OpResult {
-	if len(backups) == 0 {
-		return &zlogpb.OpResult{Status: zlogpb.Status_STATUS_OK}
+	return s.forwardAll(ctx, []*zlogpb.Op{op}, [][]*zlogpb.Replica{backups})[0]
+}
+
+// forwardAll sends each ops[k] to every replica in backups[k] and folds
+// the answers per op: OK only if every backup holds it. The ops bound for
+// one backup node travel together (one wait per node, usually one RPC),
+// which is what keeps a primary's CPU per append low when many appends
+// arrive in one Write.
+func (s *Service) forwardAll(ctx context.Context, ops []*zlogpb.Op, backups [][]*zlogpb.Replica) []*zlogpb.OpResult {
+	type slot struct{ k, b int } // op index, backup index
+	byNode := map[string][]slot{}
+	var nodes []string
+	for k := range ops {
+		for b, r := range backups[k] {
+			if _, ok := byNode[r.Node]; !ok {
+				nodes = append(nodes, r.Node)
+			}
+			byNode[r.Node] = append(byNode[r.Node], slot{k, b})
+		}
 	}
-	out := make([]*zlogpb.OpResult, len(backups))
+	out := make([][]*zlogpb.OpResult, len(ops)) // [op][backup]
+	for k := range ops {
+		out[k] = make([]*zlogpb.OpResult, len(backups[k]))
+	}
 	var wg sync.WaitGroup
-	for i, b := range backups {
+	for _, node := range nodes {
+		slots := byNode[node]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			bop := &zlogpb.Op{Ref: op.Ref, Pos: op.Pos, Kind: op.Kind, Token: op.Token, Data: op.Data, Epoch: op.Epoch, Device: b.Device}
-			out[i] = s.replicateTo(ctx, b.Node, bop, false)
+			bops := make([]*zlogpb.Op, len(slots))
+			for i, sl := range slots {
+				op := ops[sl.k]
+				bops[i] = &zlogpb.Op{Ref: op.Ref, Pos: op.Pos, Kind: op.Kind, Token: op.Token, Data: op.Data, Epoch: op.Epoch, Device: backups[sl.k][sl.b].Device}
+			}
+			for i, r := range s.replicateMany(ctx, node, bops, false) {
+				out[slots[i].k][slots[i].b] = r
+			}
 		}()
 	}
 	wg.Wait()
+	res := make([]*zlogpb.OpResult, len(ops))
+	for k, op := range ops {
+		res[k] = s.fold(op, backups[k], out[k])
+	}
+	return res
+}
+
+// fold combines the backups' answers to op.
+func (s *Service) fold(op *zlogpb.Op, backups []*zlogpb.Replica, out []*zlogpb.OpResult) *zlogpb.OpResult {
 	for i, r := range out {
 		switch r.Status {
 		case zlogpb.Status_STATUS_OK:
@@ -245,16 +284,31 @@ func (s *Service) forward(ctx context.Context, op *zlogpb.Op, backups []*zlogpb.
 // replicateTo sends one op to node's Replicate (directly when node is
 // this one). A node that cannot be reached answers UNAVAILABLE naming it.
 func (s *Service) replicateTo(ctx context.Context, node string, op *zlogpb.Op, settle bool) *zlogpb.OpResult {
-	if node == s.cfg.Self {
-		resp, err := s.Replicate(ctx, &zlogpb.WriteRequest{Ops: []*zlogpb.Op{op}, Settle: settle})
-		if err != nil {
-			return &zlogpb.OpResult{Status: zlogpb.Status_STATUS_ERROR, Message: err.Error()}
+	return s.replicateMany(ctx, node, []*zlogpb.Op{op}, settle)[0]
+}
+
+// replicateMany sends ops to node's Replicate, sharing RPCs with other
+// concurrent senders to that node, and returns one result per op.
+func (s *Service) replicateMany(ctx context.Context, node string, ops []*zlogpb.Op, settle bool) []*zlogpb.OpResult {
+	res := make([]*zlogpb.OpResult, len(ops))
+	fail := func(st zlogpb.Status, msg string) []*zlogpb.OpResult {
+		for i := range res {
+			if res[i] == nil {
+				res[i] = &zlogpb.OpResult{Status: st, Node: node, Message: msg}
+			}
 		}
-		return resp.Results[0]
+		return res
+	}
+	if node == s.cfg.Self {
+		resp, err := s.Replicate(ctx, &zlogpb.WriteRequest{Ops: ops, Settle: settle})
+		if err != nil {
+			return fail(zlogpb.Status_STATUS_ERROR, err.Error())
+		}
+		return resp.Results
 	}
 	addr, ok := s.cfg.Address(node)
 	if !ok {
-		return &zlogpb.OpResult{Status: zlogpb.Status_STATUS_UNAVAILABLE, Node: node, Message: "log: node " + node + " has no address"}
+		return fail(zlogpb.Status_STATUS_UNAVAILABLE, "log: node "+node+" has no address")
 	}
 	kind := "replicate"
 	if settle {
@@ -269,11 +323,15 @@ func (s *Service) replicateTo(ctx context.Context, node string, op *zlogpb.Op, s
 		}
 		return r.Results, nil
 	})
-	r, err := b.Do(ctx, op)
-	if err != nil {
-		return &zlogpb.OpResult{Status: zlogpb.Status_STATUS_UNAVAILABLE, Node: node, Message: err.Error()}
+	out, errs := b.DoMany(ctx, ops)
+	for i, err := range errs {
+		if err != nil {
+			res[i] = &zlogpb.OpResult{Status: zlogpb.Status_STATUS_UNAVAILABLE, Node: node, Message: err.Error()}
+		} else {
+			res[i] = out[i]
+		}
 	}
-	return r
+	return res
 }
 
 // trimAt trims a position on the primary and (best effort) its backups.
