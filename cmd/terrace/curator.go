@@ -83,11 +83,12 @@ compare-and-swap against the metadata version it was computed from.`,
 				return printJSON(cmd.OutOrStdout(), h)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
-			fmt.Fprintln(w, "STARTED\tKIND\tTRIGGER\tTOOK\tRECORDS\tUNDER-REPL\tGARBAGE\tDONE\tSTALE\tFAILED\tMOVED\tFREED\tBAD")
+			fmt.Fprintln(w, "STARTED\tKIND\tTRIGGER\tTOOK\tRECORDS\tUNDER-REPL\tGARBAGE\tDONE\tSTALE\tFAILED\tMOVED\tFREED\tBAD\tPLANNER (COST, RULES FIRED)")
 			for _, r := range h {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\n", r.Start.Format("15:04:05"), r.Kind, r.Trigger,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\n", r.Start.Format("15:04:05"), r.Kind, r.Trigger,
 					r.End.Sub(r.Start).Round(time.Millisecond), r.Records, humanBytes(r.Stats.UnderReplicatedBytes),
-					humanBytes(r.Stats.GarbageBytes), counts(r.Done), r.Stale, r.Failed, humanBytes(r.Moved), humanBytes(r.Freed), r.BadFound)
+					humanBytes(r.Stats.GarbageBytes), counts(r.Done), r.Stale, r.Failed, humanBytes(r.Moved), humanBytes(r.Freed), r.BadFound,
+					planSummary(r.Plan))
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -157,10 +158,37 @@ func printJob(out interface{ Write([]byte) (int, error) }, r curator.JobRecord) 
 		tb := r.Transformed[k]
 		fmt.Fprintf(out, "  %s: %s → %s\n", k, humanBytes(tb.Logical), humanBytes(tb.Stored))
 	}
+	if r.Plan != nil {
+		fmt.Fprintf(out, "  planner over %d egroups: %s\n", r.Plan.Egroups, planSummary(r.Plan))
+		for _, d := range r.Plan.PerRule {
+			fmt.Fprintf(out, "    %s: %s → %s\n", d.Rule, d.Before, d.After)
+		}
+		for _, u := range r.Plan.Unresolved {
+			fmt.Fprintf(out, "    unresolved: %s\n", u)
+		}
+	}
 	for _, d := range r.Dangling {
 		fmt.Fprintf(out, "  DANGLING: %s\n", d)
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(out, "  error: %s\n", e)
 	}
+}
+
+// planSummary is a job's live planning in one line: the cost before and
+// after its moves and the rules the executed moves lowered.
+func planSummary(p *curator.LivePlan) string {
+	switch {
+	case p == nil:
+		return "-"
+	case p.Error != "":
+		return "error: " + p.Error
+	case p.Moves == 0:
+		return fmt.Sprintf("cost %s, no moves", p.CostBefore)
+	}
+	s := fmt.Sprintf("cost %s → %s, %d moves", p.CostBefore, p.CostAfter, p.Moves)
+	if len(p.Fired) > 0 {
+		s += "; " + counts(p.Fired)
+	}
+	return s
 }

@@ -78,6 +78,10 @@ type Options struct {
 	// configuration (the live Lua rule policies) to every plan, bound to
 	// the snapshot the plan's model is built from.
 	PlannerRuleSource func(*model.Snapshot) RuleSource
+	// LiveRules are the rules every scan job plans with after its own
+	// decisions (liveplan.go): "" is DefaultLiveRules with the tiering
+	// options' m and s, LiveRulesOff disables live planning.
+	LiveRules string
 	// Scrub enables checksum verification of every replica on full scans.
 	Scrub bool
 	// SealIdleBeforeScan seals open egroups idle this long before each
@@ -479,6 +483,9 @@ type JobRecord struct {
 	// Transformed counts the payload bytes compression and decompression
 	// rewrote, before (logical) and after (stored), by task kind.
 	Transformed map[string]TransformBytes `json:"transformed,omitempty"`
+	// Plan is the live planning stage: its rules, the cost before and
+	// after, and the rules its executed moves lowered.
+	Plan *LivePlan `json:"plan,omitempty"`
 }
 
 // maxRecordList bounds lists kept in a job record.
@@ -578,7 +585,15 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 			rec.Sample = append(rec.Sample, t.String())
 		}
 	}
-	c.execute(ctx, tasks, res, rec, true)
+	planned, lp := c.livePlan(snap, res, tasks, rng)
+	rec.Plan = lp
+	for _, t := range planned {
+		rec.Planned[string(t.Kind)]++
+		if len(rec.Sample) < maxRecordList {
+			rec.Sample = append(rec.Sample, fmt.Sprintf("%s egroup=%016x add=%v remove=%v (%s)", t.Kind, t.Egroup, replicaDevices(t.Add), replicaDevices(t.Remove), t.Reason))
+		}
+	}
+	c.execute(ctx, tasks, planned, res, rec, true)
 	if full && c.opts.Scrub {
 		c.scrub(ctx, res, rec)
 	}

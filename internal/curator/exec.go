@@ -21,11 +21,12 @@ import (
 // a new master resumes the job after a failover. Tasks not started by the
 // job's deadline (JobTimeLimit, for scan jobs) are deferred: the next scan
 // re-plans them from fresh metadata.
-func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanResult, rec *JobRecord, deadline bool) {
-	if len(tasks) == 0 {
+// planned are the live planner's moves (liveplan.go), run in the same job.
+func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []actuate.Task, res *scanResult, rec *JobRecord, deadline bool) {
+	if len(tasks) == 0 && len(planned) == 0 {
 		return
 	}
-	ats := make([]actuate.Task, 0, len(tasks))
+	ats := make([]actuate.Task, 0, len(tasks)+len(planned))
 	var dropped []decide.Task
 	tasks, dropped = safeTruncations(tasks, res)
 	for _, t := range dropped {
@@ -47,6 +48,7 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, res *scanRes
 		}
 		ats = append(ats, at)
 	}
+	ats = append(ats, planned...)
 	job := actuate.NewJob(rec.ID, rec.Kind, rec.Trigger, rec.Seed, rec.Start, ats)
 	if deadline {
 		job.Deadline = rec.Start.Add(c.opts.JobTimeLimit)
@@ -70,6 +72,11 @@ func (c *Curator) runJob(ctx context.Context, job *actuate.Job, rec *JobRecord) 
 			rec.Deferred++
 		case actuate.Done:
 			rec.Done[string(t.Kind)]++
+			if rec.Plan != nil && t.Kind == actuate.KindPlanned {
+				for _, r := range t.Rules {
+					rec.Plan.Fired[r]++
+				}
+			}
 			rec.Moved += res.Moved
 			rec.Freed += res.Freed
 			rec.addTransformed(t.Kind, res)
@@ -336,4 +343,13 @@ func (c *Curator) scrubStripe(ctx context.Context, eg decide.Egroup, rec *JobRec
 	case !parityOK:
 		rec.addErr(fmt.Errorf("egroup %016x: stripe parity does not match its data", eg.ID))
 	}
+}
+
+// replicaDevices lists the devices of rs (for task samples).
+func replicaDevices(rs []model.Replica) []model.DeviceID {
+	out := make([]model.DeviceID, len(rs))
+	for i, r := range rs {
+		out[i] = r.Device
+	}
+	return out
 }

@@ -54,7 +54,7 @@ func (c *Curator) Recall(ctx context.Context, bucket, prefix string) (*JobRecord
 	for _, t := range tasks {
 		rec.Planned[string(t.Kind)]++
 	}
-	c.execute(ctx, tasks, res, rec, false)
+	c.execute(ctx, tasks, nil, res, rec, false)
 	rec.End = c.now()
 	c.saveRecord(ctx, rec)
 	return rec, ctx.Err()

@@ -1,12 +1,15 @@
 package curator
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -209,18 +212,43 @@ func TestDiskBalancingAfterAddingADisk(t *testing.T) {
 	}
 	before := spread()
 	var rec *JobRecord
+	fired := 0
 	for i := 0; i < 3 && spread() >= 0.15; i++ {
 		rec = e.job()
+		if rec.Plan == nil {
+			t.Fatalf("job without a live planning stage: %+v", rec)
+		}
+		fired += rec.Plan.Fired["disk_balanced"]
+		if i == 0 && rec.Plan.CostBefore == rec.Plan.CostAfter {
+			t.Fatalf("first plan did not lower the cost: %+v", rec.Plan)
+		}
 	}
-	t.Logf("spread %.1f%% -> %.1f%% (%v)", 100*before, 100*spread(), rec.Done)
+	t.Logf("spread %.1f%% -> %.1f%% (%v, plan %+v)", 100*before, 100*spread(), rec.Done, rec.Plan)
 	if spread() >= 0.15 {
 		t.Fatalf("spread %.1f%% after balancing, want < 15%%", 100*spread())
+	}
+	if fired == 0 {
+		t.Fatal("balanced, but no move is recorded as lowering disk_balanced")
+	}
+	// Every object still reads back with its bytes.
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("k%03d", i)
+		_, rc, err := e.l.Get(context.Background(), "bkt", k, 0, -1)
+		if errors.Is(err, object.ErrNoSuchKey) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, rc); !bytes.Equal(got, data(uint64(i), 200<<10)) {
+			t.Fatalf("%s changed by balancing", k)
+		}
 	}
 	// No balancing when the mean is low: a fresh tier with one busy disk.
 	e2 := newTierEnv(t, "hdd:%s:256MiB", "hdd:%s:256MiB")
 	defer e2.close()
 	e2.put("x", data(1, 1<<20), "hdd=1")
-	if r := e2.job(); r.Done[string(decide.KindBalance)] != 0 {
+	if r := e2.job(); r.Done[string(actuate.KindPlanned)] != 0 {
 		t.Fatalf("balanced a nearly empty tier: %v", r.Done)
 	}
 }

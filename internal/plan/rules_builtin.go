@@ -35,6 +35,18 @@ func builtinSpecs() []RuleSpec {
 			},
 		},
 		{
+			Name: "disk_balanced", Scope: "device",
+			Doc: "Curator disk balancing as a cost: on a tier whose usage exceeds mean, every ok device's used fraction stays within ±spread/2 of the tier's; cost is the distance outside the band (a fraction of capacity)",
+			Params: []ParamSpec{
+				{Name: "mean", Kind: ParamFloat, Default: "0.5", Min: 0, Max: 1, Doc: "balance a tier only when its usage exceeds this (m)"},
+				{Name: "spread", Kind: ParamFloat, Default: "0.1", Min: 0.001, Max: 1, Doc: "allowed max−min used fraction within the tier (s)"},
+				{Name: "tier", Kind: ParamTier, Doc: "balance only this tier (default: every tier, each on its own)"},
+			},
+			New: func(p Params) (Rule, error) {
+				return &diskBalanced{p: p, mean: p.Float("mean"), spread: p.Float("spread"), tier: p.Tier("tier")}, nil
+			},
+		},
+		{
 			Name: "rplset_durable", Scope: "egroup", Hard: true,
 			Doc:    "no replica lives on a failed, bad or draining device (hard); the excess counts such replicas",
 			Params: nil,
@@ -214,6 +226,72 @@ func (r *loadBalanced) Hint(v *View, h *Hints) {
 		h.OrderBy(MetricLoad)
 	case load < lo:
 		h.Pull(MetricLoad, lo-load)
+	}
+}
+
+// --- disk_balanced ---
+
+// diskBalanced is the Curator's m/s disk balancing (§3.2.2) as a planner
+// rule: capacity fractions instead of load, and only on tiers that are
+// full enough for balance to matter.
+type diskBalanced struct {
+	p            Params
+	mean, spread float64
+	tier         model.Tier
+}
+
+func (r *diskBalanced) Name() string    { return "disk_balanced" }
+func (r *diskBalanced) Scope() Scope    { return ScopeDevice }
+func (r *diskBalanced) Params() []Param { return r.p.List() }
+func (r *diskBalanced) TierWide() bool  { return true }
+
+// band returns the device's used fraction and the band's bounds; ok is
+// false when the rule does not apply to the device.
+func (r *diskBalanced) band(v *View) (fill, lo, hi float64, ok bool) {
+	d := v.Instance()
+	if v.DeviceHealth(d) != HealthOK || v.DeviceCapacity(d) <= 0 {
+		return 0, 0, 0, false
+	}
+	t := v.DeviceTier(d)
+	if r.tier != "" && v.TierName(t) != r.tier {
+		return 0, 0, 0, false
+	}
+	if v.TierOnlineDevices(t) < 2 || v.TierCapacity(t) <= 0 {
+		return 0, 0, 0, false
+	}
+	mean := float64(v.TierUsed(t)) / float64(v.TierCapacity(t))
+	if mean <= r.mean {
+		return 0, 0, 0, false
+	}
+	fill = float64(v.DeviceUsed(d)) / float64(v.DeviceCapacity(d))
+	return fill, mean - r.spread/2, mean + r.spread/2, true
+}
+
+func (r *diskBalanced) Cost(v *View) float64 {
+	fill, lo, hi, ok := r.band(v)
+	switch {
+	case !ok:
+		return 0
+	case fill > hi:
+		return fill - hi
+	case fill < lo:
+		return lo - fill
+	}
+	return 0
+}
+
+func (r *diskBalanced) Hint(v *View, h *Hints) {
+	fill, lo, hi, ok := r.band(v)
+	capacity := float64(v.DeviceCapacity(v.Instance()))
+	switch {
+	case !ok:
+	case fill > hi:
+		// The replicas that bring the device back into the band without
+		// overshooting, onto the devices with the most free space.
+		h.Offenders(MetricSize, (fill-hi)*capacity)
+		h.OrderBy(MetricSize)
+	case fill < lo:
+		h.Pull(MetricSize, (lo-fill)*capacity)
 	}
 }
 

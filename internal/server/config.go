@@ -84,6 +84,12 @@ type Config struct {
 	// (docs/planner.md).
 	Planner struct {
 		Rules []string `yaml:"rules"`
+		// LiveRules are the rules every Curator scan plans with after its
+		// own decisions (disk balancing and failure-domain spread; empty:
+		// disk_balanced with the curator's balance_mean and
+		// balance_spread, failure_domain_spread level=node and
+		// device_has_space max_fill=0.95; ["off"]: no live planning).
+		LiveRules []string `yaml:"live_rules"`
 	} `yaml:"planner"`
 	// Lifecycle tunes the S3 lifecycle runner (lifecycle.go).
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
@@ -318,6 +324,11 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	if len(c.Planner.Rules) > 0 {
 		if err := curator.ValidateRules(strings.Join(c.Planner.Rules, "\n")); err != nil {
 			return nil, fmt.Errorf("server: planner: %w", err)
+		}
+	}
+	if lr := strings.Join(c.Planner.LiveRules, "\n"); lr != "" && lr != curator.LiveRulesOff {
+		if err := curator.ValidateRules(lr); err != nil {
+			return nil, fmt.Errorf("server: planner: live_rules: %w", err)
 		}
 	}
 	if err := c.Curator.validateTiering(); err != nil {

@@ -41,6 +41,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"unknown public admin endpoint", func(c *Config) { c.AdminPublic = []string{"metrics", "status"} }, "admin_public"},
 		{"unknown planner rule", func(c *Config) { c.Planner.Rules = []string{"load_balanced spread=0.2", "be_fast"} }, "be_fast"},
 		{"bad planner parameter", func(c *Config) { c.Planner.Rules = []string{"load_balanced spread=lots"} }, "spread"},
+		{"bad live rule", func(c *Config) { c.Planner.LiveRules = []string{"disk_balanced mean=2"} }, "mean"},
 		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
 	}

@@ -236,6 +236,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		TieringScheduler: sched, TierSignals: signals,
 		Node:          n.Config.NodeID,
 		PlannerRules:  strings.Join(n.Config.Planner.Rules, "\n"),
+		LiveRules:     strings.Join(n.Config.Planner.LiveRules, "\n"),
 		ClientLatency: n.clientLatency(),
 		Decide:        decide.Options{NodeDownAfter: cc.NodeDownAfter, GarbageGrace: cc.GarbageGrace, Transform: cc.Transform.options()},
 		Tiering:       tiering,

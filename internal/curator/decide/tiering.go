@@ -15,7 +15,7 @@ import (
 const (
 	KindTierDown Kind = "tier-down"
 	KindTierUp   Kind = "tier-up"
-	KindBalance  Kind = "balance"
+	KindBalance  Kind = "balance" // records of jobs from before live planning
 )
 
 // TierOptions are the ILM thresholds (Curator §3.3; all configurable).
@@ -28,7 +28,9 @@ type TierOptions struct {
 	// its capacity.
 	Reduce float64
 	// BalanceMean (m) and BalanceSpread (s): balance a tier's devices
-	// when their mean usage exceeds m and max−min exceeds s.
+	// when their mean usage exceeds m and max−min exceeds s. They are the
+	// parameters of the planner's disk_balanced rule, which the Curator
+	// plans with in every scan (Tiering itself no longer balances).
 	BalanceMean   float64
 	BalanceSpread float64
 	// PromoteReads promotes an egroup read at least this many times within
@@ -209,8 +211,8 @@ func slowerTiers(s *model.Snapshot, t model.Tier) []model.Tier {
 
 // Tiering decides demotions (tiers over f shed their coldest unpinned
 // replicas to the next slower tier below d until usage fell by h),
-// promotions (egroups read PromoteReads times within HotWindow climb to the
-// fastest tier with room below f) and disk balancing within tiers.
+// and promotions (egroups read PromoteReads times within HotWindow climb
+// to the fastest tier with room below f).
 func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) []Task {
 	o.EnsureDefaults()
 	u := newUsage(s)
@@ -253,8 +255,9 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 		}
 	}
 
-	// Disk balancing within each tier.
-	tasks = append(tasks, balance(s, sealed, u, moved, o, o.MaxMoves-len(tasks))...)
+	// Disk balancing within tiers is the planner's disk_balanced rule,
+	// with BalanceMean and BalanceSpread as its parameters: the Curator
+	// plans it in every scan job (internal/curator/liveplan.go).
 	return tasks
 }
 
@@ -325,92 +328,6 @@ func fastestReplicaTier(eg Egroup) model.Tier {
 		}
 	}
 	return best
-}
-
-// balance moves cold egroups from the fullest to the emptiest device of a
-// tier while the tier's mean usage exceeds m and its spread exceeds s
-// (Curator §3.2.2).
-func balance(s *model.Snapshot, sealed []Egroup, u *usage, moved map[uint64]bool, o TierOptions, budget int) []Task {
-	var tasks []Task
-	byDev := map[model.DeviceID][]Egroup{}
-	for _, eg := range sealed { // coldest first
-		for _, r := range eg.Replicas {
-			if !r.Bad {
-				byDev[r.Device] = append(byDev[r.Device], eg)
-			}
-		}
-	}
-	next := map[model.DeviceID]int{}
-	for _, t := range s.Tiers() {
-		var devs []model.Device
-		for _, d := range s.Devices {
-			if d.Tier == t && d.State == model.DeviceUp && s.NodeUp(d.Node) && d.CapacityBytes > 0 {
-				devs = append(devs, d)
-			}
-		}
-		if len(devs) < 2 {
-			continue
-		}
-		frac := func(id model.DeviceID) float64 { return float64(u.dev[id]) / float64(u.capacity[id]) }
-		for len(tasks) < budget {
-			var sum float64
-			hi, lo := devs[0], devs[0]
-			for _, d := range devs {
-				f := frac(d.ID)
-				sum += f
-				if f > frac(hi.ID) {
-					hi = d
-				}
-				if f < frac(lo.ID) {
-					lo = d
-				}
-			}
-			mean := sum / float64(len(devs))
-			spread := frac(hi.ID) - frac(lo.ID)
-			if mean <= o.BalanceMean || spread <= o.BalanceSpread {
-				break
-			}
-			// The coldest egroup on hi that may move to lo: not moved yet,
-			// no replica on lo already, and lo's node not holding another
-			// replica when the source node did not.
-			var pick *Egroup
-			for next[hi.ID] < len(byDev[hi.ID]) {
-				eg := byDev[hi.ID][next[hi.ID]]
-				next[hi.ID]++
-				if moved[eg.ID] || !canMove(eg, hi, lo) {
-					continue
-				}
-				pick = &eg
-				break
-			}
-			if pick == nil {
-				break // nothing on the fullest device can move
-			}
-			// Moving must shrink the spread, not invert it.
-			if float64(pick.Size)/float64(u.capacity[lo.ID]) > spread {
-				continue
-			}
-			from := model.Replica{Device: hi.ID, Node: hi.Node, Tier: hi.Tier}
-			to := model.Replica{Device: lo.ID, Node: lo.Node, Tier: lo.Tier}
-			u.move(s, from, to, pick.Size)
-			moved[pick.ID] = true
-			tasks = append(tasks, Task{Kind: KindBalance, Egroup: pick.ID, ModRev: pick.ModRev, Add: []model.Replica{to}, Remove: []model.Replica{from},
-				Bytes: pick.Size, Reason: fmt.Sprintf("%s mean %.0f%%, spread %.0f%% (%s %.0f%% → %s %.0f%%)", t, 100*mean, 100*spread, hi.ID, 100*frac(hi.ID), lo.ID, 100*frac(lo.ID))})
-		}
-	}
-	return tasks
-}
-
-func canMove(eg Egroup, from, to model.Device) bool {
-	for _, r := range eg.Replicas {
-		if r.Device == to.ID {
-			return false
-		}
-		if r.Device != from.ID && r.Node == to.Node && from.Node != to.Node {
-			return false // would put two replicas on one node
-		}
-	}
-	return true
 }
 
 // Recall brings replicas on the remote tier back to the fastest local tier
