@@ -1,44 +1,15 @@
 package plan
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/terrace-storage/terrace/internal/puritytest"
 )
 
 // The planner is pure decision code: it may import only model and
-// standard-library packages that do no I/O and keep no shared state.
+// standard-library packages that do no I/O, read no clock and keep no
+// shared state (not even "time" or a logger).
 func TestImportsArePure(t *testing.T) {
-	allowed := map[string]bool{"github.com/terrace-storage/terrace/internal/model": true}
-	forbidden := map[string]bool{"os": true, "net": true, "net/http": true, "io/fs": true, "sync": true, "os/exec": true,
-		"time": true, "log": true, "log/slog": true, "unsafe": true, "syscall": true}
-	files, _ := filepath.Glob("*.go")
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		af, err := parser.ParseFile(fset, f, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range af.Imports {
-			p := strings.Trim(imp.Path.Value, `"`)
-			first, _, _ := strings.Cut(p, "/")
-			switch {
-			case allowed[p]:
-			case strings.Contains(first, "."):
-				t.Errorf("%s imports %s: plan may import only model and the standard library", f, p)
-			case forbidden[p]:
-				t.Errorf("%s imports %s: plan does no I/O, reads no clock and keeps no shared state", f, p)
-			}
-		}
-	}
+	puritytest.Check(t, puritytest.Rules{Name: "plan", Allowed: []string{"internal/model"},
+		Forbidden: []string{"log", "log/slog"}, NoTime: true})
 }
