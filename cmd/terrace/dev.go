@@ -85,6 +85,7 @@ Ports: node i (from 0) uses base+10i: +0 S3, +1 admin, +2 replica RPC,
 	f.StringVar(&o.DefaultVector, "default-vector", "any=2", "default replication vector")
 	f.StringArrayVar(&o.Devices, "device", nil, "per-node device tier:name:capacity (repeatable; default ssd 2GiB + 2 × hdd 8GiB)")
 	f.StringVar(&o.Binary, "binary", "", "terrace binary to run (default: this one)")
+	f.StringArrayVar(&o.ExtraArgs, "server-arg", nil, "extra argument for every node's 'terrace server' (repeatable), e.g. --server-arg=--config=tuning.yaml")
 	f.BoolVar(&o.TLS, "tls", false, "generate a throw-away CA under --dir/tls and run every listener with TLS (mutual TLS between nodes)")
 	cmd.AddCommand(c)
 	return cmd

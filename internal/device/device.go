@@ -202,6 +202,9 @@ type Device struct {
 	readBps, writeBps atomic.Uint64 // float64 bits
 
 	reads, writes, readBytes, writeBytes, syncs atomic.Int64
+
+	// group, when set, shares syncs among concurrent writers (SyncFS).
+	group atomic.Pointer[groupSync]
 }
 
 // Open opens (creating) the device described by spec under the given ID.
@@ -258,6 +261,9 @@ type Stats struct {
 	ReadBytes     int64
 	WriteBytes    int64
 	Syncs         int64
+	// SyncRounds are the flushes that served Syncs in group sync mode
+	// (SyncFS); Syncs/SyncRounds is how many writers shared a flush.
+	SyncRounds int64
 }
 
 // Stats returns the live counters.
@@ -268,7 +274,7 @@ func (d *Device) Stats() Stats {
 		QueueLen: int(d.inflight.Load()), ActiveStreams: int(d.streams.Load()),
 		ReadBps: f64(d.readBps.Load()), WriteBps: f64(d.writeBps.Load()),
 		Failed: d.failed.Load(), Reads: d.reads.Load(), Writes: d.writes.Load(),
-		ReadBytes: d.readBytes.Load(), WriteBytes: d.writeBytes.Load(), Syncs: d.syncs.Load(),
+		ReadBytes: d.readBytes.Load(), WriteBytes: d.writeBytes.Load(), Syncs: d.syncs.Load(), SyncRounds: d.syncRounds(),
 	}
 }
 
@@ -504,6 +510,9 @@ func (f *file) Sync() error {
 	d.syncs.Add(1)
 	if err := d.injected(faultSync, false); err != nil { // test hook
 		return d.ioErr("sync", f.name, err)
+	}
+	if g := d.group.Load(); g != nil {
+		return d.ioErr("sync", f.name, g.sync(func() error { return syncfs(g.root) }))
 	}
 	return d.ioErr("sync", f.name, f.raw.Sync())
 }

@@ -68,6 +68,12 @@ type Config struct {
 	// Curator's failure-driven re-protection starts. Default 10s;
 	// negative disables.
 	DeviceCheckEvery time.Duration `yaml:"device_check_every"`
+	// DeviceSync is how writes to directory devices become durable:
+	// "file" (fsync each file), "fs" (group commit: concurrent syncs on one
+	// device share one syncfs(2); for devices that are filesystems of their
+	// own, Linux ≥ 5.8) or "auto" (the default: fs for a device directory
+	// that is a mount point, file otherwise). docs/storage.md.
+	DeviceSync string `yaml:"device_sync"`
 	// ProbeBytes is the size of the start-up throughput probe per device.
 	ProbeBytes    int64         `yaml:"probe_bytes"`
 	StatsInterval time.Duration `yaml:"stats_interval"`
@@ -368,6 +374,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 		if strings.Contains(c.InitialCluster, c.NodeID+"=") && (c.EtcdPeerURL == "" || c.EtcdClientURL == "") {
 			return nil, fmt.Errorf("server: node %s is an etcd member in --initial-cluster; set --etcd-peer-url and --etcd-client-url", c.NodeID)
 		}
+	}
+	if _, err := device.ParseSyncMode(c.DeviceSync); err != nil {
+		return nil, fmt.Errorf("server: device_sync: %w", err)
 	}
 	var specs []device.Spec
 	paths := map[string]bool{}

@@ -42,6 +42,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"unknown planner rule", func(c *Config) { c.Planner.Rules = []string{"load_balanced spread=0.2", "be_fast"} }, "be_fast"},
 		{"bad planner parameter", func(c *Config) { c.Planner.Rules = []string{"load_balanced spread=lots"} }, "spread"},
 		{"bad live rule", func(c *Config) { c.Planner.LiveRules = []string{"disk_balanced mean=2"} }, "mean"},
+		{"bad device sync", func(c *Config) { c.DeviceSync = "fdatasync" }, "device_sync"},
 		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
 	}

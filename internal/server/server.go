@@ -112,12 +112,18 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 			n.closeDevices()
 			return nil, err
 		}
+		if mode, _ := device.ParseSyncMode(cfg.DeviceSync); sp.Path != "" && !sp.Remote() {
+			if err := d.SetSyncMode(mode); err != nil {
+				n.closeDevices()
+				return nil, fmt.Errorf("server: device_sync: %w", err)
+			}
+		}
 		if err := d.Probe(int(cfg.ProbeBytes)); err != nil {
 			n.closeDevices()
 			return nil, fmt.Errorf("server: probe %s: %w", id, err)
 		}
 		st := d.Stats()
-		log.Info("device ready", "id", id, "tier", sp.Tier, "path", sp.DisplayPath(), "capacity", device.FormatBytes(sp.Capacity),
+		log.Info("device ready", "id", id, "tier", sp.Tier, "path", sp.DisplayPath(), "capacity", device.FormatBytes(sp.Capacity), "sync", d.SyncMode(),
 			"used", device.FormatBytes(st.UsedBytes), "profile", sp.Profile,
 			"read_MBps", int(st.ReadBps/1e6), "write_MBps", int(st.WriteBps/1e6))
 		n.Devices = append(n.Devices, d)
