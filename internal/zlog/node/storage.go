@@ -281,14 +281,10 @@ func (s *Service) fold(op *zlogpb.Op, backups []*zlogpb.Replica, out []*zlogpb.O
 	return &zlogpb.OpResult{Status: zlogpb.Status_STATUS_OK}
 }
 
-// replicateTo sends one op to node's Replicate (directly when node is
-// this one). A node that cannot be reached answers UNAVAILABLE naming it.
-func (s *Service) replicateTo(ctx context.Context, node string, op *zlogpb.Op, settle bool) *zlogpb.OpResult {
-	return s.replicateMany(ctx, node, []*zlogpb.Op{op}, settle)[0]
-}
-
-// replicateMany sends ops to node's Replicate, sharing RPCs with other
-// concurrent senders to that node, and returns one result per op.
+// replicateMany sends ops to node's Replicate (directly when node is this
+// one), sharing RPCs with other concurrent senders to that node, and
+// returns one result per op. A node that cannot be reached answers
+// UNAVAILABLE naming it.
 func (s *Service) replicateMany(ctx context.Context, node string, ops []*zlogpb.Op, settle bool) []*zlogpb.OpResult {
 	res := make([]*zlogpb.OpResult, len(ops))
 	fail := func(st zlogpb.Status, msg string) []*zlogpb.OpResult {
