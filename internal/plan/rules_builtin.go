@@ -35,6 +35,18 @@ func builtinSpecs() []RuleSpec {
 			},
 		},
 		{
+			Name: "usage_balanced", Scope: "device",
+			Doc: "every ok device's used fraction is within ±spread/2 of its tier's (the tier's used bytes ÷ its capacity) while that is above the above parameter (the Curator's disk balancing, m and s, as a rule: it fills a new node); cost is the distance outside the band as a fraction of the device's capacity",
+			Params: []ParamSpec{
+				{Name: "spread", Kind: ParamFloat, Default: "0.1", Min: 0.001, Max: 2, Doc: "allowed max−min used fraction"},
+				{Name: "above", Kind: ParamFloat, Default: "0", Min: 0, Max: 1, Doc: "balance a tier only while its mean used fraction is above this"},
+				{Name: "tier", Kind: ParamTier, Doc: "balance only this tier (default: every tier, each on its own)"},
+			},
+			New: func(p Params) (Rule, error) {
+				return &usageBalanced{p: p, spread: p.Float("spread"), above: p.Float("above"), tier: p.Tier("tier")}, nil
+			},
+		},
+		{
 			Name: "rplset_durable", Scope: "egroup", Hard: true,
 			Doc:    "no replica lives on a failed, bad or draining device (hard); the excess counts such replicas",
 			Params: nil,
@@ -214,6 +226,77 @@ func (r *loadBalanced) Hint(v *View, h *Hints) {
 		h.OrderBy(MetricLoad)
 	case load < lo:
 		h.Pull(MetricLoad, lo-load)
+	}
+}
+
+// --- usage_balanced ---
+
+// usageBalanced is disk balancing by fullness. The band is around the
+// tier's used fraction (bytes used ÷ capacity over its ok devices), not
+// the mean of the devices' fractions, so devices of different sizes fill
+// to the same fraction; a moved replica changes the device's used bytes
+// and, within a tier, not the tier's total, so the band holds still while
+// the solver balances.
+type usageBalanced struct {
+	p      Params
+	spread float64
+	above  float64
+	tier   model.Tier
+}
+
+func (r *usageBalanced) Name() string    { return "usage_balanced" }
+func (r *usageBalanced) Scope() Scope    { return ScopeDevice }
+func (r *usageBalanced) Params() []Param { return r.p.List() }
+func (r *usageBalanced) TierWide() bool  { return true }
+
+// band returns the device's used fraction and the band's bounds; ok is
+// false when the rule does not apply to the device.
+func (r *usageBalanced) band(v *View) (used, lo, hi float64, ok bool) {
+	d := v.Instance()
+	if v.DeviceHealth(d) != HealthOK || v.DeviceCapacity(d) <= 0 {
+		return 0, 0, 0, false
+	}
+	t := v.DeviceTier(d)
+	if r.tier != "" && v.TierName(t) != r.tier {
+		return 0, 0, 0, false
+	}
+	if v.TierOnlineDevices(t) < 2 || v.TierCapacity(t) <= 0 {
+		return 0, 0, 0, false
+	}
+	mean := float64(v.TierUsed(t)) / float64(v.TierCapacity(t))
+	if mean <= r.above {
+		return 0, 0, 0, false
+	}
+	used = float64(v.DeviceUsed(d)) / float64(v.DeviceCapacity(d))
+	return used, mean - r.spread/2, mean + r.spread/2, true
+}
+
+func (r *usageBalanced) Cost(v *View) float64 {
+	used, lo, hi, ok := r.band(v)
+	switch {
+	case !ok:
+		return 0
+	case used > hi:
+		return used - hi
+	case used < lo:
+		return lo - used
+	}
+	return 0
+}
+
+func (r *usageBalanced) Hint(v *View, h *Hints) {
+	used, lo, hi, ok := r.band(v)
+	capacity := float64(v.DeviceCapacity(v.Instance()))
+	switch {
+	case !ok:
+	case used > hi:
+		// Replicas up to the excess first, largest first: one move
+		// repairs the most without overshooting; then to the device with
+		// the most room.
+		h.Offenders(MetricSize, (used-hi)*capacity)
+		h.OrderBy(MetricSize)
+	case used < lo:
+		h.Pull(MetricSize, (lo-used)*capacity)
 	}
 }
 
