@@ -134,7 +134,9 @@ func TestPlannerModelDeviceLoadIsReplicaLoad(t *testing.T) {
 			CapacityBytes: 1 << 30, UsedBytes: 1 << 20, ReadBps: 150e6, WriteBps: 150e6})
 	}
 	snap := model.NewSnapshot(time.Unix(1000, 0), nil, devs)
-	rep := func(d string) decide.Replica { return decide.Replica{Replica: model.Replica{Device: model.DeviceID(d), Node: model.NodeID(d[:2])}} }
+	rep := func(d string) decide.Replica {
+		return decide.Replica{Replica: model.Replica{Device: model.DeviceID(d), Node: model.NodeID(d[:2])}}
+	}
 	vec := model.MustParseVector("any=2")
 	res := &scanResult{bucketOf: map[uint64]string{}, egroups: []decide.Egroup{
 		{ID: 1, Size: 1 << 20, Vector: vec, Reads: 600, Replicas: []decide.Replica{rep("n1/hdd0"), rep("n2/hdd0")}},
