@@ -39,7 +39,7 @@ view lists it with its devices) and, with --new-node-serves-clients, takes
 client requests too. After --joined the planner runs on the live cluster
 ('terrace plan apply' on the Curator master) with --rules, which the servers
 are configured with (default: the standard rules plus usage_balanced
-spread=0.02, which fills the new node); the actuator executes the moves —
+spread=0.01, which fills the new node); the actuator executes the moves —
 copy on the new node, verify, switch the egroup record, delete the source —
 at its own adaptive rate (not tuned here: measuring it is the point). When
 the job finishes the planner is asked again and, if it still wants moves,
@@ -105,7 +105,7 @@ node's used bytes), scaleout.png, summary.txt and result.json to --out.`,
 	f.StringVar(&o.Dir, "dir", "", "working directory of the cluster, removed afterwards (default OUT/work)")
 	f.IntVar(&o.Nodes, "nodes", 3, "nodes the cluster starts with (3 are etcd members); one more joins")
 	f.IntVar(&o.BasePort, "base-port", 19900, "first port of the cluster's block (10 per node, nodes+1 nodes)")
-	f.StringSliceVar(&o.Devices, "devices", []string{"hdd:hdd0:1GiB"}, "devices per node, tier:NAME:capacity")
+	f.StringSliceVar(&o.Devices, "devices", []string{"hdd:hdd0:4GiB"}, "devices per node, tier:NAME:capacity")
 	f.StringVar(&o.Vector, "vector", "any=2", "replication vector of the data")
 	f.StringVar(&egroup, "egroup", "1MiB", "servers' egroup size (small egroups: many small moves)")
 	f.BoolVar(&o.Emulate, "emulate", true, "emulate device speeds, so the disks limit the clients and a new node's disks add capacity")
@@ -113,7 +113,7 @@ node's used bytes), scaleout.png, summary.txt and result.json to --out.`,
 	f.StringVar(&object, "object-size", "256KiB", "size of preloaded and newly written objects")
 	f.IntVar(&o.PreloadWorkers, "preload-workers", 8, "concurrent writers during the preload")
 	f.IntVar(&o.Clients, "clients", 16, "closed-loop S3 clients (each runs one operation at a time)")
-	f.Float64Var(&o.ReadFraction, "read-fraction", 0.9, "share of operations that GET (and verify) a preloaded object; the rest PUT new objects")
+	f.Float64Var(&o.ReadFraction, "read-fraction", 0.95, "share of operations that GET (and verify) a preloaded object; the rest PUT new objects")
 	f.BoolVar(&o.NewNodeServesClients, "new-node-serves-clients", true, "send client requests to the new node's S3 endpoint too once it has joined")
 	f.DurationVar(&o.Warmup, "warmup", 0, "load before the measured baseline (default 5s)")
 	f.DurationVar(&o.Baseline, "baseline", 0, "measured load before the join (default 40s)")
@@ -121,7 +121,7 @@ node's used bytes), scaleout.png, summary.txt and result.json to --out.`,
 	f.DurationVar(&o.Tail, "tail", 0, "load after the last planned move (default 40s)")
 	f.DurationVar(&o.MaxBalance, "max-balance", 0, "give up if the planned jobs have not finished this long after the plan (default 10m)")
 	f.IntVar(&o.MaxRounds, "max-rounds", 3, "plan-apply rounds at most (the planner is asked again after each job)")
-	f.StringArrayVar(&o.Rules, "rules", nil, "planner rule, repeatable (default: device_has_space max_fill=0.95, rplset_durable, failure_domain_spread level=node, usage_balanced spread=0.02)")
+	f.StringArrayVar(&o.Rules, "rules", nil, "planner rule, repeatable (default: device_has_space max_fill=0.95, rplset_durable, failure_domain_spread level=node, usage_balanced spread=0.01)")
 	f.Float64Var(&o.MoveMBps, "move-mbps", 0, "the actuator's maximum move rate in MB/s (default: the server's)")
 	f.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON instead of the summary")

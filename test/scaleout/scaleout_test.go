@@ -70,8 +70,9 @@ func TestScaleoutMiniature(t *testing.T) {
 			oldMax = max(oldMax, b)
 		}
 	}
-	// usage_balanced spread=0.02 on equal devices: the new node ends within
-	// 2 % of capacity (5 MiB) of the others, so it holds a real share.
+	// usage_balanced spread=0.01 on equal devices: when the plan ends the
+	// new node is within 1 % of capacity (2.6 MiB) of the others; new
+	// writes land during the tail, so allow 6 MiB.
 	if got := res.NodeBytesAfter[newNode]; got <= 0 || got < oldMax-(6<<20) {
 		t.Errorf("%s holds %d bytes at the end, the fullest old node %d: %v", newNode, got, oldMax, res.NodeBytesAfter)
 	}

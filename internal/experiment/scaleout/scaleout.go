@@ -36,13 +36,14 @@ const Bucket = "scaleout"
 
 // DefaultRules are the planner rules the servers run with: the default
 // set (space, durability, one replica per node) plus usage_balanced with
-// a band of 2 points, so the plan fills the new node to within about 2 %
-// of its share instead of stopping at a wide band's floor.
+// a band of one point (±0.5 % of a device's capacity, 20 MiB of the default
+// 4 GiB device), so the plan fills the new node to about its share
+// instead of stopping at a wide band's floor.
 var DefaultRules = []string{
 	"device_has_space max_fill=0.95",
 	"rplset_durable",
 	"failure_domain_spread level=node",
-	"usage_balanced spread=0.02",
+	"usage_balanced spread=0.01",
 }
 
 // Options configure the experiment. Zero values mean defaults sized for a
@@ -103,7 +104,7 @@ func (o *Options) EnsureDefaults() {
 		o.BasePort = 19900
 	}
 	if len(o.Devices) == 0 {
-		o.Devices = []string{"hdd:hdd0:1GiB"}
+		o.Devices = []string{"hdd:hdd0:4GiB"}
 	}
 	if o.Vector == "" {
 		o.Vector = "any=2"
@@ -124,7 +125,7 @@ func (o *Options) EnsureDefaults() {
 		o.Clients = 16
 	}
 	if o.ReadFraction == 0 {
-		o.ReadFraction = 0.9
+		o.ReadFraction = 0.95
 	}
 	if o.Warmup == 0 {
 		o.Warmup = 5 * time.Second

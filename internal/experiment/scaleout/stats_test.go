@@ -132,7 +132,7 @@ func TestSummaryAndHeadline(t *testing.T) {
 		}
 	}
 	s := Summary(r)
-	for _, want := range []string{"n4 -", "n4 3.0 MiB", "usage_balanced spread=0.02", h} {
+	for _, want := range []string{"n4 -", "n4 3.0 MiB", "usage_balanced spread=0.01", h} {
 		if !strings.Contains(s, want) {
 			t.Errorf("summary lacks %q:\n%s", want, s)
 		}
