@@ -178,10 +178,12 @@ type Second struct {
 	NodeBytes []int64
 }
 
-// PerSecond buckets ops by start second over [0, End) and attaches the
-// latest sample taken by the end of each second (samples in any order).
+// PerSecond buckets ops by start second over the whole seconds of
+// [0, End) (a last partial second would read as a drop in throughput) and
+// attaches the latest sample taken by the end of each second (samples in
+// any order).
 func PerSecond(ops []Op, samples []Sample, nodes []string, m Marks) []Second {
-	n := int(math.Ceil(m.End))
+	n := int(math.Floor(m.End))
 	if n <= 0 {
 		return nil
 	}

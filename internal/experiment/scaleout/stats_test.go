@@ -94,7 +94,7 @@ func TestPerSecond(t *testing.T) {
 		{T: 2.5, NodeBytes: map[string]int64{"n1": 30, "n2": 30, "n3": 30, "n4": 10}, Moved: 10},
 		{T: 0.3, NodeBytes: map[string]int64{"n1": 30, "n2": 30, "n3": 30}},
 	}
-	m := Marks{Warmup: 0, JoinAt: 1, ApplyAt: 2, BalancedAt: -1, End: 3}
+	m := Marks{Warmup: 0, JoinAt: 1, ApplyAt: 2, BalancedAt: -1, End: 3.5} // the partial last second is left out
 	secs := PerSecond(ops, samples, []string{"n1", "n4"}, m)
 	if len(secs) != 3 {
 		t.Fatalf("%d seconds, want 3", len(secs))
