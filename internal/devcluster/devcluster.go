@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -128,12 +129,13 @@ type Node struct {
 	LogPath string   `json:"log"`
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited
-	// held marks a node Start configured but did not launch (Options.Launch).
-	held bool
+	// held marks a node Start configured but did not launch
+	// (Options.Launch); atomic, so Running may be read while Join runs.
+	held atomic.Bool
 }
 
 // Held reports whether the node is held back for Join and not yet started.
-func (n *Node) Held() bool { return n.held }
+func (n *Node) Held() bool { return n.held.Load() }
 
 func (n *Node) exited() bool {
 	if n.done == nil {
@@ -256,8 +258,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			ID: fmt.Sprintf("n%d", i+1), Rack: fmt.Sprintf("r%d", i%o.Racks+1),
 			S3: fmt.Sprintf("127.0.0.1:%d", port(i, 0)), Admin: fmt.Sprintf("127.0.0.1:%d", port(i, 1)),
 			RPC: fmt.Sprintf("127.0.0.1:%d", port(i, 2)), Member: i < members,
-			Dir: filepath.Join(o.Dir, fmt.Sprintf("n%d", i+1)), held: i >= launch,
+			Dir: filepath.Join(o.Dir, fmt.Sprintf("n%d", i+1)),
 		}
+		n.held.Store(i >= launch)
 		n.LogPath = filepath.Join(n.Dir, "server.log")
 		n.Args = []string{"server", "--node-id", n.ID, "--rack", n.Rack, "--data-dir", n.Dir,
 			"--s3-address", n.S3, "--admin-address", n.Admin, "--rpc-address", n.RPC,
@@ -297,7 +300,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	// Founding members must start together: each waits for a quorum.
 	var started []*Node
 	for _, n := range c.Nodes {
-		if n.held {
+		if n.held.Load() {
 			continue
 		}
 		if err := c.launch(n); err != nil {
@@ -345,7 +348,7 @@ func (c *Cluster) launch(n *Node) error {
 func (c *Cluster) Running() []*Node {
 	var out []*Node
 	for _, n := range c.Nodes {
-		if !n.held {
+		if !n.held.Load() {
 			out = append(out, n)
 		}
 	}
@@ -358,7 +361,7 @@ func (c *Cluster) Running() []*Node {
 // and the Curator see it. The node registers itself through the
 // metadata store like any non-member node; Join only starts the process.
 func (c *Cluster) Join(ctx context.Context, n *Node) error {
-	if !n.held {
+	if !n.held.Load() {
 		return fmt.Errorf("devcluster: %s is not held back (already launched)", n.ID)
 	}
 	if n.Member {
@@ -366,7 +369,7 @@ func (c *Cluster) Join(ctx context.Context, n *Node) error {
 	}
 	var seed *Node
 	for _, m := range c.Nodes {
-		if !m.held && !m.exited() {
+		if !m.held.Load() && !m.exited() {
 			seed = m
 			break
 		}
@@ -377,7 +380,7 @@ func (c *Cluster) Join(ctx context.Context, n *Node) error {
 	if err := c.launch(n); err != nil {
 		return err
 	}
-	n.held = false
+	n.held.Store(false)
 	if err := c.WaitReady(ctx, n); err != nil {
 		return err
 	}
@@ -479,7 +482,7 @@ func (c *Cluster) Kill(n *Node) {
 
 // Restart starts a killed or stopped node again with the same arguments.
 func (c *Cluster) Restart(ctx context.Context, n *Node) error {
-	if n.held {
+	if n.held.Load() {
 		return fmt.Errorf("devcluster: %s is held back; Join starts it", n.ID)
 	}
 	if err := c.launch(n); err != nil {

@@ -28,14 +28,17 @@ func TestLaunchValidation(t *testing.T) {
 
 // Join refuses a node that was launched, and an etcd member.
 func TestJoinRefusesRunningAndMembers(t *testing.T) {
-	c := &Cluster{Nodes: []*Node{{ID: "n1", Member: true, held: true}, {ID: "n2"}}}
+	c := &Cluster{Nodes: []*Node{{ID: "n1", Member: true}, {ID: "n2"}}}
+	c.Nodes[0].held.Store(true)
 	if err := c.Join(context.Background(), c.Nodes[0]); err == nil || !strings.Contains(err.Error(), "etcd member") {
 		t.Errorf("join of a held member: %v", err)
 	}
 	if err := c.Join(context.Background(), c.Nodes[1]); err == nil || !strings.Contains(err.Error(), "not held back") {
 		t.Errorf("join of a launched node: %v", err)
 	}
-	if err := c.Restart(context.Background(), &Node{ID: "n3", held: true}); err == nil || !strings.Contains(err.Error(), "held back") {
+	held := &Node{ID: "n3"}
+	held.held.Store(true)
+	if err := c.Restart(context.Background(), held); err == nil || !strings.Contains(err.Error(), "held back") {
 		t.Errorf("restart of a held node: %v", err)
 	}
 }

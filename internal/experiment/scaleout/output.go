@@ -82,6 +82,9 @@ func writeCSV(path string, res *Result) error {
 	for _, n := range res.Nodes {
 		head = append(head, n+"_used_bytes")
 	}
+	for _, n := range res.Nodes {
+		head = append(head, n+"_disk_read_mb_s")
+	}
 	_ = w.Write(head)
 	ms := func(x float64) string {
 		if math.IsNaN(x) {
@@ -100,6 +103,9 @@ func writeCSV(path string, res *Result) error {
 			ms(s.P50Ms), ms(s.P99Ms), opt(s.Moved)}
 		for _, b := range s.NodeBytes {
 			row = append(row, opt(b))
+		}
+		for _, x := range s.NodeReadMBps {
+			row = append(row, ms(x))
 		}
 		_ = w.Write(row)
 	}
@@ -120,9 +126,10 @@ var palette = []color.Color{
 	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 255},
 }
 
-// writePNG draws three panels over time: client operations per second,
-// p50 and p99 latency, and every node's used bytes with the bytes the
-// plan moved; the join, the plan and the last move are marked.
+// writePNG draws four panels over time: client operations per second,
+// p50 and p99 latency, every node's used bytes with the bytes the plan
+// moved, and every node's disk reads; the join, the plan and the last
+// move are marked.
 func writePNG(path string, res *Result) error {
 	thr := plot.New()
 	thr.Title.Text = fmt.Sprintf("A node joins a loaded cluster: %s", Headline(res))
@@ -133,8 +140,10 @@ func writePNG(path string, res *Result) error {
 	lat.Y.Scale = plot.LogScale{}
 	lat.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	data := plot.New()
-	data.X.Label.Text = "time since the load started (s)"
-	data.Y.Label.Text = "MiB"
+	data.Y.Label.Text = "used MiB"
+	reads := plot.New()
+	reads.X.Label.Text = "time since the load started (s)"
+	reads.Y.Label.Text = "disk reads MB/s"
 
 	var ops, p50, p99 plotter.XYs
 	maxOps, maxLat := 1.0, 1.0
@@ -182,6 +191,19 @@ func writePNG(path string, res *Result) error {
 			return err
 		}
 	}
+	maxRead := 1.0
+	for k, node := range res.Nodes {
+		var pts plotter.XYs
+		for _, s := range res.Seconds {
+			if s.Phase != PhaseWarmup && k < len(s.NodeReadMBps) && !math.IsNaN(s.NodeReadMBps[k]) {
+				pts = append(pts, plotter.XY{X: float64(s.T) + 0.5, Y: s.NodeReadMBps[k]})
+				maxRead = max(maxRead, s.NodeReadMBps[k])
+			}
+		}
+		if err := addLine(reads, pts, palette[k%len(palette)], node); err != nil {
+			return err
+		}
+	}
 	var moved plotter.XYs
 	for _, s := range res.Seconds {
 		if s.Moved >= 0 {
@@ -196,7 +218,7 @@ func writePNG(path string, res *Result) error {
 		p        *plot.Plot
 		lo, top  float64
 		withName bool
-	}{{thr, 0, maxOps, true}, {lat, 0.1, maxLat, false}, {data, 0, maxMiB, false}} {
+	}{{thr, 0, maxOps, true}, {lat, 0.1, maxLat, false}, {data, 0, maxMiB, false}, {reads, 0, maxRead, false}} {
 		name := func(s string) string {
 			if pl.withName {
 				return s
@@ -225,12 +247,13 @@ func writePNG(path string, res *Result) error {
 	}
 	thr.Y.Min = 0
 	data.Y.Min = 0
-	const w, h = 10 * vg.Inch, 9 * vg.Inch
+	reads.Y.Min = 0
+	const w, h = 10 * vg.Inch, 11 * vg.Inch
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 3, Cols: 1, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
+	tiles := draw.Tiles{Rows: 4, Cols: 1, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
 		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	plots := [][]*plot.Plot{{thr}, {lat}, {data}}
+	plots := [][]*plot.Plot{{thr}, {lat}, {data}, {reads}}
 	canvases := plot.Align(plots, tiles, dc)
 	for i, row := range plots {
 		row[0].Draw(canvases[i][0])

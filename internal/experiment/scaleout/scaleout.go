@@ -256,11 +256,13 @@ type Result struct {
 	NodeBytesBefore map[string]int64   `json:"node_bytes_before_join"`
 	NodeBytesAfter  map[string]int64   `json:"node_bytes_end"`
 	Phases          []PhaseStats       `json:"phases"`
-	ClientErrors    []string           `json:"client_errors,omitempty"`
-	Verify          Verification       `json:"verification"`
-	Seconds         []Second           `json:"-"`
-	Ops             []Op               `json:"-"`
-	Samples         []Sample           `json:"-"`
+	// ReadMBps is each node's mean disk read rate per phase.
+	ReadMBps     map[string]map[string]float64 `json:"disk_read_mb_per_sec"`
+	ClientErrors []string                      `json:"client_errors,omitempty"`
+	Verify       Verification                  `json:"verification"`
+	Seconds      []Second                      `json:"-"`
+	Ops          []Op                          `json:"-"`
+	Samples      []Sample                      `json:"-"`
 }
 
 // Run runs the experiment and writes its outputs under o.Out. On a
@@ -651,6 +653,18 @@ func (r *runner) sample(ctx context.Context) {
 		}
 		s.NodeBytes[string(n.ID)] = used
 	}
+	s.NodeReadBytes = map[string]int64{}
+	for _, n := range r.cl.Running() {
+		var ns server.Status
+		if err := r.call(cctx, "GET", r.admin(n, "/v1/status"), &ns); err != nil {
+			continue
+		}
+		var rb int64
+		for _, d := range ns.Devices {
+			rb += d.ReadBytes
+		}
+		s.NodeReadBytes[n.ID] = rb
+	}
 	r.sampleMu.Lock()
 	ids := append([]string(nil), r.jobIDs...)
 	r.sampleMu.Unlock()
@@ -841,4 +855,8 @@ func (r *runner) finish() {
 	}
 	res.Phases = SplitPhases(res.Ops, *m)
 	res.Seconds = PerSecond(res.Ops, res.Samples, res.Nodes, *m)
+	res.ReadMBps = map[string]map[string]float64{}
+	for _, ph := range phaseNames {
+		res.ReadMBps[ph] = PhaseReadMBps(res.Seconds, res.Nodes, ph)
+	}
 }

@@ -27,6 +27,10 @@ type Sample struct {
 	NodeBytes map[string]int64
 	// Moved is the bytes the planned jobs have moved so far.
 	Moved int64
+	// NodeReadBytes is every running node's device read bytes since it
+	// started (its devices summed, asked of the node itself): where the
+	// clients' reads are served, the load a join should spread.
+	NodeReadBytes map[string]int64
 }
 
 // Phase names, in order.
@@ -176,6 +180,9 @@ type Second struct {
 	// order of the nodes given to PerSecond (-1: not in the cluster).
 	Moved     int64
 	NodeBytes []int64
+	// NodeReadMBps is each node's device reads in this second (MB/s,
+	// between the samples around it; NaN: not measured).
+	NodeReadMBps []float64
 }
 
 // PerSecond buckets ops by start second over the whole seconds of
@@ -191,9 +198,11 @@ func PerSecond(ops []Op, samples []Sample, nodes []string, m Marks) []Second {
 	bytes := make([]int64, n)
 	out := make([]Second, n)
 	for i := range out {
-		out[i] = Second{T: i, Phase: PhaseOf(float64(i), m), Moved: -1, NodeBytes: make([]int64, len(nodes))}
+		out[i] = Second{T: i, Phase: PhaseOf(float64(i), m), Moved: -1, NodeBytes: make([]int64, len(nodes)),
+			NodeReadMBps: make([]float64, len(nodes))}
 		for k := range out[i].NodeBytes {
 			out[i].NodeBytes[k] = -1
+			out[i].NodeReadMBps[k] = math.NaN()
 		}
 	}
 	for _, op := range ops {
@@ -218,6 +227,7 @@ func PerSecond(ops []Op, samples []Sample, nodes []string, m Marks) []Second {
 			cur = &ss[j]
 			j++
 		}
+		readRates(out[i].NodeReadMBps, ss, nodes, float64(i)+0.5)
 		if cur != nil {
 			out[i].Moved = cur.Moved
 			for k, node := range nodes {
@@ -232,6 +242,48 @@ func PerSecond(ops []Op, samples []Sample, nodes []string, m Marks) []Second {
 		out[i].MBps = float64(bytes[i]) / 1e6
 	}
 	return out
+}
+
+// PhaseReadMBps is each node's mean disk read rate (MB/s) over the seconds
+// of a phase, by node (nodes without a measured second are left out).
+func PhaseReadMBps(secs []Second, nodes []string, phase string) map[string]float64 {
+	out := map[string]float64{}
+	for k, n := range nodes {
+		var sum float64
+		var cnt int
+		for _, s := range secs {
+			if s.Phase == phase && k < len(s.NodeReadMBps) && !math.IsNaN(s.NodeReadMBps[k]) {
+				sum += s.NodeReadMBps[k]
+				cnt++
+			}
+		}
+		if cnt > 0 {
+			out[n] = sum / float64(cnt)
+		}
+	}
+	return out
+}
+
+// readRates fills rates[k] with node k's device read rate (MB/s) between
+// the two samples that bracket moment t (sorted samples; NaN where a node
+// is missing from either, or its counter went back: a restart).
+func readRates(rates []float64, ss []Sample, nodes []string, t float64) {
+	i := sort.Search(len(ss), func(i int) bool { return ss[i].T > t })
+	if i == 0 || i == len(ss) {
+		return
+	}
+	a, b := ss[i-1], ss[i]
+	dt := b.T - a.T
+	if dt <= 0 {
+		return
+	}
+	for k, n := range nodes {
+		x, okA := a.NodeReadBytes[n]
+		y, okB := b.NodeReadBytes[n]
+		if okA && okB && y >= x {
+			rates[k] = float64(y-x) / dt / 1e6
+		}
+	}
 }
 
 // Summary renders the result as summary.txt holds it: the run's setup,
@@ -259,6 +311,17 @@ func Summary(r *Result) string {
 	}
 	fmt.Fprintf(&b, "; planner's moves left afterwards: %d\n", r.ResidualMoves)
 	fmt.Fprintf(&b, "used bytes per node before the join: %s; at the end: %s\n", nodeBytes(r.NodeBytesBefore, r.Nodes), nodeBytes(r.NodeBytesAfter, r.Nodes))
+	for _, ph := range []string{PhaseBaseline, PhaseAfter} {
+		if rates := r.ReadMBps[ph]; len(rates) > 0 {
+			var parts []string
+			for _, n := range r.Nodes {
+				if x, ok := rates[n]; ok {
+					parts = append(parts, fmt.Sprintf("%s %.1f", n, x))
+				}
+			}
+			fmt.Fprintf(&b, "disk reads per node (MB/s), %s: %s\n", ph, strings.Join(parts, ", "))
+		}
+	}
 	fmt.Fprintf(&b, "\n%-9s %7s %7s %8s %8s %8s %8s %8s %8s %7s\n", "phase", "seconds", "ops", "ops/s", "MB/s", "mean_ms", "p50_ms", "p99_ms", "max_ms", "errors")
 	for _, p := range r.Phases {
 		fmt.Fprintf(&b, "%-9s %7.1f %7d %8.1f %8.2f %8.2f %8.2f %8.2f %8.2f %7d\n", p.Name, p.Seconds, p.Ops, p.OpsPerSec, p.MBps,

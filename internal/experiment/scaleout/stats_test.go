@@ -197,3 +197,26 @@ func TestServerConfig(t *testing.T) {
 		t.Errorf("rules: %v", err)
 	}
 }
+
+// Disk read rates are the counter's growth between the samples around
+// each second's middle; a node missing from a sample, or whose counter
+// went back (a restart), has no rate.
+func TestPerSecondReadRates(t *testing.T) {
+	samples := []Sample{
+		{T: 0.2, NodeReadBytes: map[string]int64{"n1": 0}},
+		{T: 1.2, NodeReadBytes: map[string]int64{"n1": 2e6, "n4": 0}},
+		{T: 2.2, NodeReadBytes: map[string]int64{"n1": 5e6, "n4": 1e6}},
+		{T: 3.2, NodeReadBytes: map[string]int64{"n1": 1e6, "n4": 3e6}},
+	}
+	m := Marks{JoinAt: 1, ApplyAt: 2, BalancedAt: -1, End: 4}
+	secs := PerSecond(nil, samples, []string{"n1", "n4"}, m)
+	want := [][2]float64{{2, math.NaN()}, {3, 1}, {math.NaN(), 2}, {math.NaN(), math.NaN()}}
+	for i, s := range secs {
+		for k := range 2 {
+			got, w := s.NodeReadMBps[k], want[i][k]
+			if !(math.Abs(got-w) < 1e-9 || math.IsNaN(got) && math.IsNaN(w)) {
+				t.Errorf("second %d node %d: %v MB/s, want %v", i, k, got, w)
+			}
+		}
+	}
+}
