@@ -122,6 +122,7 @@ node's used bytes), scaleout.png, summary.txt and result.json to --out.`,
 	f.DurationVar(&o.MaxBalance, "max-balance", 0, "give up if the planned jobs have not finished this long after the plan (default 10m)")
 	f.IntVar(&o.MaxRounds, "max-rounds", 3, "plan-apply rounds at most (the planner is asked again after each job)")
 	f.StringArrayVar(&o.Rules, "rules", nil, "planner rule, repeatable (default: device_has_space max_fill=0.95, rplset_durable, failure_domain_spread level=node, usage_balanced spread=0.01)")
+	f.StringVar(&o.ReadOrder, "read-order", "locality", "servers' read_order: locality (own replica, else a random one) or octopus (the server default: Eq. 12 over probed device speeds, which herds remote reads onto the fastest-probing disk)")
 	f.Float64Var(&o.MoveMBps, "move-mbps", 0, "the actuator's maximum move rate in MB/s (default: the server's)")
 	f.Uint64Var(&o.Seed, "seed", 1, "workload seed")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON instead of the summary")

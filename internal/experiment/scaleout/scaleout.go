@@ -91,8 +91,14 @@ type Options struct {
 	Rules []string
 	// MoveMBps is the actuator's maximum move rate (0: the server's).
 	MoveMBps float64
-	Seed     uint64
-	Log      func(format string, args ...any)
+	// ReadOrder is the servers' read_order: "locality" (default here: a
+	// node reads its own replica, else a random one) or "octopus" (the
+	// server default, Eq. 12 over probed device speeds and stream counts;
+	// between like devices it herds remote reads onto the one whose probe
+	// read fastest, so a new node's disk may get few of them).
+	ReadOrder string
+	Seed      uint64
+	Log       func(format string, args ...any)
 }
 
 // EnsureDefaults fills zero fields.
@@ -148,6 +154,9 @@ func (o *Options) EnsureDefaults() {
 	if len(o.Rules) == 0 {
 		o.Rules = append([]string(nil), DefaultRules...)
 	}
+	if o.ReadOrder == "" {
+		o.ReadOrder = "locality"
+	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
@@ -190,6 +199,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("scaleout: egroup size %d: want 256 KiB..1 GiB", o.EgroupBytes)
 	case o.MoveMBps < 0:
 		return fmt.Errorf("scaleout: move rate %v MB/s must not be negative", o.MoveMBps)
+	case o.ReadOrder != "locality" && o.ReadOrder != "octopus":
+		return fmt.Errorf("scaleout: read order %q: want locality or octopus", o.ReadOrder)
 	}
 	for _, r := range o.Rules {
 		if strings.ContainsAny(r, "\n\"") {
@@ -205,7 +216,7 @@ func (o *Options) Validate() error {
 // background load), no scheduled scans during the run.
 func serverConfig(o Options) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "egroup_max_bytes: %d\ncurator:\n  full_every: 6h\n  partial_every: 6h\n  scrub: false\n  tiering: false\n", o.EgroupBytes)
+	fmt.Fprintf(&b, "egroup_max_bytes: %d\nread_order: %s\ncurator:\n  full_every: 6h\n  partial_every: 6h\n  scrub: false\n  tiering: false\n", o.EgroupBytes, o.ReadOrder)
 	if o.MoveMBps > 0 {
 		fmt.Fprintf(&b, "  move_mbps: %g\n", o.MoveMBps)
 	}

@@ -294,7 +294,7 @@ func Summary(r *Result) string {
 	fmt.Fprintf(&b, "Mirador scale-out experiment (terrace bench scaleout)\n\n")
 	fmt.Fprintf(&b, "cluster: %d nodes, then %s joins; devices per node %s, vector %s, emulated media %v, egroup %s\n",
 		o.Nodes, r.NewNode, strings.Join(o.Devices, ","), o.Vector, o.Emulate, mib(o.EgroupBytes))
-	fmt.Fprintf(&b, "planner rules: %s\n", strings.Join(o.Rules, "; "))
+	fmt.Fprintf(&b, "planner rules: %s; read order: %s\n", strings.Join(o.Rules, "; "), o.ReadOrder)
 	fmt.Fprintf(&b, "preload: %d objects of %s (%s logical) in %.1f s; load: %d closed-loop S3 clients, %.0f %% GETs (verified), the rest PUTs of new objects, spread over every running node's S3 endpoint\n",
 		r.Preloaded, mib(o.ObjectBytes), mib(r.PreloadBytes), r.PreloadSeconds, o.Clients, 100*o.ReadFraction)
 	fmt.Fprintf(&b, "timeline: warm-up until t=%.0fs, %s started t=%.1fs (in the cluster view %.1f s later), plan applied t=%.1fs",

@@ -160,6 +160,7 @@ func TestValidate(t *testing.T) {
 		{func(o *Options) { o.EgroupBytes = 1000 }, "egroup size"},
 		{func(o *Options) { o.Rules = []string{"a\nb"} }, "one rule per entry"},
 		{func(o *Options) { o.Tail = -time.Second }, "must be positive"},
+		{func(o *Options) { o.ReadOrder = "nearest" }, "read order"},
 	} {
 		o := Options{}
 		o.EnsureDefaults()
@@ -190,7 +191,7 @@ func TestServerConfig(t *testing.T) {
 		t.Fatalf("%v\n%s", err, cfg)
 	}
 	if c.EgroupMaxBytes != 1<<20 || c.Curator.Tiering == nil || *c.Curator.Tiering || c.Curator.Scrub == nil || *c.Curator.Scrub ||
-		c.Curator.MoveMBps != 50 || strings.Join(c.Planner.Rules, "|") != strings.Join(DefaultRules, "|") {
+		c.Curator.MoveMBps != 50 || c.ReadOrder != "locality" || strings.Join(c.Planner.Rules, "|") != strings.Join(DefaultRules, "|") {
 		t.Errorf("parsed config %+v from:\n%s", c, cfg)
 	}
 	if err := curator.ValidateRules(strings.Join(c.Planner.Rules, "\n")); err != nil {
