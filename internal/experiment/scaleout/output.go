@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -132,7 +133,7 @@ var palette = []color.Color{
 // move are marked.
 func writePNG(path string, res *Result) error {
 	thr := plot.New()
-	thr.Title.Text = fmt.Sprintf("A node joins a loaded cluster: %s", Headline(res))
+	thr.Title.Text = "A node joins a loaded cluster (terrace bench scaleout)\n" + strings.ReplaceAll(Headline(res), "; ", "\n")
 	thr.Title.TextStyle.Font.Size = vg.Points(8)
 	thr.Y.Label.Text = "client ops/s"
 	lat := plot.New()

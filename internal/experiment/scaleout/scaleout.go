@@ -36,8 +36,8 @@ const Bucket = "scaleout"
 
 // DefaultRules are the planner rules the servers run with: the default
 // set (space, durability, one replica per node) plus usage_balanced with
-// a band of one point (±0.5 % of a device's capacity, 20 MiB of the default
-// 4 GiB device), so the plan fills the new node to about its share
+// a band of one point (±0.5 % of a device's capacity, 41 MiB of the default
+// 8 GiB device), so the plan fills the new node to about its share
 // instead of stopping at a wide band's floor.
 var DefaultRules = []string{
 	"device_has_space max_fill=0.95",
@@ -110,19 +110,19 @@ func (o *Options) EnsureDefaults() {
 		o.BasePort = 19900
 	}
 	if len(o.Devices) == 0 {
-		o.Devices = []string{"hdd:hdd0:4GiB"}
+		o.Devices = []string{"hdd:hdd0:8GiB"}
 	}
 	if o.Vector == "" {
 		o.Vector = "any=2"
 	}
 	if o.EgroupBytes == 0 {
-		o.EgroupBytes = 1 << 20
+		o.EgroupBytes = 2 << 20
 	}
 	if o.DataBytes == 0 {
 		o.DataBytes = 300 << 20
 	}
 	if o.ObjectBytes == 0 {
-		o.ObjectBytes = 256 << 10
+		o.ObjectBytes = 1 << 20
 	}
 	if o.PreloadWorkers == 0 {
 		o.PreloadWorkers = 8
@@ -131,7 +131,7 @@ func (o *Options) EnsureDefaults() {
 		o.Clients = 16
 	}
 	if o.ReadFraction == 0 {
-		o.ReadFraction = 0.95
+		o.ReadFraction = 0.97
 	}
 	if o.Warmup == 0 {
 		o.Warmup = 5 * time.Second

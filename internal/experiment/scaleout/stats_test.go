@@ -190,7 +190,7 @@ func TestServerConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, cfg)
 	}
-	if c.EgroupMaxBytes != 1<<20 || c.Curator.Tiering == nil || *c.Curator.Tiering || c.Curator.Scrub == nil || *c.Curator.Scrub ||
+	if c.EgroupMaxBytes != 2<<20 || c.Curator.Tiering == nil || *c.Curator.Tiering || c.Curator.Scrub == nil || *c.Curator.Scrub ||
 		c.Curator.MoveMBps != 50 || c.ReadOrder != "locality" || strings.Join(c.Planner.Rules, "|") != strings.Join(DefaultRules, "|") {
 		t.Errorf("parsed config %+v from:\n%s", c, cfg)
 	}
