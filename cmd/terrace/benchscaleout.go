@@ -39,7 +39,9 @@ view lists it with its devices) and, with --new-node-serves-clients, takes
 client requests too. After --joined the planner runs on the live cluster
 ('terrace plan apply' on the Curator master) with --rules, which the servers
 are configured with (default: the standard rules plus usage_balanced
-spread=0.01, which fills the new node); the actuator executes the moves —
+spread=0.01, which fills the new node with its share of bytes, and
+load_balanced spread=0.2, which makes that share the read-hot data); the
+actuator executes the moves —
 copy on the new node, verify, switch the egroup record, delete the source —
 at its own adaptive rate (not tuned here: measuring it is the point). When
 the job finishes the planner is asked again and, if it still wants moves,
@@ -125,7 +127,7 @@ node's used bytes), scaleout.png, summary.txt and result.json to --out.`,
 	f.DurationVar(&o.Tail, "tail", 0, "load after the last planned move (default 40s)")
 	f.DurationVar(&o.MaxBalance, "max-balance", 0, "give up if the planned jobs have not finished this long after the plan (default 10m)")
 	f.IntVar(&o.MaxRounds, "max-rounds", 3, "plan-apply rounds at most (the planner is asked again after each job)")
-	f.StringArrayVar(&o.Rules, "rules", nil, "planner rule, repeatable (default: device_has_space max_fill=0.95, rplset_durable, failure_domain_spread level=node, usage_balanced spread=0.01)")
+	f.StringArrayVar(&o.Rules, "rules", nil, "planner rule, repeatable (default: device_has_space max_fill=0.95, rplset_durable, failure_domain_spread level=node, usage_balanced spread=0.01, load_balanced spread=0.2)")
 	f.StringVar(&o.ReadOrder, "read-order", "locality", "servers' read_order: locality (own replica, else a random one) or octopus (the server default: Eq. 12 over probed device speeds, which herds remote reads onto the fastest-probing disk)")
 	f.Float64Var(&o.MoveMBps, "move-mbps", 0, "the actuator's maximum move rate in MB/s (default: the server's)")
 	f.Uint64Var(&o.Seed, "seed", 1, "workload seed")
