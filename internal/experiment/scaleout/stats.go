@@ -345,7 +345,7 @@ func Headline(r *Result) string {
 	if r.Balanced {
 		balance = fmt.Sprintf("balanced %.1f s after the plan (%.1f s after the join)", r.TimeToBalance, r.Marks.BalancedAt-r.Marks.JoinAt)
 	}
-	return fmt.Sprintf("throughput %.1f -> %.1f ops/s (%.2fx; %.1f -> %.1f MB/s); %s, %s moved; p99 while moving %.1f ms vs %.1f ms baseline (%.2fx)",
+	return fmt.Sprintf("throughput %.1f -> %.1f ops/s (%.2fx, %.1f -> %.1f MB/s); %s, %s moved; p99 while moving %.1f ms vs %.1f ms baseline (%.2fx)",
 		base.OpsPerSec, after.OpsPerSec, ratio(after.OpsPerSec, base.OpsPerSec), base.MBps, after.MBps,
 		balance, mib(r.BytesMoved), moving.P99Ms, base.P99Ms, ratio(moving.P99Ms, base.P99Ms))
 }
