@@ -62,7 +62,7 @@ every node's used bytes; then reads every acknowledged object back (bytes
 checked) and checks each extent has its vector's replicas on distinct nodes.
 Writes scaleout.csv (per second: ops, MB/s, p50, p99, bytes moved, each
 node's used bytes), scaleout.png, summary.txt and result.json to --out.`,
-		Example: `  # the run docs/perf.md reports (about 4 minutes on 2 cores)
+		Example: `  # the run docs/perf.md reports (about 3½ minutes on 2 cores)
   nice -n 10 terrace bench scaleout --out bench-out/scaleout
   # a quick look: 60 MiB, short phases, machine-readable result
   terrace bench scaleout --data 60MiB --baseline 10s --joined 5s --tail 10s --json`,

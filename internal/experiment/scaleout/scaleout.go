@@ -53,7 +53,7 @@ var DefaultRules = []string{
 }
 
 // Options configure the experiment. Zero values mean defaults sized for a
-// 2-core machine (about 4 minutes).
+// 2-core machine (about 3½ minutes).
 type Options struct {
 	Binary   string
 	Dir      string // cluster working directory (removed afterwards)
