@@ -213,6 +213,11 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("scaleout: planner rule %q: one rule per entry, no quotes", r)
 		}
 	}
+	// The servers would refuse to start on a bad rule; say so before
+	// starting them.
+	if err := curator.ValidateRules(strings.Join(o.Rules, "\n")); err != nil {
+		return fmt.Errorf("scaleout: %w", err)
+	}
 	return nil
 }
 

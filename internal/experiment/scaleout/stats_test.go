@@ -161,6 +161,8 @@ func TestValidate(t *testing.T) {
 		{func(o *Options) { o.Rules = []string{"a\nb"} }, "one rule per entry"},
 		{func(o *Options) { o.Tail = -time.Second }, "must be positive"},
 		{func(o *Options) { o.ReadOrder = "nearest" }, "read order"},
+		{func(o *Options) { o.Rules = []string{"usage_balanced spred=0.1"} }, `unknown parameter "spred"`},
+		{func(o *Options) { o.Rules = []string{"no_such_rule"} }, `unknown rule "no_such_rule"`},
 	} {
 		o := Options{}
 		o.EnsureDefaults()
