@@ -57,6 +57,11 @@ func newS3Client(ep Endpoint, conns int, signPayload bool) *s3.Client {
 	})
 }
 
+// NewS3Client is the client the load generator uses, for experiments that
+// drive S3 load of their own (terrace bench scaleout): same settings as
+// newS3Client, unsigned payloads.
+func NewS3Client(ep Endpoint, conns int) *s3.Client { return newS3Client(ep, conns, false) }
+
 // errorCode returns the S3 error code of err ("NoSuchKey"), or "".
 func errorCode(err error) string {
 	var ae smithy.APIError

@@ -269,6 +269,21 @@ func (c *Curator) plannerModel(res *scanResult, snap *model.Snapshot) (*plan.Mod
 		revs[eg.ID] = eg.ModRev
 	}
 	sort.Slice(m.Egroups, func(i, j int) bool { return m.Egroups[i].ID < m.Egroups[j].ID })
+	// A device's load is the sum of its replicas' loads, in the egroups'
+	// unit (read bytes/s over the hot window). The snapshot's device
+	// ReadBps/WriteBps, which plan.FromSnapshot puts there, are probed
+	// device speeds, not load: load_balanced would balance disk speeds
+	// (equal on like devices, noise otherwise) plus a little real load.
+	idx := make(map[model.DeviceID]int, len(m.Devices))
+	for i := range m.Devices {
+		m.Devices[i].Load = 0
+		idx[m.Devices[i].ID] = i
+	}
+	for _, e := range m.Egroups {
+		for _, d := range e.Replicas {
+			m.Devices[idx[d]].Load += e.Load
+		}
+	}
 	return m, revs
 }
 

@@ -3,10 +3,13 @@ package curator
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/actuate"
+	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
@@ -116,4 +119,39 @@ func TestPlanWhatIfAndApply(t *testing.T) {
 		e.check(k, b)
 	}
 	_ = model.DeviceFailed
+}
+
+// The live model's device load is what its replicas carry (reads over
+// the hot window), in the egroups' unit — not the device's probed speed,
+// which the cluster snapshot reports as ReadBps/WriteBps — so
+// load_balanced on the live cluster balances reads. A device with no
+// replicas (a node that just joined) has no load.
+func TestPlannerModelDeviceLoadIsReplicaLoad(t *testing.T) {
+	c := &Curator{}
+	var devs []model.Device
+	for _, id := range []string{"n1/hdd0", "n2/hdd0", "n3/hdd0"} {
+		devs = append(devs, model.Device{ID: model.DeviceID(id), Node: model.NodeID(id[:2]), Tier: "hdd", State: model.DeviceUp,
+			CapacityBytes: 1 << 30, UsedBytes: 1 << 20, ReadBps: 150e6, WriteBps: 150e6})
+	}
+	snap := model.NewSnapshot(time.Unix(1000, 0), nil, devs)
+	rep := func(d string) decide.Replica {
+		return decide.Replica{Replica: model.Replica{Device: model.DeviceID(d), Node: model.NodeID(d[:2])}}
+	}
+	vec := model.MustParseVector("any=2")
+	res := &scanResult{bucketOf: map[uint64]string{}, egroups: []decide.Egroup{
+		{ID: 1, Size: 1 << 20, Vector: vec, Reads: 600, Replicas: []decide.Replica{rep("n1/hdd0"), rep("n2/hdd0")}},
+		{ID: 2, Size: 1 << 20, Vector: vec, Reads: 60, Replicas: []decide.Replica{rep("n1/hdd0"), rep("n2/hdd0")}},
+		{ID: 3, Size: 1 << 20, Vector: vec, Replicas: []decide.Replica{rep("n1/hdd0"), rep("n2/hdd0")}},
+	}}
+	m, _ := c.plannerModel(res, snap)
+	// The default hot window is 600 s: 600 reads of 1 MiB are 1 MiB/s.
+	want := map[model.DeviceID]float64{"n1/hdd0": 1.1 * (1 << 20), "n2/hdd0": 1.1 * (1 << 20), "n3/hdd0": 0}
+	for _, d := range m.Devices {
+		if math.Abs(d.Load-want[d.ID]) > 1e-6 {
+			t.Errorf("device %s load %v, want %v (probed speed %v must not count)", d.ID, d.Load, want[d.ID], 300e6)
+		}
+	}
+	if m.Egroups[0].Load != 1<<20 || m.Egroups[2].Load != 0 {
+		t.Errorf("egroup loads %v, %v", m.Egroups[0].Load, m.Egroups[2].Load)
+	}
 }

@@ -2,7 +2,9 @@
 // `terrace server` processes with embedded etcd members, emulated tiers and
 // a shared cluster secret. It backs `terrace dev cluster`, the cluster
 // end-to-end tests and the benchmarks. It only starts, stops, kills and
-// restarts processes; it never reaches into a node's state.
+// restarts processes, and starts held-back ones later (Options.Launch,
+// Cluster.Join: a node joining a live cluster); it never reaches into a
+// node's state.
 package devcluster
 
 import (
@@ -16,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,6 +75,14 @@ type Options struct {
 	MetaEndpoints func(i int) []string
 	// NodeArgs appends node i's own arguments (after ExtraArgs).
 	NodeArgs func(i int) []string
+
+	// Launch is how many of the nodes Start launches, the first ones (0:
+	// all). The others are configured but held back: Join starts one later
+	// and waits until the running cluster sees it, as an operator adds a
+	// server to a live cluster. Held-back nodes cannot be etcd members
+	// (the founding members start together), so Launch must be at least
+	// Members.
+	Launch int
 }
 
 // Port offsets: node i listens on Port(i, offset).
@@ -118,7 +129,13 @@ type Node struct {
 	LogPath string   `json:"log"`
 	cmd     *exec.Cmd
 	done    chan struct{} // closed when the process has exited
+	// held marks a node Start configured but did not launch
+	// (Options.Launch); atomic, so Running may be read while Join runs.
+	held atomic.Bool
 }
+
+// Held reports whether the node is held back for Join and not yet started.
+func (n *Node) Held() bool { return n.held.Load() }
 
 func (n *Node) exited() bool {
 	if n.done == nil {
@@ -203,6 +220,13 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		}
 		members = o.Members
 	}
+	launch := o.Nodes
+	if o.Launch != 0 {
+		if o.Launch < members || o.Launch > o.Nodes {
+			return nil, fmt.Errorf("devcluster: launch %d of %d nodes: want %d..%d (every etcd member starts at once)", o.Launch, o.Nodes, members, o.Nodes)
+		}
+		launch = o.Launch
+	}
 	port := func(i, k int) int { return o.BasePort + i*10 + k }
 	var tlsArgs func(id string) []string
 	if o.TLS {
@@ -236,6 +260,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			RPC: fmt.Sprintf("127.0.0.1:%d", port(i, 2)), Member: i < members,
 			Dir: filepath.Join(o.Dir, fmt.Sprintf("n%d", i+1)),
 		}
+		n.held.Store(i >= launch)
 		n.LogPath = filepath.Join(n.Dir, "server.log")
 		n.Args = []string{"server", "--node-id", n.ID, "--rack", n.Rack, "--data-dir", n.Dir,
 			"--s3-address", n.S3, "--admin-address", n.Admin, "--rpc-address", n.RPC,
@@ -273,13 +298,18 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		c.Nodes = append(c.Nodes, n)
 	}
 	// Founding members must start together: each waits for a quorum.
+	var started []*Node
 	for _, n := range c.Nodes {
+		if n.held.Load() {
+			continue
+		}
 		if err := c.launch(n); err != nil {
 			c.Stop()
 			return nil, err
 		}
+		started = append(started, n)
 	}
-	if err := c.WaitReady(ctx, c.Nodes...); err != nil {
+	if err := c.WaitReady(ctx, started...); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -312,6 +342,103 @@ func (c *Cluster) launch(n *Node) error {
 	done := n.done
 	go func() { cmd.Wait(); logf.Close(); close(done) }()
 	return nil
+}
+
+// Running returns the nodes launched so far (not held back), in order.
+func (c *Cluster) Running() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if !n.held.Load() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Join starts a node held back by Options.Launch and waits until its
+// admin API answers and the node it asks (the first running one) lists
+// it up, with its devices, in the cluster view: from then on placement
+// and the Curator see it. The node registers itself through the
+// metadata store like any non-member node; Join only starts the process.
+func (c *Cluster) Join(ctx context.Context, n *Node) error {
+	if !n.held.Load() {
+		return fmt.Errorf("devcluster: %s is not held back (already launched)", n.ID)
+	}
+	if n.Member {
+		return fmt.Errorf("devcluster: %s is an etcd member; members cannot join later", n.ID)
+	}
+	var seed *Node
+	for _, m := range c.Nodes {
+		if !m.held.Load() && !m.exited() {
+			seed = m
+			break
+		}
+	}
+	if seed == nil {
+		return fmt.Errorf("devcluster: no running node to join")
+	}
+	if err := c.launch(n); err != nil {
+		return err
+	}
+	n.held.Store(false)
+	if err := c.WaitReady(ctx, n); err != nil {
+		return err
+	}
+	return c.waitListed(ctx, seed, n)
+}
+
+// waitListed polls seed's cluster view until n is up with devices.
+func (c *Cluster) waitListed(ctx context.Context, seed, n *Node) error {
+	hc, err := c.AdminClient(5 * time.Second)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if c.listed(ctx, hc, seed, n.ID) {
+			return nil
+		}
+		if n.exited() {
+			return fmt.Errorf("devcluster: %s exited while joining; see %s", n.ID, n.LogPath)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("devcluster: %s not in %s's cluster view within 60s; see %s", n.ID, seed.ID, n.LogPath)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// listed reports whether seed's /v1/status lists node id up with at
+// least one device. Only the fields it needs are decoded: the package
+// talks to nodes over their API and shares no types with the server.
+func (c *Cluster) listed(ctx context.Context, hc *http.Client, seed *Node, id string) bool {
+	req, err := http.NewRequestWithContext(ctx, "GET", c.Scheme()+"://"+seed.Admin+"/v1/status", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Cluster *struct {
+			Nodes []struct {
+				ID      string            `json:"id"`
+				Up      bool              `json:"up"`
+				Devices []json.RawMessage `json:"devices"`
+			} `json:"nodes"`
+		} `json:"cluster"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil || st.Cluster == nil {
+		return false
+	}
+	for _, v := range st.Cluster.Nodes {
+		if v.ID == id {
+			return v.Up && len(v.Devices) > 0
+		}
+	}
+	return false
 }
 
 // WaitReady waits until the nodes' admin APIs answer.
@@ -355,6 +482,9 @@ func (c *Cluster) Kill(n *Node) {
 
 // Restart starts a killed or stopped node again with the same arguments.
 func (c *Cluster) Restart(ctx context.Context, n *Node) error {
+	if n.held.Load() {
+		return fmt.Errorf("devcluster: %s is held back; Join starts it", n.ID)
+	}
 	if err := c.launch(n); err != nil {
 		return err
 	}

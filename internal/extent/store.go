@@ -29,7 +29,28 @@ type Store struct {
 type handle struct {
 	f    device.File
 	refs int
-	mu   sync.Mutex // serialises appends to one file
+	// dropped marks a handle that left the cache (its file was removed or
+	// re-created) while in use; the last release closes it. Closing it
+	// under a reader would fail the read with "file already closed",
+	// which the device counts as an I/O error and fails the device for.
+	dropped bool
+	mu      sync.Mutex // serialises appends to one file
+}
+
+// dropLocked takes egroup id's handle out of the cache and closes it, or,
+// while it is in use, leaves the close to its last release. The caller
+// holds s.mu.
+func (s *Store) dropLocked(id uint64) {
+	h, ok := s.files[id]
+	if !ok {
+		return
+	}
+	delete(s.files, id)
+	if h.refs == 0 {
+		h.f.Close()
+	} else {
+		h.dropped = true
+	}
 }
 
 // NewStore returns the extent store on dev.
@@ -72,10 +93,7 @@ func (s *Store) acquire(id uint64, create bool) (*handle, error) {
 	var f device.File
 	var err error
 	if create {
-		if old, ok := s.files[id]; ok {
-			old.f.Close()
-			delete(s.files, id)
-		}
+		s.dropLocked(id)
 		f, err = s.dev.Create(FileName(id))
 	} else {
 		f, err = s.dev.OpenFile(FileName(id))
@@ -91,7 +109,11 @@ func (s *Store) acquire(id uint64, create bool) (*handle, error) {
 func (s *Store) release(h *handle) {
 	s.mu.Lock()
 	h.refs--
+	last := h.dropped && h.refs == 0
 	s.mu.Unlock()
+	if last {
+		h.f.Close()
+	}
 }
 
 // Create makes an empty replica file for egroup id.
@@ -241,13 +263,12 @@ func (s *Store) Verify(id uint64, size int64) error {
 	return nil
 }
 
-// Remove deletes the replica file.
+// Remove deletes the replica file. A read in progress on it finishes on
+// the removed file (its handle stays open until released); later reads
+// find no file.
 func (s *Store) Remove(id uint64) error {
 	s.mu.Lock()
-	if h, ok := s.files[id]; ok {
-		h.f.Close()
-		delete(s.files, id)
-	}
+	s.dropLocked(id)
 	s.mu.Unlock()
 	return s.dev.Remove(FileName(id))
 }

@@ -58,7 +58,7 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 	}
 	l.pool = newEgroupPool(l, opts.MaxOpenEgroups)
 	l.buckets = newBucketCache()
-	l.locs = newLocationCache(opts.LocationCacheEntries)
+	l.locs = newLocationCache(opts.LocationCacheEntries, max(opts.LocationCacheEgroupTTL, 0), opts.Now)
 	wctx, cancel := context.WithCancel(context.Background())
 	l.stopWatch = cancel
 	l.bg.Add(1)

@@ -3,6 +3,7 @@ package object
 import (
 	"container/list"
 	"sync"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 )
@@ -21,11 +22,21 @@ import (
 // invalidated for an egroup whenever this node changes that egroup's
 // record itself (a replica marked bad), so it does not keep offering a
 // replica it knows is bad.
+//
+// Egroup records also expire after egroupTTL. A failed read corrects a
+// location that lost a replica, but nothing corrects one that gained a
+// replica while the old ones still read: a move that keeps one source
+// (add a replica on a node that joined, remove another) left every node
+// reading only the replica it had cached, so the new node served almost
+// none of the reads of the data moved onto it (terrace bench scaleout,
+// docs/perf.md). The TTL bounds how long reads ignore a new replica.
 type locationCache struct {
-	mu      sync.Mutex
-	max     int
-	order   *list.List // front = most recent; values are locKey
-	entries map[locKey]*list.Element
+	mu        sync.Mutex
+	max       int
+	egroupTTL time.Duration // 0: egroup records do not expire
+	now       func() time.Time
+	order     *list.List // front = most recent; values are locKey
+	entries   map[locKey]*list.Element
 }
 
 type locKey struct {
@@ -37,10 +48,17 @@ type locEntry struct {
 	key locKey
 	x   meta.Extent
 	eg  meta.Egroup
+	at  time.Time // when it was cached
 }
 
-func newLocationCache(max int) *locationCache {
-	return &locationCache{max: max, order: list.New(), entries: make(map[locKey]*list.Element)}
+// newLocationCache returns a cache of at most max records (≤ 0: off) whose
+// egroup records expire egroupTTL after they were cached (0: never),
+// timed by now (nil: time.Now).
+func newLocationCache(max int, egroupTTL time.Duration, now func() time.Time) *locationCache {
+	if now == nil {
+		now = time.Now
+	}
+	return &locationCache{max: max, egroupTTL: egroupTTL, now: now, order: list.New(), entries: make(map[locKey]*list.Element)}
 }
 
 func (c *locationCache) get(k locKey) (*locEntry, bool) {
@@ -53,8 +71,14 @@ func (c *locationCache) get(k locKey) (*locEntry, bool) {
 	if !ok {
 		return nil, false
 	}
+	e := el.Value.(*locEntry)
+	if k.egroup && c.egroupTTL > 0 && c.now().Sub(e.at) > c.egroupTTL {
+		c.order.Remove(el)
+		delete(c.entries, k)
+		return nil, false
+	}
 	c.order.MoveToFront(el)
-	return el.Value.(*locEntry), true
+	return e, true
 }
 
 // extent returns a cached extent record.
@@ -82,6 +106,7 @@ func (c *locationCache) put(e *locEntry) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	e.at = c.now()
 	if el, ok := c.entries[e.key]; ok {
 		el.Value = e
 		c.order.MoveToFront(el)

@@ -5,13 +5,14 @@ import (
 	"context"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
 func TestLocationCacheIsBounded(t *testing.T) {
-	c := newLocationCache(3)
+	c := newLocationCache(3, 0, nil)
 	for i := uint64(1); i <= 3; i++ {
 		c.putExtent(i, meta.Extent{Egroup: i * 10})
 	}
@@ -40,7 +41,7 @@ func TestLocationCacheIsBounded(t *testing.T) {
 	if _, ok := c.egroup(5); ok {
 		t.Error("forgotten egroup still cached")
 	}
-	var off *locationCache = newLocationCache(-1)
+	var off *locationCache = newLocationCache(-1, 0, nil)
 	off.putExtent(1, meta.Extent{})
 	if _, ok := off.extent(1); ok {
 		t.Error("a disabled cache returned an entry")
@@ -48,7 +49,7 @@ func TestLocationCacheIsBounded(t *testing.T) {
 }
 
 func TestLocationCacheCopiesReplicas(t *testing.T) {
-	c := newLocationCache(4)
+	c := newLocationCache(4, 0, nil)
 	reps := []meta.EgroupReplica{{Device: "n1/hdd0"}}
 	c.putEgroup(7, meta.Egroup{Replicas: reps})
 	reps[0].Device = "changed"
@@ -152,4 +153,100 @@ func TestLocationCacheFollowsMoves(t *testing.T) {
 		t.Fatal("egroup still cached after a replica was marked bad")
 	}
 	read("read after a bad mark (bad replicas are the last resort)")
+}
+
+// Cached egroup records expire after the TTL (extent records do not:
+// they change only by moves this node makes or reads that fail).
+func TestLocationCacheEgroupTTL(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newLocationCache(8, 10*time.Second, func() time.Time { return now })
+	c.putEgroup(1, meta.Egroup{Size: 1})
+	c.putExtent(1, meta.Extent{Egroup: 1})
+	now = now.Add(10 * time.Second)
+	if _, ok := c.egroup(1); !ok {
+		t.Fatal("egroup record expired at the TTL, not after it")
+	}
+	now = now.Add(time.Millisecond)
+	if _, ok := c.egroup(1); ok {
+		t.Fatal("egroup record used past its TTL")
+	}
+	if _, ok := c.extent(1); !ok {
+		t.Fatal("extent record expired")
+	}
+	if n := c.len(); n != 1 {
+		t.Fatalf("expired entry still counted: len %d", n)
+	}
+	c.putEgroup(1, meta.Egroup{Size: 2}) // re-read: a fresh TTL
+	if eg, ok := c.egroup(1); !ok || eg.Size != 2 {
+		t.Fatalf("re-cached record: %+v %v", eg, ok)
+	}
+}
+
+// A move that adds a replica and keeps the old one leaves cached reads
+// working, so nothing corrects them: only the TTL makes reads see the new
+// replica (a node that joined and received a copy).
+func TestLocationCacheSeesAddedReplica(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	l := e.l
+	now := time.Unix(5000, 0)
+	l.locs.now = func() time.Time { return now }
+	data := payload(22, 80<<10)
+	if err := l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Put(ctx, "bkt", "k", bytes.NewReader(data), PutOptions{Size: int64(len(data)), Vector: model.MustParseVector("hdd=1")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.SealIdle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	read := func() {
+		t.Helper()
+		_, rc, err := l.Get(ctx, "bkt", "k", 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read: err %v, equal %v", err, bytes.Equal(got, data))
+		}
+	}
+	read()
+	info, _ := l.Head(ctx, "bkt", "k")
+	x, _ := l.locs.extent(info.Extents[0].ID)
+	cached, ok := l.locs.egroup(x.Egroup)
+	if !ok || len(cached.Replicas) != 1 {
+		t.Fatalf("egroup record not cached: %+v", cached)
+	}
+	src := cached.Replicas[0]
+	dst := model.Replica{Node: "n1", Device: "n1/hdd1", Tier: "hdd"}
+	if src.Device == dst.Device {
+		dst.Device = "n1/hdd0"
+	}
+	var eg meta.Egroup
+	rev, err := meta.GetRecord(ctx, e.kv, meta.EgroupKey(x.Egroup), &eg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CopyReplica(ctx, x.Egroup, eg.Size, src.Replica(), dst); err != nil {
+		t.Fatal(err)
+	}
+	eg.Replicas = append(eg.Replicas, meta.EgroupReplica{Device: dst.Device, Node: dst.Node, Tier: dst.Tier})
+	var sw meta.Txn
+	sw.If(meta.EgroupKey(x.Egroup), rev)
+	sw.Put(meta.EgroupKey(x.Egroup), meta.Encode(eg))
+	if _, err := e.kv.Commit(ctx, &sw); err != nil {
+		t.Fatal(err)
+	}
+	read()
+	if c, _ := l.locs.egroup(x.Egroup); len(c.Replicas) != 1 {
+		t.Fatalf("within the TTL the cached record should be the old one: %+v", c)
+	}
+	now = now.Add(l.opts.LocationCacheEgroupTTL + time.Second)
+	read()
+	if c, ok := l.locs.egroup(x.Egroup); !ok || len(c.Replicas) != 2 {
+		t.Fatalf("after the TTL a read still uses the old replica list: %+v", c)
+	}
 }

@@ -11,7 +11,7 @@
 //     optional HardRule (excess), Hinter (solver hints), TierWide and
 //     BucketRule extensions, and the View a rule reads the layout through;
 //   - the built-in rules (Builtins: device_has_space, load_balanced,
-//     rplset_durable, failure_domain_spread, vector_satisfied, tier_fill,
+//     disk_balanced, rplset_durable, failure_domain_spread, vector_satisfied, tier_fill,
 //     working_set_fits, isolate, co_locate) and the rule-set parser
 //     (ParseRuleSet: "load_balanced spread=0.2" per line);
 //   - Search, the incremental cost engine solvers work through, the

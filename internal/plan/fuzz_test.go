@@ -208,6 +208,9 @@ func (g *fuzzGen) rules() string {
 	all := []func() string{
 		func() string { return fmt.Sprintf("device_has_space max_fill=%.2f", 0.5+0.5*g.rng.Float64()) },
 		func() string { return fmt.Sprintf("load_balanced spread=%.2f", 0.1+g.rng.Float64()) },
+		func() string {
+			return fmt.Sprintf("disk_balanced mean=%.2f spread=%.2f", 0.3*g.rng.Float64(), 0.05+0.5*g.rng.Float64())
+		},
 		func() string { return "rplset_durable" },
 		func() string { return "failure_domain_spread level=" + []string{"node", "rack"}[g.rng.IntN(2)] },
 		func() string { return "vector_satisfied weight=" + []string{"1", "5"}[g.rng.IntN(2)] },

@@ -353,8 +353,10 @@ func (m *Model) Apply(moves []Move) (*Model, error) {
 }
 
 // FromSnapshot converts a cluster snapshot's devices into planner devices.
-// Load is the measured read plus write throughput (bytes/s), so egroup
-// loads must be given in bytes/s too. A device whose node is down keeps its
+// Load is the snapshot's read plus write throughput (bytes/s). On a live
+// cluster those are the devices' probed speeds, not their load: a caller
+// with measured loads (the Curator's planner model sums its replicas'
+// read loads) replaces it, and egroup loads must be in the same unit. A device whose node is down keeps its
 // state: the caller decides (with the Curator's stabilisation interval)
 // whether the node's devices count as failed before building the model.
 func FromSnapshot(s *model.Snapshot) []Device {

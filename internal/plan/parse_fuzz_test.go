@@ -38,7 +38,7 @@ func FuzzParseModel(f *testing.F) {
 	f.Add("cold_load 1\ndevice n1/hdd0 tier=hdd cap=1T rack=r2 health=draining used=5G load=3\ndevice n2/hdd0 tier=hdd cap=1T\negroup 7 size=1.5G load=2 ws=256M vector=hdd=2 bucket=a on=n1/hdd0\n")
 	f.Add("device x tier=ssd cap=1 node=n9\negroup 18446744073709551615 size=0 vector=any=8\n")
 	f.Add("egroup 1 size=1G vector=ssd=1,hdd=-1\n")
-	rules, err := ParseRuleSet("device_has_space\nload_balanced\nrplset_durable\nvector_satisfied\nfailure_domain_spread\ntier_fill\nworking_set_fits\nisolate bucket=a from=b\nco_locate bucket=b with=a")
+	rules, err := ParseRuleSet("device_has_space\nload_balanced\ndisk_balanced\nrplset_durable\nvector_satisfied\nfailure_domain_spread\ntier_fill\nworking_set_fits\nisolate bucket=a from=b\nco_locate bucket=b with=a")
 	if err != nil {
 		f.Fatal(err)
 	}

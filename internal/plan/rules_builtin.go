@@ -39,7 +39,7 @@ func builtinSpecs() []RuleSpec {
 			Doc: "Curator disk balancing as a cost: on a tier whose usage exceeds mean, every ok device's used fraction stays within ±spread/2 of the tier's; cost is the distance outside the band (a fraction of capacity)",
 			Params: []ParamSpec{
 				{Name: "mean", Kind: ParamFloat, Default: "0.5", Min: 0, Max: 1, Doc: "balance a tier only when its usage exceeds this (m)"},
-				{Name: "spread", Kind: ParamFloat, Default: "0.1", Min: 0.001, Max: 1, Doc: "allowed max−min used fraction within the tier (s)"},
+				{Name: "spread", Kind: ParamFloat, Default: "0.1", Min: 0.001, Max: 2, Doc: "allowed max−min used fraction within the tier (s)"},
 				{Name: "tier", Kind: ParamTier, Doc: "balance only this tier (default: every tier, each on its own)"},
 			},
 			New: func(p Params) (Rule, error) {
