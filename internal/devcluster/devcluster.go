@@ -387,6 +387,22 @@ func (c *Cluster) Join(ctx context.Context, n *Node) error {
 	return c.waitListed(ctx, seed, n)
 }
 
+// WaitViews waits until every running node's cluster view lists every
+// running node up with its devices: before that, a write entering at a
+// node that has not yet heard of its peers cannot place a vector that
+// needs several nodes (InsufficientStorage).
+func (c *Cluster) WaitViews(ctx context.Context) error {
+	running := c.Running()
+	for _, seed := range running {
+		for _, n := range running {
+			if err := c.waitListed(ctx, seed, n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // waitListed polls seed's cluster view until n is up with devices.
 func (c *Cluster) waitListed(ctx context.Context, seed, n *Node) error {
 	hc, err := c.AdminClient(5 * time.Second)

@@ -454,6 +454,9 @@ func (r *runner) run(ctx context.Context) error {
 		es = append(es, entry{node: n.ID, s3: r.s3For(n)})
 	}
 	r.entries.Store(&es)
+	if err := r.cl.WaitViews(ctx); err != nil {
+		return fmt.Errorf("scaleout: %w", err)
+	}
 	if _, err := es[0].s3.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(Bucket)}); err != nil {
 		return fmt.Errorf("scaleout: create bucket: %w", err)
 	}
