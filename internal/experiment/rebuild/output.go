@@ -12,8 +12,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/terrace-storage/terrace/internal/experiment/expplot"
 )
 
 // Output file names under Options.Out.
@@ -126,10 +126,10 @@ func writePNG(path string, res *Result) error {
 			maxLat = max(maxLat, s.P99Ms)
 		}
 	}
-	if err := addLine(lat, mean, blue, "mean"); err != nil {
+	if err := expplot.Line(lat, mean, blue, "mean"); err != nil {
 		return err
 	}
-	if err := addLine(lat, p99, orange, "p99"); err != nil {
+	if err := expplot.Line(lat, p99, orange, "p99"); err != nil {
 		return err
 	}
 	ur := plot.New()
@@ -144,23 +144,23 @@ func writePNG(path string, res *Result) error {
 			maxUR = max(maxUR, y)
 		}
 	}
-	if err := addLine(ur, urPts, blue, "under-replicated bytes (scans; less recoveries done)"); err != nil {
+	if err := expplot.Line(ur, urPts, blue, "under-replicated bytes (scans; less recoveries done)"); err != nil {
 		return err
 	}
 	for _, pl := range []struct {
 		p   *plot.Plot
 		top float64
 	}{{lat, maxLat}, {ur, maxUR}} {
-		if err := mark(pl.p, res.FailAt, max(pl.top, 1), red, "device failed"); err != nil {
+		if err := expplot.Mark(pl.p, res.FailAt, 0, max(pl.top, 1), red, "device failed"); err != nil {
 			return err
 		}
 		if res.DetectedAt > 0 {
-			if err := mark(pl.p, res.DetectedAt, max(pl.top, 1), orange, "node marks it failed"); err != nil {
+			if err := expplot.Mark(pl.p, res.DetectedAt, 0, max(pl.top, 1), orange, "node marks it failed"); err != nil {
 				return err
 			}
 		}
 		if res.Protected {
-			if err := mark(pl.p, res.ProtectedAt, max(pl.top, 1), green, "fully protected"); err != nil {
+			if err := expplot.Mark(pl.p, res.ProtectedAt, 0, max(pl.top, 1), green, "fully protected"); err != nil {
 				return err
 			}
 		}
@@ -168,50 +168,5 @@ func writePNG(path string, res *Result) error {
 		pl.p.Legend.Top = true
 	}
 	const w, h = 9 * vg.Inch, 7 * vg.Inch
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
-		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	plots := [][]*plot.Plot{{lat}, {ur}}
-	canvases := plot.Align(plots, tiles, dc)
-	lat.Draw(canvases[0][0])
-	ur.Draw(canvases[1][0])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func addLine(p *plot.Plot, pts plotter.XYs, c color.Color, name string) error {
-	if len(pts) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return err
-	}
-	l.Color = c
-	l.Width = vg.Points(1.2)
-	p.Add(l)
-	p.Legend.Add(name, l)
-	return nil
-}
-
-// mark draws a dashed vertical line at x.
-func mark(p *plot.Plot, x, top float64, c color.Color, name string) error {
-	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: top}})
-	if err != nil {
-		return err
-	}
-	l.Color = c
-	l.Width = vg.Points(1.5)
-	l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	p.Add(l)
-	p.Legend.Add(name, l)
-	return nil
+	return expplot.SaveColumn(path, w, h, lat, ur)
 }

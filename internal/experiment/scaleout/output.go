@@ -13,8 +13,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/terrace-storage/terrace/internal/experiment/expplot"
 )
 
 // Output file names under Options.Out.
@@ -161,21 +161,21 @@ func writePNG(path string, res *Result) error {
 			maxLat = max(maxLat, s.P99Ms)
 		}
 	}
-	if err := addLine(thr, ops, palette[0], "ops/s (successful)"); err != nil {
+	if err := expplot.Line(thr, ops, palette[0], "ops/s (successful)"); err != nil {
 		return err
 	}
 	for _, ph := range res.Phases {
 		if ph.Seconds <= 0 || ph.Ops == 0 {
 			continue
 		}
-		if err := addLine(thr, plotter.XYs{{X: ph.Start, Y: ph.OpsPerSec}, {X: ph.End, Y: ph.OpsPerSec}}, palette[4], ""); err != nil {
+		if err := expplot.Line(thr, plotter.XYs{{X: ph.Start, Y: ph.OpsPerSec}, {X: ph.End, Y: ph.OpsPerSec}}, palette[4], ""); err != nil {
 			return err
 		}
 	}
-	if err := addLine(lat, p50, palette[0], "p50"); err != nil {
+	if err := expplot.Line(lat, p50, palette[0], "p50"); err != nil {
 		return err
 	}
-	if err := addLine(lat, p99, palette[1], "p99"); err != nil {
+	if err := expplot.Line(lat, p99, palette[1], "p99"); err != nil {
 		return err
 	}
 	maxMiB := 1.0
@@ -188,7 +188,7 @@ func writePNG(path string, res *Result) error {
 				maxMiB = max(maxMiB, y)
 			}
 		}
-		if err := addLine(data, pts, palette[k%len(palette)], node+" used"); err != nil {
+		if err := expplot.Line(data, pts, palette[k%len(palette)], node+" used"); err != nil {
 			return err
 		}
 	}
@@ -201,7 +201,7 @@ func writePNG(path string, res *Result) error {
 				maxRead = max(maxRead, s.NodeReadMBps[k])
 			}
 		}
-		if err := addLine(reads, pts, palette[k%len(palette)], node); err != nil {
+		if err := expplot.Line(reads, pts, palette[k%len(palette)], node); err != nil {
 			return err
 		}
 	}
@@ -211,7 +211,7 @@ func writePNG(path string, res *Result) error {
 			moved = append(moved, plotter.XY{X: float64(s.T) + 1, Y: float64(s.Moved) / (1 << 20)})
 		}
 	}
-	if err := addDashed(data, moved, color.Black, "moved by the plan"); err != nil {
+	if err := expplot.Dashed(data, moved, color.Black, "moved by the plan"); err != nil {
 		return err
 	}
 	m := res.Marks
@@ -227,17 +227,17 @@ func writePNG(path string, res *Result) error {
 			return ""
 		}
 		if m.JoinAt < m.End {
-			if err := mark(pl.p, m.JoinAt, pl.lo, pl.top, palette[3], name(res.NewNode+" joins")); err != nil {
+			if err := expplot.Mark(pl.p, m.JoinAt, pl.lo, pl.top, palette[3], name(res.NewNode+" joins")); err != nil {
 				return err
 			}
 		}
 		if m.ApplyAt < m.End {
-			if err := mark(pl.p, m.ApplyAt, pl.lo, pl.top, palette[1], name("plan applied")); err != nil {
+			if err := expplot.Mark(pl.p, m.ApplyAt, pl.lo, pl.top, palette[1], name("plan applied")); err != nil {
 				return err
 			}
 		}
 		if res.Balanced {
-			if err := mark(pl.p, m.BalancedAt, pl.lo, pl.top, palette[2], name("last move")); err != nil {
+			if err := expplot.Mark(pl.p, m.BalancedAt, pl.lo, pl.top, palette[2], name("last move")); err != nil {
 				return err
 			}
 		}
@@ -250,71 +250,5 @@ func writePNG(path string, res *Result) error {
 	data.Y.Min = 0
 	reads.Y.Min = 0
 	const w, h = 10 * vg.Inch, 11 * vg.Inch
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 4, Cols: 1, PadY: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2,
-		PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	plots := [][]*plot.Plot{{thr}, {lat}, {data}, {reads}}
-	canvases := plot.Align(plots, tiles, dc)
-	for i, row := range plots {
-		row[0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func addLine(p *plot.Plot, pts plotter.XYs, c color.Color, name string) error {
-	if len(pts) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return err
-	}
-	l.Color = c
-	l.Width = vg.Points(1.2)
-	p.Add(l)
-	if name != "" {
-		p.Legend.Add(name, l)
-	}
-	return nil
-}
-
-func addDashed(p *plot.Plot, pts plotter.XYs, c color.Color, name string) error {
-	if len(pts) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return err
-	}
-	l.Color = c
-	l.Width = vg.Points(1.2)
-	l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-	p.Add(l)
-	p.Legend.Add(name, l)
-	return nil
-}
-
-// mark draws a dashed vertical line at x from lo to top.
-func mark(p *plot.Plot, x, lo, top float64, c color.Color, name string) error {
-	l, err := plotter.NewLine(plotter.XYs{{X: x, Y: lo}, {X: x, Y: top}})
-	if err != nil {
-		return err
-	}
-	l.Color = c
-	l.Width = vg.Points(1.5)
-	l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	p.Add(l)
-	if name != "" {
-		p.Legend.Add(name, l)
-	}
-	return nil
+	return expplot.SaveColumn(path, w, h, thr, lat, data, reads)
 }
