@@ -336,7 +336,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	base := o.BasePort
 	if base == 0 {
-		if base, err = freeBase(21000, o.Nodes); err != nil {
+		if base, err = devcluster.FreeBase(21000, 10*o.Nodes, 500); err != nil {
 			return nil, err
 		}
 	}

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -187,27 +186,4 @@ func crossLinks(sides [2][]string, f proxy.Fault) map[proxy.Link]proxy.Fault {
 	return out
 }
 
-// portsFree reports whether the cluster's ports at base are free.
-func portsFree(base, nodes int) bool {
-	for i := 0; i < nodes; i++ {
-		for k := 0; k < 5; k++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+10*i+k))
-			if err != nil {
-				return false
-			}
-			ln.Close()
-		}
-	}
-	return true
-}
 
-// freeBase finds a free port block from start in steps of 500, below the
-// ephemeral range the proxies take their ports from.
-func freeBase(start, nodes int) (int, error) {
-	for b := start; b+10*nodes < 32000; b += 500 {
-		if portsFree(b, nodes) {
-			return b, nil
-		}
-	}
-	return 0, fmt.Errorf("chaos: no free port block from %d", start)
-}

@@ -11,7 +11,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -89,21 +88,6 @@ func noTestCache() {
 	}
 }
 
-// portsFree reports whether every port a cluster of n nodes would use at
-// base is free on loopback.
-func portsFree(base, n int) bool {
-	for i := 0; i < n; i++ {
-		for k := 0; k < 5; k++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+10*i+k))
-			if err != nil {
-				return false
-			}
-			ln.Close()
-		}
-	}
-	return true
-}
-
 // testCluster is a running devcluster plus the test's helpers.
 type testCluster struct {
 	t *testing.T
@@ -133,15 +117,9 @@ func startClusterWith(t *testing.T, n, base int, curatorYAML string, mod func(*d
 		}
 		t.Logf("data under %s", dir)
 	}
-	chosen := 0
-	for b := base; b < base+5000 && b+10*n < 65000; b += 500 {
-		if portsFree(b, n) {
-			chosen = b
-			break
-		}
-	}
-	if chosen == 0 {
-		t.Fatalf("no free port block near %d", base)
+	chosen, err := devcluster.FreeBase(base, 10*n, 500)
+	if err != nil {
+		t.Fatal(err)
 	}
 	o := devcluster.Options{
 		Binary: terraceBin, Dir: dir, Nodes: n, BasePort: chosen, Emulate: false,

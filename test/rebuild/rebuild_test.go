@@ -3,13 +3,13 @@ package rebuild
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/experiment/rebuild"
 )
 
@@ -85,20 +85,9 @@ func TestRebuildMiniature(t *testing.T) {
 // freeBlock finds 30 free ports (3 nodes × 10) below the ephemeral range.
 func freeBlock(t *testing.T) int {
 	t.Helper()
-	for base := 25000; base < 32000; base += 100 {
-		free := true
-		for p := base; p < base+30 && free; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close()
-		}
-		if free {
-			return base
-		}
+	base, err := devcluster.FreeBase(25000, 30, 100)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port block")
-	return 0
+	return base
 }

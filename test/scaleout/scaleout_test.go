@@ -3,13 +3,13 @@ package scaleout
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/experiment/scaleout"
 )
 
@@ -102,20 +102,9 @@ func TestScaleoutMiniature(t *testing.T) {
 // freeBlock finds 40 free ports (4 nodes × 10) below the ephemeral range.
 func freeBlock(t *testing.T) int {
 	t.Helper()
-	for base := 21000; base < 25000; base += 100 {
-		free := true
-		for p := base; p < base+40 && free; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close()
-		}
-		if free {
-			return base
-		}
+	base, err := devcluster.FreeBase(21000, 40, 100)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port block")
-	return 0
+	return base
 }

@@ -2,14 +2,13 @@ package tiering
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/experiment/onoff"
 )
 
@@ -73,20 +72,9 @@ func TestCuratorOnOffMiniature(t *testing.T) {
 // ephemeral range (32768+) so outgoing connections cannot take them.
 func freeBlock(t *testing.T) int {
 	t.Helper()
-	for base := 24000; base < 32000; base += 500 {
-		free := true
-		for p := base; p < base+200 && free; p++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				free = false
-				break
-			}
-			l.Close()
-		}
-		if free {
-			return base
-		}
+	base, err := devcluster.FreeBase(24000, 200, 500)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free block of 200 ports in 24000-32000")
-	return 0
+	return base
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,19 +51,6 @@ func clientLogger(name string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("client", name)
 }
 
-func portsFree(base, n int) bool {
-	for i := 0; i < n; i++ {
-		for k := 0; k < 5; k++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+10*i+k))
-			if err != nil {
-				return false
-			}
-			ln.Close()
-		}
-	}
-	return true
-}
-
 type testCluster struct {
 	*devcluster.Cluster
 	t   *testing.T
@@ -79,15 +65,9 @@ func startCluster(t *testing.T, n, base int) *testCluster {
 		dir, _ = os.MkdirTemp("", "terrace-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
 		t.Logf("data under %s", dir)
 	}
-	chosen := 0
-	for b := base; b < base+5000 && b+10*n < 60000; b += 500 {
-		if portsFree(b, n) {
-			chosen = b
-			break
-		}
-	}
-	if chosen == 0 {
-		t.Fatalf("no free port block near %d", base)
+	chosen, err := devcluster.FreeBase(base, 10*n, 500)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -152,9 +151,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	base := o.BasePort
 	if base == 0 {
-		base = freeBlock(19600, o.Nodes)
-		if base == 0 {
-			return nil, fmt.Errorf("propbench: no free port block from 19600")
+		var err error
+		if base, err = devcluster.FreeBase(19600, 10*o.Nodes, 100); err != nil {
+			return nil, fmt.Errorf("propbench: %w", err)
 		}
 	}
 	o.Log("starting %d nodes on ports %d.. under %s", o.Nodes, base, o.Dir)
@@ -346,21 +345,3 @@ func getJSON(ctx context.Context, hc *http.Client, u string, out any) error {
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
-// freeBlock finds a block of ports (10 per node) free on loopback.
-func freeBlock(from, nodes int) int {
-	for b := from; b+10*nodes < 65000; b += 100 {
-		ok := true
-		for i := 0; i < nodes*10 && ok; i++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", b+i))
-			if err != nil {
-				ok = false
-				continue
-			}
-			ln.Close()
-		}
-		if ok {
-			return b
-		}
-	}
-	return 0
-}

@@ -18,10 +18,8 @@ package logbench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -205,7 +203,7 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	base, err := freeBase(o.BasePort, o.Nodes)
+	base, err := devcluster.FreeBase(o.BasePort, 10*o.Nodes, 500)
 	if err != nil {
 		return nil, err
 	}
@@ -252,26 +250,6 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 	return r.res, nil
 }
 
-// freeBase finds a port block for n nodes at or above base.
-func freeBase(base, n int) (int, error) {
-	for b := base; b+10*n < 65000; b += 500 {
-		ok := true
-		for i := 0; i < n && ok; i++ {
-			for k := 0; k < 5; k++ {
-				ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", b+10*i+k))
-				if err != nil {
-					ok = false
-					break
-				}
-				ln.Close()
-			}
-		}
-		if ok {
-			return b, nil
-		}
-	}
-	return 0, errors.New("bench log: no free port block")
-}
 
 type runner struct {
 	o    Options
