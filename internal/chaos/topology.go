@@ -185,5 +185,3 @@ func crossLinks(sides [2][]string, f proxy.Fault) map[proxy.Link]proxy.Fault {
 	}
 	return out
 }
-
-

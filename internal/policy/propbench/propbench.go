@@ -344,4 +344,3 @@ func getJSON(ctx context.Context, hc *http.Client, u string, out any) error {
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }
-

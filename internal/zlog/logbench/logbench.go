@@ -250,7 +250,6 @@ func Run(ctx context.Context, o Options, progress io.Writer) (*Result, error) {
 	return r.res, nil
 }
 
-
 type runner struct {
 	o    Options
 	cl   *devcluster.Cluster
