@@ -58,7 +58,7 @@ func TestCuratorRunProgressOnRealNode(t *testing.T) {
 	dir := t.TempDir()
 	cfg := server.Config{DataDir: dir, ProbeBytes: 64 << 10, EgroupMaxBytes: 1 << 20, DefaultVector: "any=1",
 		Devices: []string{"ssd:" + filepath.Join(dir, "ssd0") + ":64MiB", "hdd:" + filepath.Join(dir, "hdd0") + ":1GiB"},
-		Curator: server.CuratorConfig{Disabled: true, TierDownAbove: 0.05, HotWindow: time.Millisecond, MoveMBps: 8}}
+		Curator: server.CuratorConfig{Disabled: true, TierDownAbove: 0.05, HotWindow: time.Millisecond, MoveMBps: 2}} // 8 MiB at 2 MB/s after a 2 MB burst: the moves last ~3 s, several polls
 	n, err := server.Open(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
