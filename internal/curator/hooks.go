@@ -36,16 +36,18 @@ type PartitionLoad struct {
 	End   time.Time `json:"end,omitzero"`
 }
 
-// ScanBalancer spreads the map step of a scan over the nodes (Mantle's
-// load balancing applied to the Curator's background work). The master
-// still joins and decides; the nodes a partition is assigned to read it
-// from the metadata store and hand it back.
+// ScanBalancer spreads the map stage of a scan over the nodes (Mantle's
+// load balancing applied to the Curator's background work). The nodes a
+// partition is assigned to read it from their metadata store, decode and
+// join it (MapPartition) and send the output back; the master reduces
+// and decides.
 type ScanBalancer interface {
-	// AssignPartitions returns the node that scans each partition. A
-	// partition left out, or assigned to self, is scanned by the master.
+	// AssignPartitions returns the node that maps each partition. A
+	// partition left out, or assigned to self, is mapped by the master.
 	AssignPartitions(s *model.Snapshot, self model.NodeID, parts []PartitionLoad) map[string]model.NodeID
-	// ScanPage reads one page of [start, end) on node, as meta.KV.Scan.
-	ScanPage(ctx context.Context, node model.NodeID, start, end []byte, limit int) ([]meta.Item, error)
+	// MapPartition runs MapPartition for part on node and returns its
+	// whole output, or an error (the master then maps it itself).
+	MapPartition(ctx context.Context, node model.NodeID, part string) (MapOutput, error)
 }
 
 // partitionNames lists every partition a scan may read, sorted.
@@ -75,16 +77,6 @@ func (c *Curator) assignPartitions(s *model.Snapshot) map[string]model.NodeID {
 // pageScanner is the part of meta.KV a scan reads through.
 type pageScanner interface {
 	Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error)
-}
-
-// remotePages reads a partition on another node.
-type remotePages struct {
-	b    ScanBalancer
-	node model.NodeID
-}
-
-func (r remotePages) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
-	return r.b.ScanPage(ctx, r.node, start, end, limit)
 }
 
 // Assignment returns the partition assignment of the last scan (empty

@@ -1,6 +1,7 @@
 package curator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,13 +14,15 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
-// fakeBalancer assigns even-digit partitions to "n2" and serves n2's
-// pages from the same store (as a peer reading the shared metadata
-// would); pages for a node in fail return an error.
+// fakeBalancer assigns even-digit partitions to "n2" and maps n2's
+// partitions over the same store (as a peer reading the shared metadata
+// would), through the real map stream encoding. A node in fail is
+// unreachable; a node in cut dies mid-stream (its stream is cut in half).
 type fakeBalancer struct {
 	kv    meta.KV
 	fail  map[model.NodeID]bool
-	pages atomic.Int64 // partitions are scanned in parallel
+	cut   map[model.NodeID]bool
+	pages atomic.Int64 // partitions are mapped in parallel
 }
 
 func (f *fakeBalancer) AssignPartitions(_ *model.Snapshot, self model.NodeID, parts []PartitionLoad) map[string]model.NodeID {
@@ -34,12 +37,19 @@ func (f *fakeBalancer) AssignPartitions(_ *model.Snapshot, self model.NodeID, pa
 	return out
 }
 
-func (f *fakeBalancer) ScanPage(ctx context.Context, node model.NodeID, start, end []byte, limit int) ([]meta.Item, error) {
+func (f *fakeBalancer) MapPartition(ctx context.Context, node model.NodeID, part string) (MapOutput, error) {
 	if f.fail[node] {
-		return nil, errors.New("peer unreachable")
+		return MapOutput{}, errors.New("peer unreachable")
 	}
 	f.pages.Add(1)
-	return f.kv.Scan(ctx, start, end, limit)
+	var buf bytes.Buffer
+	if err := WriteMapStream(ctx, &buf, f.kv, part); err != nil {
+		return MapOutput{}, err
+	}
+	if f.cut[node] {
+		buf.Truncate(buf.Len() / 2)
+	}
+	return ReadMapStream(&buf, part)
 }
 
 func TestBalancedScanReadsAssignedPartitionsRemotely(t *testing.T) {
@@ -48,9 +58,22 @@ func TestBalancedScanReadsAssignedPartitionsRemotely(t *testing.T) {
 		e.put(fmt.Sprintf("k%02d", i), data(uint64(i), 100<<10), "ssd=1,hdd=1")
 	}
 	ctx := context.Background()
+	for i := 0; i < 40; i += 3 {
+		e.check(fmt.Sprintf("k%02d", i), data(uint64(i), 100<<10))
+	}
+	if err := e.l.FlushAccess(ctx); err != nil {
+		t.Fatal(err)
+	}
 	plain, err := e.c.scan(ctx, true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	read := 0
+	for _, eg := range plain.egroups {
+		read += int(eg.Reads)
+	}
+	if read == 0 {
+		t.Fatal("no egroup shows reads: the access join is not exercised")
 	}
 	if plain.partitions != nil {
 		t.Fatalf("no balancer, yet partitions recorded: %v", plain.partitions)
@@ -87,13 +110,27 @@ func TestBalancedScanReadsAssignedPartitionsRemotely(t *testing.T) {
 	if !strings.Contains(failed.partitions["egroups/0"], "n2 failed") {
 		t.Fatalf("fallback not recorded: %q", failed.partitions["egroups/0"])
 	}
+
+	// A peer that dies mid-stream: its partial output is dropped and the
+	// partitions are mapped here, nothing lost or counted twice.
+	fb.fail, fb.cut = nil, map[model.NodeID]bool{"n2": true}
+	cut, err := e.c.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := summarizeScan(cut), summarizeScan(plain); got != want {
+		t.Fatalf("scan with a peer cut off differs:\n got %s\nwant %s", got, want)
+	}
+	if !strings.Contains(cut.partitions["egroups/0"], "cut short") {
+		t.Fatalf("cut-off stream not recorded: %q", cut.partitions["egroups/0"])
+	}
 }
 
 func summarizeScan(r *scanResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "records=%d egroups=%d dead=%d dangling=%d", r.records0, len(r.egroups), len(r.deadExtents), len(r.dangling))
 	for _, eg := range r.egroups {
-		fmt.Fprintf(&b, " %d:%d/%d", eg.ID, eg.LiveBytes, eg.LiveExtents)
+		fmt.Fprintf(&b, " %d@%d:%d/%d,%d,r%d,%v", eg.ID, eg.ModRev, eg.LiveBytes, eg.LiveExtents, eg.DeadExtents, eg.Reads, eg.Replicas)
 	}
 	return b.String()
 }

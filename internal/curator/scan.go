@@ -131,44 +131,19 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	var mu sync.Mutex
 	egRevs := map[uint64]int64{}
 
-	// Map: egroups.
-	res.maps = append(res.maps, "egroups")
-	err := c.scanPartitions(ctx, "egroups", meta.PrefixEgroup, assign, res, &mu, func(ctx context.Context, kv pageScanner, s, e []byte) error {
-		_, err := scanRange(ctx, kv, s, e, func(it meta.Item) error {
-			id, err := meta.ParseID(it.Key)
-			if err != nil {
-				return fmt.Errorf("curator: bad egroup key %q", it.Key)
-			}
-			var eg meta.Egroup
-			if err := meta.Decode(it.Value, &eg); err != nil {
-				return err
-			}
-			mu.Lock()
-			res.records[id] = eg
-			egRevs[id] = it.ModRev
-			res.records0++
-			mu.Unlock()
-			return nil
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Map: access records.
-	res.maps = append(res.maps, "access")
+	// Map: egroups joined with their access records, partition by
+	// partition (mapwork.go), here or on the node the partition is
+	// assigned to.
+	res.maps = append(res.maps, "egroups", "access")
 	access := map[uint64]meta.Access{}
-	_, err = scanRange(ctx, kv, []byte(meta.PrefixAccess), meta.PrefixEnd([]byte(meta.PrefixAccess)), func(it meta.Item) error {
-		id, err := meta.ParseID(it.Key)
-		if err != nil {
-			return nil
+	err := c.scanPartitions(ctx, "egroups", assign, res, &mu, func(out MapOutput) {
+		for _, r := range out.Records {
+			res.records[r.ID] = *r.Egroup
+			egRevs[r.ID] = r.Rev
+			if r.Access != nil {
+				access[r.ID] = *r.Access
+			}
 		}
-		var a meta.Access
-		if meta.Decode(it.Value, &a) == nil {
-			access[id] = a
-		}
-		res.records0++
-		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -241,23 +216,10 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		}
 		// Map: extents, joined with refs (reduce by extent ID).
 		extents := map[uint64]extentInfo{}
-		err = c.scanPartitions(ctx, "extents", meta.PrefixExtent, assign, res, &mu, func(ctx context.Context, kv pageScanner, s, e []byte) error {
-			_, err := scanRange(ctx, kv, s, e, func(it meta.Item) error {
-				id, err := meta.ParseID(it.Key)
-				if err != nil {
-					return fmt.Errorf("curator: bad extent key %q", it.Key)
-				}
-				var x meta.Extent
-				if err := meta.Decode(it.Value, &x); err != nil {
-					return err
-				}
-				mu.Lock()
-				extents[id] = extentInfo{id: id, modRev: it.ModRev, rec: x}
-				res.records0++
-				mu.Unlock()
-				return nil
-			})
-			return err
+		err = c.scanPartitions(ctx, "extents", assign, res, &mu, func(out MapOutput) {
+			for _, r := range out.Records {
+				extents[r.ID] = extentInfo{id: r.ID, modRev: r.Rev, rec: *r.Extent}
+			}
 		})
 		if err != nil {
 			return nil, err
@@ -367,41 +329,51 @@ func egroupView(id uint64, rev int64, eg meta.Egroup, a *meta.Access) decide.Egr
 	return d
 }
 
-// scanPartitions runs fn over the 16 partitions of a map in parallel.
-// A partition the balancer assigned to another node is read there (all of
-// it, before fn sees any item); if that fails, it is read here, so an
-// assignment can slow a scan but never lose records.
-func (c *Curator) scanPartitions(ctx context.Context, mapName, prefix string, assign map[string]model.NodeID,
-	res *scanResult, mu *sync.Mutex, fn func(ctx context.Context, kv pageScanner, s, e []byte) error) error {
-	kv := c.kv
+// scanPartitions maps the 16 partitions of a map in parallel and hands
+// each partition's output to join, one partition at a time (under mu). A
+// partition assigned to another node is mapped there; if that fails —
+// the node is down, dies mid-stream, or sends a bad stream — it is mapped
+// here, so an assignment can slow a scan but never lose or duplicate
+// records.
+func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map[string]model.NodeID,
+	res *scanResult, mu *sync.Mutex, join func(MapOutput)) error {
 	self := c.opts.Self
 	if self == "" {
 		self = "master"
 	}
-	return mapParallel(ctx, partitions(prefix), c.opts.ScanParallelism, func(ctx context.Context, s, e []byte) error {
+	return mapParallel(ctx, partitions(""), c.opts.ScanParallelism, func(ctx context.Context, s, _ []byte) error {
 		start := c.now()
-		name := mapName + "/" + string(s[len(s)-1])
+		name := mapName + "/" + string(s[0])
 		node := assign[name]
-		who := string(self)
-		var src pageScanner = kv
+		who, scanner := string(self), c.opts.Self
+		var out MapOutput
+		var err error
+		remote := false
 		if node != "" && node != c.opts.Self && c.opts.Balancer != nil {
-			var items []meta.Item
-			_, err := scanRange(ctx, remotePages{c.opts.Balancer, node}, s, e, func(it meta.Item) error {
-				items = append(items, it)
-				return nil
-			})
-			if err == nil {
-				src, who = &bufferedPages{items: items}, string(node)
-			} else if ctx.Err() != nil {
+			out, err = c.opts.Balancer.MapPartition(ctx, node, name)
+			switch {
+			case err == nil:
+				remote, who, scanner = true, string(node), node
+			case ctx.Err() != nil:
 				return ctx.Err()
-			} else {
+			default:
 				who = fmt.Sprintf("%s (%s failed: %v)", self, node, err)
-				c.log.Warn("curator: remote partition scan failed; scanning here", "partition", name, "node", node, "err", err)
+				c.log.Warn("curator: remote partition map failed; mapping here", "partition", name, "node", node, "err", err)
 			}
 		}
-		counted := 0
-		err := fn(ctx, countPages{src, &counted}, s, e)
+		if !remote {
+			out = MapOutput{Part: name}
+			out.Read, err = MapPartition(ctx, c.kv, name, func(r MapRecord) error {
+				out.Records = append(out.Records, r)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
 		mu.Lock()
+		join(out)
+		res.records0 += out.Read
 		if assign != nil {
 			if res.partitions == nil {
 				res.partitions = map[string]string{}
@@ -410,38 +382,10 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName, prefix string, as
 		}
 		mu.Unlock()
 		c.mu.Lock()
-		scanner := c.opts.Self
-		if src != kv {
-			scanner = node
-		}
-		c.partLoad[name] = PartitionLoad{Name: name, Records: counted, Node: scanner, Start: start, End: c.now()}
+		c.partLoad[name] = PartitionLoad{Name: name, Records: out.Read, Node: scanner, Start: start, End: c.now()}
 		c.mu.Unlock()
-		return err
+		return nil
 	})
-}
-
-// bufferedPages serves a partition already read from another node.
-type bufferedPages struct{ items []meta.Item }
-
-func (b *bufferedPages) Scan(_ context.Context, start, _ []byte, limit int) ([]meta.Item, error) {
-	i := sort.Search(len(b.items), func(i int) bool { return string(b.items[i].Key) >= string(start) })
-	j := len(b.items)
-	if limit > 0 && i+limit < j {
-		j = i + limit
-	}
-	return b.items[i:j], nil
-}
-
-// countPages counts the records a partition scan returns.
-type countPages struct {
-	src pageScanner
-	n   *int
-}
-
-func (c countPages) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
-	items, err := c.src.Scan(ctx, start, end, limit)
-	*c.n += len(items)
-	return items, err
 }
 
 type refOwner struct {

@@ -434,6 +434,10 @@ type CuratorConfig struct {
 	JobTimeLimit time.Duration `yaml:"job_time_limit"`
 	// SealIdle seals open egroups idle this long before each scan.
 	SealIdle time.Duration `yaml:"seal_idle"`
+	// MasterScansAlone keeps every scan partition's map on the Curator
+	// master instead of spreading partitions over the cluster's nodes
+	// (the default without a balancer policy; docs/curator.md).
+	MasterScansAlone bool `yaml:"master_scans_alone"`
 	// TieringScheduler decides when tiering runs: threshold (default: f,
 	// d, h) or qlearning, the learned scheduler; TieringModel is its
 	// starting model, a JSON file from `terrace sim tiering --out`

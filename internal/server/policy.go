@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,41 +55,45 @@ func (n *Node) withPolicyHooks(o curator.Options) curator.Options {
 type scanBalancer struct{ n *Node }
 
 func (b scanBalancer) AssignPartitions(s *model.Snapshot, self model.NodeID, parts []curator.PartitionLoad) map[string]model.NodeID {
-	return b.n.Policies.Balancer().AssignPartitions(s, self, parts)
+	if a := b.n.Policies.Balancer().AssignPartitions(s, self, parts); a != nil {
+		return a
+	}
+	if b.n.Config.Curator.MasterScansAlone {
+		return nil
+	}
+	return curator.SpreadPartitions(s, parts)
 }
 
-// scanPageTimeout bounds one page read on a peer; a slow peer's partition
-// is then read by the master instead.
-const scanPageTimeout = 30 * time.Second
+// mapPartitionTimeout bounds one partition's map on a peer; a slow peer's
+// partition is then mapped by the master instead.
+const mapPartitionTimeout = 2 * time.Minute
 
-func (b scanBalancer) ScanPage(ctx context.Context, node model.NodeID, start, end []byte, limit int) ([]meta.Item, error) {
+func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part string) (curator.MapOutput, error) {
 	addr, err := b.n.adminAddressOf(node)
 	if err != nil {
-		return nil, err
+		return curator.MapOutput{}, err
 	}
-	q := url.Values{"start": {base64.RawURLEncoding.EncodeToString(start)}, "end": {base64.RawURLEncoding.EncodeToString(end)},
-		"limit": {strconv.Itoa(limit)}}
-	ctx, cancel := context.WithTimeout(ctx, scanPageTimeout)
+	ctx, cancel := context.WithTimeout(ctx, mapPartitionTimeout)
 	defer cancel()
 	hc, scheme := b.n.peerHTTP()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/scan?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+url.Values{"part": {part}}.Encode(), nil)
 	if err != nil {
-		return nil, err
+		return curator.MapOutput{}, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err
+		return curator.MapOutput{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("server: scan page on %s: %s: %s", node, resp.Status, strings.TrimSpace(string(b)))
+		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %s: %s", part, node, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var items []meta.Item
-	if err := json.NewDecoder(resp.Body).Decode(&items); err != nil {
-		return nil, fmt.Errorf("server: scan page on %s: %w", node, err)
+	out, err := curator.ReadMapStream(resp.Body, part)
+	if err != nil {
+		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %w", part, node, err)
 	}
-	return items, nil
+	return out, nil
 }
 
 // peerHTTP returns the client and URL scheme for node-to-node admin calls
@@ -150,7 +153,7 @@ func (n *Node) policyEnv() policy.Env {
 //	GET    /v1/policies/swaps[?name=N]          recent swaps on this node
 //	GET    /v1/policies/events[?name=N&n=K]     the cluster-wide policy event log
 //	POST   /v1/object/exec?bucket=B&key=K&method=CLASS.METHOD  body: the argument
-//	GET    /v1/curator/scan?start=S&end=E&limit=L  one scan page (peers read partitions)
+//	GET    /v1/curator/map?part=egroups/3            one scan partition's map output (for the master)
 func (n *Node) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/policies", n.handlePolicyList)
 	mux.HandleFunc("GET /v1/policies/swaps", n.handlePolicySwaps)
@@ -162,7 +165,7 @@ func (n *Node) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /v1/policies/{name}", n.handlePolicyRemove)
 	mux.HandleFunc("POST /v1/policies/{name}/test", n.handlePolicyTest)
 	mux.HandleFunc("POST /v1/object/exec", n.handleObjectExec)
-	mux.HandleFunc("GET /v1/curator/scan", n.handleCuratorScanPage)
+	mux.HandleFunc("GET /v1/curator/map", n.handleCuratorMap)
 }
 
 // PolicyError is the admin API's error body for policy failures: the Lua
@@ -515,29 +518,20 @@ func (n *Node) forwardExec(w http.ResponseWriter, r *http.Request, target model.
 	return true
 }
 
-// maxScanPage bounds one page a peer serves.
-const maxScanPage = 4096
-
-func (n *Node) handleCuratorScanPage(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	start, err1 := base64.RawURLEncoding.DecodeString(q.Get("start"))
-	end, err2 := base64.RawURLEncoding.DecodeString(q.Get("end"))
-	limit, err3 := strconv.Atoi(q.Get("limit"))
-	if err1 != nil || err2 != nil || err3 != nil || limit <= 0 || len(start) == 0 {
-		writeJSON(w, http.StatusBadRequest, APIError{Error: "scan needs start, end (base64url) and limit > 0", Code: "InvalidArgument"})
+// handleCuratorMap runs the map stage of one scan partition on this
+// node's metadata store for the Curator master and streams the output.
+func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
+	part := r.URL.Query().Get("part")
+	if _, _, err := curator.ParsePartition(part); err != nil {
+		writeJSON(w, http.StatusBadRequest, APIError{Error: err.Error(), Code: "InvalidArgument"})
 		return
 	}
-	var endKey []byte
-	if len(end) > 0 {
-		endKey = end
-	}
-	items, err := n.KV.Scan(r.Context(), start, endKey, min(limit, maxScanPage))
-	if err != nil {
-		writeErr(w, err)
+	w.Header().Set("Content-Type", "application/x-gob")
+	start := time.Now()
+	if err := curator.WriteMapStream(r.Context(), w, n.KV, part); err != nil {
+		// The end frame carries the error to the master; log it here too.
+		n.Log.Warn("curator map", "partition", part, "err", err)
 		return
 	}
-	if items == nil {
-		items = []meta.Item{}
-	}
-	writeJSON(w, http.StatusOK, items)
+	n.Log.Debug("curator map", "partition", part, "took", time.Since(start))
 }

@@ -288,31 +288,117 @@ function where(nodes, units, self) return {n1 = 1, n2 = 1, n3 = 1} end
 			t.Fatalf("spread balancer: scan nodes %+v (partitions %v), want map work on all 3", st.ScanNodes, rec.Partitions)
 		}
 		t.Logf("spread: %+v", st.ScanNodes)
-		// Removing the balancer returns the scan to the master.
+		// Removing the balancer returns the scan to the default spread:
+		// partitions dealt over every up node by their records.
 		if out, errOut, err := cli(t, n2, "policy", "rm", "mantle"); err != nil {
 			t.Fatalf("rm: %v %s %s", err, out, errOut)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			ctx, cancel := ctxT(30 * time.Second)
-			rec, err := curatorRun(ctx, leader.Admin, "partial")
-			cancel()
-			if err != nil {
-				t.Fatal(err)
+		quietFull := func(what string) curator.JobRecord {
+			t.Helper()
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				ctx, cancel := ctxT(30 * time.Second)
+				rec, err := curatorRun(ctx, leader.Admin, "full")
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := 0
+				for _, n := range rec.Done {
+					done += n
+				}
+				if done == 0 && rec.Stale == 0 && rec.Failed == 0 {
+					return rec // a scan that changed nothing: the next one sees the same metadata
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: the Curator never settled: %+v", what, rec)
+				}
 			}
-			if len(rec.Partitions) == 0 {
+		}
+		var spread3 curator.JobRecord
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			spread3 = quietFull("default spread")
+			if len(curatorPartitions(spread3.Partitions).nodes()) == 3 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("balancer removed, still partitioned: %v", rec.Partitions)
+				t.Fatalf("balancer removed: partitions %v, want the default spread over 3 nodes", spread3.Partitions)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+		// The same scan mapped by the master alone finds exactly the same.
+		ctx, cancel = ctxT(30 * time.Second)
+		err = call(ctx, "PUT", n2.Admin, "/v1/policies/mantle?hook=balancer&author=test", []byte(toNode(leader.ID)), &res)
+		cancel()
+		if err != nil {
+			t.Fatalf("put balancer -> master: %v", err)
+		}
+		waitPolicy(t, leader.Admin, "mantle", res.Record.Version, 5*time.Second)
+		alone := quietFull("master alone")
+		if got := curatorPartitions(alone.Partitions).owners(); got != leader.ID {
+			t.Fatalf("balancer to the master: partitions %v", alone.Partitions)
+		}
+		if alone.Records != spread3.Records || alone.Stats != spread3.Stats ||
+			fmt.Sprint(alone.Dangling) != fmt.Sprint(spread3.Dangling) {
+			t.Fatalf("a scan mapped on 3 nodes differs from the master's own:\n spread: records %d stats %+v dangling %v\n alone:  records %d stats %+v dangling %v",
+				spread3.Records, spread3.Stats, spread3.Dangling, alone.Records, alone.Stats, alone.Dangling)
+		}
+		t.Logf("full scan: %d records, %+v, the same mapped on 3 nodes and on the master alone", alone.Records, alone.Stats)
+		if out, errOut, err := cli(t, n2, "policy", "rm", "mantle"); err != nil {
+			t.Fatalf("rm: %v %s %s", err, out, errOut)
+		}
+
+		// A worker killed (-9) while the view still lists it up: its
+		// partitions fail there and are mapped by the master; the scan
+		// completes and finds what it found before.
+		victimNode := n1
+		if leader.ID == n1.ID {
+			victimNode = n3
+		}
+		victim := victimNode.ID
+		c.Kill(victimNode)
+		ctx, cancel = ctxT(60 * time.Second)
+		rec, err = curatorRun(ctx, leader.Admin, "full")
+		cancel()
+		if err != nil {
+			t.Fatalf("full scan with worker %s killed: %v", victim, err)
+		}
+		failed := 0
+		for part, who := range rec.Partitions {
+			if who == victim {
+				t.Fatalf("partition %s credited to the dead worker %s", part, victim)
+			}
+			if strings.Contains(who, victim+" failed") {
+				failed++
+			}
+		}
+		if failed == 0 {
+			t.Logf("the view marked %s down before the scan: nothing assigned to it (%v)", victim, rec.Partitions)
+		}
+		if rec.Records != alone.Records || rec.Stats.Egroups != alone.Stats.Egroups || rec.Stats.LiveBytes != alone.Stats.LiveBytes {
+			t.Fatalf("scan with %s killed: records %d stats %+v, want records %d stats %+v", victim, rec.Records, rec.Stats, alone.Records, alone.Stats)
+		}
+		t.Logf("worker %s killed: scan complete, %d partitions mapped by the master instead", victim, failed)
+		rctx, rcancel := ctxT(60 * time.Second)
+		defer rcancel()
+		if err := c.Restart(rctx, victimNode); err != nil {
+			t.Fatalf("restart %s: %v", victim, err)
 		}
 	})
 }
 
 // curatorPartitions is a job record's partition → scanner map.
 type curatorPartitions map[string]string
+
+// nodes returns the distinct nodes that scanned partitions.
+func (p curatorPartitions) nodes() map[string]int {
+	seen := map[string]int{}
+	for _, n := range p {
+		seen[n]++
+	}
+	return seen
+}
 
 // owners returns the single node that scanned every partition, or a
 // description of the mix.

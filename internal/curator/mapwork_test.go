@@ -1,0 +1,225 @@
+package curator
+
+import (
+	"bytes"
+	"context"
+	"encoding/gob"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+func TestParsePartition(t *testing.T) {
+	for _, ok := range []string{"egroups/0", "egroups/f", "extents/a"} {
+		if _, _, err := ParsePartition(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "egroups", "egroups/", "egroups/g", "egroups/A", "egroups/00", "objects/1", "../x/1", "egroups/1/2"} {
+		if _, _, err := ParsePartition(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestMapStreamRoundTrip: a partition's output read back from the stream
+// is the output MapPartition gives in-process, record for record.
+func TestMapStreamRoundTrip(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB", "hdd:%s:1GiB")
+	for i := 0; i < 60; i++ {
+		e.put(fmt.Sprintf("k%02d", i), data(uint64(i), 20<<10), "any=1")
+	}
+	ctx := context.Background()
+	total := 0
+	for _, m := range []string{"egroups", "extents"} {
+		for _, d := range "0123456789abcdef" {
+			part := m + "/" + string(d)
+			var direct []MapRecord
+			read, err := MapPartition(ctx, e.kv, part, func(r MapRecord) error {
+				direct = append(direct, r)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := WriteMapStream(ctx, &buf, e.kv, part); err != nil {
+				t.Fatal(err)
+			}
+			out, err := ReadMapStream(&buf, part)
+			if err != nil {
+				t.Fatalf("%s: %v", part, err)
+			}
+			if out.Read != read || fmt.Sprintf("%+v", deref(out.Records)) != fmt.Sprintf("%+v", deref(direct)) {
+				t.Fatalf("%s: stream gave %d records (read %d), direct %d (read %d)", part, len(out.Records), out.Read, len(direct), read)
+			}
+			total += len(direct)
+			// The stream is meant for one partition only.
+			if len(direct) > 0 {
+				var again bytes.Buffer
+				_ = WriteMapStream(ctx, &again, e.kv, part)
+				other := m + "/" + string("0123456789abcdef"[(strings.IndexRune("0123456789abcdef", d)+1)%16])
+				if _, err := ReadMapStream(&again, other); err == nil {
+					t.Fatalf("%s's stream accepted as %s", part, other)
+				}
+			}
+		}
+	}
+	if total == 0 {
+		t.Fatal("no records mapped")
+	}
+}
+
+// deref renders records by value (pointers would print as addresses).
+func deref(rs []MapRecord) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%d@%d", r.ID, r.Rev)
+		if r.Egroup != nil {
+			out[i] += fmt.Sprintf(" %+v", *r.Egroup)
+		}
+		if r.Access != nil {
+			out[i] += fmt.Sprintf(" %+v", *r.Access)
+		}
+		if r.Extent != nil {
+			out[i] += fmt.Sprintf(" %+v", *r.Extent)
+		}
+	}
+	return out
+}
+
+// TestReadMapStreamRefusesBadStreams: a stream is used whole or not at all.
+func TestReadMapStreamRefusesBadStreams(t *testing.T) {
+	eg := &meta.Egroup{Size: 10}
+	frames := func(fs ...mapFrame) *bytes.Buffer {
+		var b bytes.Buffer
+		enc := gob.NewEncoder(&b)
+		for _, f := range fs {
+			if err := enc.Encode(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return &b
+	}
+	id := func(hex string) uint64 {
+		var v uint64
+		fmt.Sscanf(hex, "%x", &v)
+		return v
+	}
+	a1, a2 := id("a000000000000001"), id("a000000000000002")
+	cases := map[string]*bytes.Buffer{
+		"empty":          {},
+		"no end frame":   frames(mapFrame{Recs: []MapRecord{{ID: a1, Egroup: eg}}}),
+		"worker error":   frames(mapFrame{End: true, Err: "pebble: closed"}),
+		"count mismatch": frames(mapFrame{Recs: []MapRecord{{ID: a1, Egroup: eg}}}, mapFrame{End: true, N: 2}),
+		"out of order":   frames(mapFrame{Recs: []MapRecord{{ID: a2, Egroup: eg}, {ID: a1, Egroup: eg}}}, mapFrame{End: true, N: 2}),
+		"duplicate":      frames(mapFrame{Recs: []MapRecord{{ID: a1, Egroup: eg}, {ID: a1, Egroup: eg}}}, mapFrame{End: true, N: 2}),
+		"wrong digit":    frames(mapFrame{Recs: []MapRecord{{ID: 1, Egroup: eg}}}, mapFrame{End: true, N: 1}),
+		"wrong kind":     frames(mapFrame{Recs: []MapRecord{{ID: a1, Extent: &meta.Extent{}}}}, mapFrame{End: true, N: 1}),
+		"negative read":  frames(mapFrame{End: true, Read: -1}),
+		"garbage":        bytes.NewBufferString("\x03\xff\x00garbage"),
+	}
+	for name, b := range cases {
+		if _, err := ReadMapStream(b, "egroups/a"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	good := frames(mapFrame{Recs: []MapRecord{{ID: a1, Egroup: eg}, {ID: a2, Egroup: eg}}}, mapFrame{End: true, N: 2, Read: 3})
+	if out, err := ReadMapStream(good, "egroups/a"); err != nil || len(out.Records) != 2 || out.Read != 3 {
+		t.Fatalf("good stream: %+v %v", out, err)
+	}
+}
+
+// FuzzReadMapStream: arbitrary bytes from a peer give an output or an
+// error, never a panic or a hang.
+func FuzzReadMapStream(f *testing.F) {
+	var b bytes.Buffer
+	enc := gob.NewEncoder(&b)
+	_ = enc.Encode(mapFrame{Recs: []MapRecord{{ID: 0xa000000000000001, Egroup: &meta.Egroup{Size: 1}}}})
+	_ = enc.Encode(mapFrame{End: true, N: 1})
+	f.Add(b.Bytes())
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := ReadMapStream(bytes.NewReader(in), "egroups/a")
+		if err == nil {
+			for _, r := range out.Records {
+				if r.Egroup == nil {
+					t.Fatalf("accepted a record without its egroup: %+v", r)
+				}
+			}
+		}
+	})
+}
+
+// TestSpreadPartitions: every partition goes to an up node, the split is
+// as even as the partitions allow, and the same input gives the same
+// assignment.
+func TestSpreadPartitions(t *testing.T) {
+	snap := func(up ...bool) *model.Snapshot {
+		var nodes []model.Node
+		for i, u := range up {
+			nodes = append(nodes, model.Node{ID: model.NodeID(fmt.Sprintf("n%d", i+1)), Up: u})
+		}
+		return model.NewSnapshot(time.Time{}, nodes, nil)
+	}
+	parts := func(rng *rand.Rand) []PartitionLoad {
+		var ps []PartitionLoad
+		for _, n := range partitionNames() {
+			ps = append(ps, PartitionLoad{Name: n, Records: rng.IntN(5000)})
+		}
+		return ps
+	}
+	if a := SpreadPartitions(snap(true), parts(rand.New(rand.NewPCG(1, 1)))); a != nil {
+		t.Fatalf("one node: %v, want nil (the master maps everything)", a)
+	}
+	if a := SpreadPartitions(snap(true, false, false), parts(rand.New(rand.NewPCG(1, 1)))); a != nil {
+		t.Fatalf("one node up: %v, want nil", a)
+	}
+	// First scan: no loads known, every partition counts one.
+	fresh := make([]PartitionLoad, 0, 32)
+	for _, n := range partitionNames() {
+		fresh = append(fresh, PartitionLoad{Name: n})
+	}
+	got := map[model.NodeID]int{}
+	for _, n := range SpreadPartitions(snap(true, true, true), fresh) {
+		got[n]++
+	}
+	if got["n1"] < 10 || got["n2"] < 10 || got["n3"] < 10 {
+		t.Fatalf("first scan split %v, want 32 partitions about evenly over 3 nodes", got)
+	}
+	for seed := uint64(0); seed < 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		s := snap(true, rng.IntN(4) > 0, true, rng.IntN(2) == 0)
+		ps := parts(rng)
+		a := SpreadPartitions(s, ps)
+		if b := SpreadPartitions(s, ps); fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("seed %d: not deterministic", seed)
+		}
+		load := map[model.NodeID]int{}
+		biggest := 0
+		for _, p := range ps {
+			n, ok := a[p.Name]
+			if !ok || !s.NodeUp(n) {
+				t.Fatalf("seed %d: %s assigned to %q", seed, p.Name, n)
+			}
+			load[n] += max(p.Records, 1)
+			biggest = max(biggest, max(p.Records, 1))
+		}
+		lo, hi := int(^uint(0)>>1), 0
+		for _, n := range s.Nodes {
+			if n.Up {
+				lo, hi = min(lo, load[n.ID]), max(hi, load[n.ID])
+			}
+		}
+		// Greedy biggest-first: no node ends more than one partition
+		// above the least loaded.
+		if hi-lo > biggest {
+			t.Fatalf("seed %d: loads %v spread %d > biggest partition %d", seed, load, hi-lo, biggest)
+		}
+	}
+}
