@@ -341,7 +341,14 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 	if self == "" {
 		self = "master"
 	}
-	return mapParallel(ctx, partitions(""), c.opts.ScanParallelism, func(ctx context.Context, s, _ []byte) error {
+	// ScanParallelism partitions in flight per node mapping: the master's
+	// budget does not throttle the other nodes' share.
+	workers := map[model.NodeID]bool{c.opts.Self: true}
+	for _, n := range assign {
+		workers[n] = true
+	}
+	par := min(c.opts.ScanParallelism*len(workers), 16)
+	return mapParallel(ctx, partitions(""), par, func(ctx context.Context, s, _ []byte) error {
 		start := c.now()
 		name := mapName + "/" + string(s[0])
 		node := assign[name]
