@@ -89,6 +89,11 @@ type Options struct {
 	// movable data. Default 10 s. The object layer also seals idle egroups
 	// on its own after a minute.
 	SealIdleBeforeScan time.Duration
+	// NodeQueues hands the moves a scan job did not start within
+	// JobTimeLimit to the durable queue of the node that runs them
+	// (actuate.NodeQueues) instead of leaving them for the next scan; every
+	// node executes its own queue at its own pace.
+	NodeQueues bool
 	// JobTimeLimit bounds how long one job executes tasks; tasks not
 	// started by then are left for the next scan, which re-plans them from
 	// fresh metadata. It keeps a long compaction from holding up tiering
@@ -183,6 +188,8 @@ type Curator struct {
 
 	sched  *actuate.Scheduler
 	act    *actuate.Actuator
+	queues *actuate.NodeQueues
+	worker *actuate.QueueWorker
 	jobs   *actuate.JobStore
 	runner *actuate.Runner
 
@@ -239,8 +246,16 @@ func New(layer *object.Layer, kv meta.KV, topo Topology, pol placement.Policy, l
 	c.jobs = actuate.NewJobStore(kv)
 	c.runner = &actuate.Runner{Actuator: c.act, Store: c.jobs, Workers: opts.Workers, Owner: opts.Node,
 		Log: opts.Logger, Now: opts.Now, OnTask: c.countTask}
+	c.queues = actuate.NewNodeQueues(kv)
+	c.worker = &actuate.QueueWorker{Actuator: c.act, Queues: c.queues, Node: model.NodeID(opts.Node), Log: opts.Logger, OnTask: c.countTask}
 	return c
 }
+
+// Queues returns the node task queues.
+func (c *Curator) Queues() *actuate.NodeQueues { return c.queues }
+
+// QueueWorker returns this node's queue worker.
+func (c *Curator) QueueWorker() *actuate.QueueWorker { return c.worker }
 
 // countTask feeds every executed task (of scan, recall, resumed and
 // planned jobs alike) into the metrics.
@@ -356,6 +371,9 @@ func (c *Curator) Run(ctx context.Context) {
 	if c.opts.Tiering {
 		go c.watchHot(ctx)
 	}
+	if c.opts.NodeQueues && c.opts.Node != "" {
+		go c.worker.Run(ctx) // on every node, master or not
+	}
 	for {
 		var kind, why string
 		hot := false
@@ -469,14 +487,19 @@ type JobRecord struct {
 	Done     map[string]int `json:"tasks_done"`
 	Stale    int            `json:"tasks_stale"`
 	Deferred int            `json:"tasks_deferred"`
-	Failed   int            `json:"tasks_failed"`
-	Moved    int64          `json:"bytes_moved"`
-	Scrubbed int64          `json:"bytes_scrubbed"`
-	Freed    int64          `json:"bytes_freed"`
-	BadFound int            `json:"bad_replicas_found"`
-	Dangling []string       `json:"dangling,omitempty"`
-	Errors   []string       `json:"errors,omitempty"`
-	Sample   []string       `json:"sample_tasks,omitempty"`
+	// Queued counts the moves handed to node queues at the job's time
+	// limit (Options.NodeQueues); Held the tasks not planned because a
+	// node queue already holds a move of their egroup.
+	Queued   int      `json:"tasks_queued,omitempty"`
+	Held     int      `json:"tasks_held,omitempty"`
+	Failed   int      `json:"tasks_failed"`
+	Moved    int64    `json:"bytes_moved"`
+	Scrubbed int64    `json:"bytes_scrubbed"`
+	Freed    int64    `json:"bytes_freed"`
+	BadFound int      `json:"bad_replicas_found"`
+	Dangling []string `json:"dangling,omitempty"`
+	Errors   []string `json:"errors,omitempty"`
+	Sample   []string `json:"sample_tasks,omitempty"`
 	// Partitions names the node that scanned each map partition when a
 	// balancer spreads the scan (absent: the master scanned everything).
 	Partitions map[string]string `json:"partitions,omitempty"`
@@ -675,7 +698,13 @@ func (c *Curator) Status(ctx context.Context) Status {
 		}
 	}
 	c.mu.Unlock()
-	st.ScanNodes = scanNodes(loads, c.runner.PendingByNode())
+	pending := c.runner.PendingByNode()
+	if queued, err := c.queues.Counts(ctx); err == nil {
+		for n, k := range queued {
+			pending[n] += k
+		}
+	}
+	st.ScanNodes = scanNodes(loads, pending)
 	if h, err := c.History(ctx, 1); err == nil && len(h) > 0 {
 		st.Last = &h[0]
 	}

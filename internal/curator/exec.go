@@ -49,11 +49,62 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []ac
 		ats = append(ats, at)
 	}
 	ats = append(ats, planned...)
+	if c.opts.NodeQueues {
+		ats = c.holdQueued(ctx, ats, rec)
+	}
 	job := actuate.NewJob(rec.ID, rec.Kind, rec.Trigger, rec.Seed, rec.Start, ats)
 	if deadline {
 		job.Deadline = rec.Start.Add(c.opts.JobTimeLimit)
 	}
 	c.runJob(ctx, job, rec)
+	if deadline && c.opts.NodeQueues {
+		c.queueDeferred(ctx, job, rec)
+	}
+}
+
+// holdQueued drops the tasks of egroups that a node queue already holds a
+// move for (on a node that is up): that node will run it, and a second
+// move planned from the same record would only race it to go stale.
+func (c *Curator) holdQueued(ctx context.Context, ats []actuate.Task, rec *JobRecord) []actuate.Task {
+	snap := c.topo.Snapshot()
+	busy, err := c.queues.Egroups(ctx, snap.NodeUp)
+	if err != nil {
+		rec.addErr(fmt.Errorf("curator: read node queues: %w", err))
+		return ats
+	}
+	if len(busy) == 0 {
+		return ats
+	}
+	kept := ats[:0]
+	for _, t := range ats {
+		if busy[t.Egroup] {
+			rec.Held++
+			continue
+		}
+		kept = append(kept, t)
+	}
+	return kept
+}
+
+// queueDeferred hands the moves the job's time limit cut off to the node
+// queues; what cannot wait there stays deferred to the next scan.
+func (c *Curator) queueDeferred(ctx context.Context, job *actuate.Job, rec *JobRecord) {
+	var left []actuate.Task
+	for i, t := range job.Tasks {
+		if job.State[i] == actuate.Deferred && actuate.Queueable(t) {
+			left = append(left, t)
+		}
+	}
+	if len(left) == 0 {
+		return
+	}
+	n, err := c.queues.Enqueue(context.WithoutCancel(ctx), rec.ID, c.now(), left)
+	if err != nil {
+		rec.addErr(fmt.Errorf("curator: queue deferred moves: %w", err))
+	}
+	rec.Queued += n
+	rec.Deferred -= n
+	c.log.Info("curator: moves past the job's time limit handed to node queues", "job", rec.ID, "queued", n)
 }
 
 // runJob runs an actuate job and folds its outcome into rec.

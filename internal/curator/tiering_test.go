@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -313,5 +314,71 @@ func TestHotDataPromotedWithoutAScan(t *testing.T) {
 	items, err := e.kv.Scan(context.Background(), []byte(meta.PrefixHot), meta.PrefixEnd([]byte(meta.PrefixHot)), 0)
 	if err != nil || len(items) != 0 {
 		t.Fatalf("promotion requests left: %d (%v)", len(items), err)
+	}
+}
+
+// TestMovesPastTheTimeLimitWaitInNodeQueues: the tier-downs a job could
+// not start within its time limit go to the node's durable queue; the
+// next job plans nothing else for those egroups; the node's worker runs
+// them and the tier ends below its threshold.
+func TestMovesPastTheTimeLimitWaitInNodeQueues(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	defer e.close()
+	for i := 0; i < 10; i++ {
+		e.put(fmt.Sprintf("k%d", i), data(uint64(i), 700<<10), "any=1")
+	}
+	ctx := context.Background()
+	e.c.opts.NodeQueues, e.c.opts.JobTimeLimit = true, time.Nanosecond
+	e.c.QueueWorker().Node = "n1"
+	rec, err := e.c.RunJob(ctx, "partial", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Queued == 0 || rec.Done["tier-down"] != 0 {
+		t.Fatalf("job past its limit: queued %d, done %v (want everything queued)", rec.Queued, rec.Done)
+	}
+	counts, err := e.c.Queues().Counts(ctx)
+	if err != nil || counts["n1"] != rec.Queued {
+		t.Fatalf("queue counts %v (%v), job queued %d", counts, err, rec.Queued)
+	}
+	again, err := e.c.RunJob(ctx, "partial", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Held == 0 || again.Done["tier-down"] != 0 {
+		t.Fatalf("second job: held %d, done %v, queued %d: it should leave the queued egroups alone", again.Held, again.Done, again.Queued)
+	}
+	if c, _ := e.c.Queues().Counts(ctx); c["n1"] != rec.Queued+again.Queued {
+		t.Fatalf("queue %v after the second job, want %d", c, rec.Queued+again.Queued)
+	}
+	queued := rec.Queued + again.Queued
+	n, err := e.c.QueueWorker().Drain(ctx)
+	if err != nil || n != queued {
+		t.Fatalf("drain: %d, %v; want %d", n, err, queued)
+	}
+	if e.tierUse("ssd") > 0.75 {
+		t.Fatalf("ssd at %.0f%% after the queue ran", 100*e.tierUse("ssd"))
+	}
+	if c, _ := e.c.Queues().Counts(ctx); len(c) != 0 {
+		t.Fatalf("queue after drain: %v", c)
+	}
+	e.c.opts.JobTimeLimit = time.Minute
+	last, err := e.c.RunJob(ctx, "partial", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Planned["tier-down"] != 0 || last.Held != 0 {
+		t.Fatalf("after the queue ran: planned %v, held %d", last.Planned, last.Held)
+	}
+	for i := 0; i < 10; i++ {
+		_, rc, err := e.l.Get(ctx, "bkt", fmt.Sprintf("k%d", i), 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, data(uint64(i), 700<<10)) {
+			t.Fatalf("k%d: wrong bytes after the queued moves (%v)", i, err)
+		}
 	}
 }

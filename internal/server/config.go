@@ -434,6 +434,10 @@ type CuratorConfig struct {
 	JobTimeLimit time.Duration `yaml:"job_time_limit"`
 	// SealIdle seals open egroups idle this long before each scan.
 	SealIdle time.Duration `yaml:"seal_idle"`
+	// NodeQueues hands the moves a scan job could not start within
+	// job_time_limit to the durable queue of the node that runs them
+	// (default on; docs/curator.md "Node task queues").
+	NodeQueues *bool `yaml:"node_queues"`
 	// MasterScansAlone keeps every scan partition's map on the Curator
 	// master instead of spreading partitions over the cluster's nodes
 	// (the default without a balancer policy; docs/curator.md).

@@ -252,6 +252,7 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		PartialEvery:       cc.PartialEvery,
 		SealIdleBeforeScan: cc.SealIdle,
 		JobTimeLimit:       cc.JobTimeLimit,
+		NodeQueues:         cc.NodeQueues == nil || *cc.NodeQueues,
 		FullEvery:          cc.FullEvery,
 		MoveBytesPerSec:    cc.MoveMBps * 1e6,
 		Limits:             actuate.Limits{PerSource: cc.MovesPerDevice, PerDest: cc.MovesPerDevice, PerLink: cc.MovesPerLink},
