@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/terrace-storage/terrace/internal/curator"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/server"
 )
 
 func init() {
@@ -99,6 +101,59 @@ compare-and-swap against the metadata version it was computed from.`,
 	}
 	hist.Flags().IntVarP(&n, "num", "n", 20, "number of jobs")
 	cmd.AddCommand(hist)
+	var qn int
+	queue := &cobra.Command{
+		Use:   "queue [NODE]",
+		Short: "Show the node task queues: moves waiting for the node that runs them",
+		Long: `A scan job runs its tasks until job_time_limit; the moves it did not start
+by then wait in the durable queue of the node that receives the data, and
+every node executes its own queue at its own pace (docs/curator.md, "Node
+task queues"). Without NODE: how many tasks wait per node. With NODE: also
+its first --num tasks, oldest decision first in egroup order.`,
+		Example: "  terrace curator queue\n  terrace curator queue n2 -n 20",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{"n": {fmt.Sprint(qn)}}
+			if len(args) == 1 {
+				q.Set("node", args[0])
+			}
+			var l server.QueueList
+			if err := g.client().getJSON("/v1/curator/queue", q, &l); err != nil {
+				return err
+			}
+			if g.json {
+				return printJSON(cmd.OutOrStdout(), l)
+			}
+			out := cmd.OutOrStdout()
+			if len(l.Counts) == 0 {
+				fmt.Fprintln(out, "no tasks queued")
+			} else {
+				nodes := make([]string, 0, len(l.Counts))
+				for n := range l.Counts {
+					nodes = append(nodes, string(n))
+				}
+				sort.Strings(nodes)
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "NODE\tTASKS QUEUED")
+				for _, n := range nodes {
+					fmt.Fprintf(w, "%s\t%d\n", n, l.Counts[model.NodeID(n)])
+				}
+				w.Flush()
+			}
+			if len(l.Tasks) > 0 {
+				fmt.Fprintf(out, "\n%s's queue:\n", l.Node)
+				w := tabwriter.NewWriter(out, 0, 2, 2, ' ', 0)
+				fmt.Fprintln(w, "QUEUED\tJOB\tTASK\tATTEMPTS\tLAST ERROR")
+				for _, t := range l.Tasks {
+					fmt.Fprintf(w, "%s ago\t%s\t%s\t%d\t%s\n", ago(t.Enqueued), t.Job, t.Task.String(), t.Attempts, t.LastErr)
+				}
+				w.Flush()
+			}
+			return nil
+		},
+	}
+	queue.Flags().IntVarP(&qn, "num", "n", 50, "tasks to list for NODE")
+	cmd.AddCommand(queue)
 	var wait bool
 	run := &cobra.Command{
 		Use:       "run full|partial",

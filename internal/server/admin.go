@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/adminauth"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/device"
@@ -43,6 +44,7 @@ import (
 //	GET    /v1/curator/status                  schedules, running job, last job
 //	GET    /v1/curator/history?n=N             recent jobs
 //	POST   /v1/curator/run?kind=full|partial[&wait=1]  run a job now
+//	GET    /v1/curator/queue[?node=N&n=K]      node task queues: counts, and N's first K tasks
 //	GET    /v1/buckets                         list buckets
 //	PUT    /v1/buckets/B[?vector=V]            create bucket
 //	POST   /v1/buckets/B/vector?vector=V       set the bucket default vector
@@ -79,6 +81,7 @@ func (n *Node) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/curator/status", n.handleCuratorStatus)
 	mux.HandleFunc("GET /v1/curator/history", n.handleCuratorHistory)
 	mux.HandleFunc("POST /v1/curator/run", n.handleCuratorRun)
+	mux.HandleFunc("GET /v1/curator/queue", n.handleCuratorQueue)
 	mux.HandleFunc("GET /v1/buckets", n.handleListBuckets)
 	mux.HandleFunc("PUT /v1/buckets/{bucket}", n.handleCreateBucket)
 	mux.HandleFunc("POST /v1/buckets/{bucket}/vector", n.handleBucketVector)
@@ -436,6 +439,44 @@ func (n *Node) handleCuratorHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, h)
+}
+
+// QueueList is the body of GET /v1/curator/queue.
+type QueueList struct {
+	Counts map[model.NodeID]int `json:"counts"`
+	Node   model.NodeID         `json:"node,omitempty"`
+	Tasks  []actuate.QueuedTask `json:"tasks,omitempty"`
+}
+
+func (n *Node) handleCuratorQueue(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	num := 50
+	if v := q.Get("n"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 || k > 10000 {
+			writeJSON(w, http.StatusBadRequest, APIError{Error: "n must be 1..10000", Code: "InvalidArgument"})
+			return
+		}
+		num = k
+	}
+	counts, err := n.Curator.Queues().Counts(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := QueueList{Counts: counts}
+	if node := q.Get("node"); node != "" {
+		if strings.ContainsAny(node, "/\x00") {
+			writeJSON(w, http.StatusBadRequest, APIError{Error: "bad node ID", Code: "InvalidArgument"})
+			return
+		}
+		out.Node = model.NodeID(node)
+		if out.Tasks, err = n.Curator.Queues().List(r.Context(), out.Node, num); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (n *Node) handleCuratorRun(w http.ResponseWriter, r *http.Request) {
