@@ -28,8 +28,8 @@ func newBenchScanCmd() *cobra.Command {
 		Long: `For each cluster size in --sizes, start a local cluster of real 'terrace
 server' processes (etcd metadata, up to 3 members), load --egroups synthetic
 egroup records straight into etcd (sealed, at their vector, on the nodes'
-real devices, spread evenly over the scan's 16 partitions; --access-fraction
-of them with an access record), and time --runs partial scans ('curator run
+real devices, with dense IDs as the egroup sequence hands them out;
+--access-fraction of them with an access record), and time --runs partial scans ('curator run
 partial --wait' on the Curator master, after one untimed warm-up scan):
 first with every partition mapped by the master (a balancer policy that
 assigns everything to it), then with the default spread, which deals the

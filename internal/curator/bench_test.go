@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -65,20 +66,25 @@ func decidePlan(c *Curator, res *scanResult) ([]decide.Task, decide.Stats, []err
 	return decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, true)
 }
 
+// scanEgroups sizes BenchmarkPartialScan (go test -bench PartialScan
+// -args -scan-egroups 10000000 for the 10M-record pass in docs/perf.md).
+var scanEgroups = flag.Int("scan-egroups", 100_000, "egroup records BenchmarkPartialScan loads")
+
 // BenchmarkPartialScan measures the map stage over the egroup and access
 // maps alone (a partial scan: what recovery, tiering and balancing read),
-// over 100,000 synthetic egroup records with access records on Pebble,
-// and reports egroup records mapped per second.
+// over -scan-egroups synthetic egroup records with access records on
+// Pebble, and reports egroup records mapped per second.
 func BenchmarkPartialScan(b *testing.B) {
 	kv, local, pol, l := benchNode(b)
 	ctx := context.Background()
-	const egroups = 100_000
+	egroups := *scanEgroups
 	now := time.Now().UnixNano()
 	v := model.MustParseVector("hdd=2")
 	reps := []meta.EgroupReplica{{Device: "n1/hdd0", Node: "n1", Tier: "hdd"}, {Device: "n1/hdd1", Node: "n1", Tier: "hdd"}}
-	for i := 0; i < egroups; i += 60 {
+	const perTxn = 60 // two records per egroup; a transaction holds at most 128 operations
+	for i := 0; i < egroups; i += perTxn {
 		var t meta.Txn
-		for eg := uint64(i + 1); eg <= uint64(min(i+60, egroups)); eg++ {
+		for eg := uint64(i + 1); eg <= uint64(min(i+perTxn, egroups)); eg++ {
 			t.Put(meta.EgroupKey(eg), meta.Encode(meta.Egroup{Replicas: reps, State: meta.EgroupSealed, Size: 16 << 20, Vector: v, Mtime: now}))
 			t.Put(meta.AccessKey(eg), meta.Encode(meta.Access{Atime: now, Reads: 3}))
 		}

@@ -47,15 +47,15 @@ type ScanBalancer interface {
 	AssignPartitions(s *model.Snapshot, self model.NodeID, parts []PartitionLoad) map[string]model.NodeID
 	// MapPartition runs MapPartition for part on node and returns its
 	// whole output, or an error (the master then maps it itself).
-	MapPartition(ctx context.Context, node model.NodeID, part string) (MapOutput, error)
+	MapPartition(ctx context.Context, node model.NodeID, part Partition) (MapOutput, error)
 }
 
 // partitionNames lists every partition a scan may read, sorted.
 func partitionNames() []string {
 	var out []string
 	for _, m := range []string{"egroups", "extents"} {
-		for _, p := range partitions("") {
-			out = append(out, m+"/"+string(p[0]))
+		for _, p := range partitionsOf(m, 0, 0) {
+			out = append(out, p.Name)
 		}
 	}
 	sort.Strings(out)

@@ -37,7 +37,7 @@ func (f *fakeBalancer) AssignPartitions(_ *model.Snapshot, self model.NodeID, pa
 	return out
 }
 
-func (f *fakeBalancer) MapPartition(ctx context.Context, node model.NodeID, part string) (MapOutput, error) {
+func (f *fakeBalancer) MapPartition(ctx context.Context, node model.NodeID, part Partition) (MapOutput, error) {
 	if f.fail[node] {
 		return MapOutput{}, errors.New("peer unreachable")
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -15,11 +16,14 @@ import (
 )
 
 // The map stage of a scan, runnable on any node (Curator §3.1). A
-// partition is one sixteenth of a map by the first hex digit of the ID:
-// "egroups/3" reads the egroup records g/3… and the access records a/3…
+// partition is one sixteenth of a map's IDs: IDs come from a sequence
+// (1, 2, 3, … in blocks), so the master splits the range between the
+// lowest and the highest ID in use into 16 equal ranges (idBounds), the
+// first and last open-ended. "egroups/3" reads the
+// egroup records of its range and the access records of the same range
 // and joins them map-side (both maps are keyed by egroup ID, so the
 // partitions line up and the join needs no shuffle); "extents/a" reads
-// the extent records x/a…. The node that runs a partition decodes the
+// the extent records of its range. The node that runs a partition decodes the
 // records and ships the decoded output — the master never sees raw
 // records of a partition another node mapped — and the master's reduce
 // joins the partitions' outputs. The master runs the same function for
@@ -48,30 +52,105 @@ type MapOutput struct {
 // PageScanner is the part of meta.KV the map stage reads through.
 type PageScanner = pageScanner
 
+// Partition is one sixteenth of a map's ID space: the records whose IDs
+// are in [Lo, Hi]. Name is "egroups/H" or "extents/H", H the hex index.
+type Partition struct {
+	Name   string `json:"name"`
+	Lo, Hi uint64
+}
+
+// partitionsOf splits a map whose IDs present lie in [lo, hi] into its 16
+// partitions of equal ID ranges; the first one also takes every ID below
+// lo and the last every ID above hi, so the partitions tile the ID space.
+func partitionsOf(mapName string, lo, hi uint64) []Partition {
+	const hex = "0123456789abcdef"
+	hi = max(hi, lo)
+	step := (hi-lo)/16 + 1
+	out := make([]Partition, 16)
+	for i := range out {
+		out[i] = Partition{Name: mapName + "/" + hex[i:i+1], Lo: lo + uint64(i)*step, Hi: lo + uint64(i+1)*step - 1}
+	}
+	out[0].Lo, out[15].Hi = 0, math.MaxUint64
+	return out
+}
+
+// idBounds returns the lowest and highest ID with a record under prefix
+// (0, 0 for an empty map): the first key is one read, the last a binary
+// search of one-record reads (at most 64). IDs come from a sequence that
+// hands out blocks, so the IDs in use are dense between the two, and the
+// oldest ones are removed over time: splitting [lo, hi] evenly gives
+// partitions of similar size where splitting the whole ID space would put
+// everything in the first.
+func idBounds(ctx context.Context, kv PageScanner, prefix string) (lo, hi uint64, err error) {
+	end := []byte(prefix + meta.FormatID(math.MaxUint64) + "\x00")
+	first := func(from uint64) (uint64, bool, error) {
+		items, err := kv.Scan(ctx, []byte(prefix+meta.FormatID(from)), end, 1)
+		if err != nil || len(items) == 0 {
+			return 0, false, err
+		}
+		id, err := meta.ParseID(items[0].Key)
+		return id, err == nil, err
+	}
+	lo, ok, err := first(0)
+	if err != nil || !ok {
+		return 0, 0, err
+	}
+	// The largest x such that some ID >= x exists is the highest ID.
+	a, b := lo, uint64(math.MaxUint64)
+	for a < b {
+		mid := a + (b-a)/2 + 1
+		if _, ok, err := first(mid); err != nil {
+			return 0, 0, err
+		} else if ok {
+			a = mid
+		} else {
+			b = mid - 1
+		}
+	}
+	return lo, a, nil
+}
+
+// keyRange returns the partition's key range in a map under prefix. Keys
+// of the map that are not 16 hex digits are outside every partition.
+func (p Partition) keyRange(prefix string) (start, end []byte) {
+	start = []byte(prefix + meta.FormatID(p.Lo))
+	if p.Hi == math.MaxUint64 {
+		return start, []byte(prefix + meta.FormatID(p.Hi) + "\x00")
+	}
+	return start, []byte(prefix + meta.FormatID(p.Hi+1))
+}
+
 // ParsePartition checks a partition name ("egroups/3", "extents/f") and
-// returns its map and hex digit.
-func ParsePartition(part string) (mapName string, digit byte, err error) {
+// returns its map.
+func ParsePartition(part string) (mapName string, err error) {
 	m, d, ok := strings.Cut(part, "/")
 	if !ok || (m != "egroups" && m != "extents") || len(d) != 1 || !strings.Contains("0123456789abcdef", d) {
-		return "", 0, fmt.Errorf("curator: bad partition %q: want egroups/H or extents/H with H one hex digit", part)
+		return "", fmt.Errorf("curator: bad partition %q: want egroups/H or extents/H with H one hex digit", part)
 	}
-	return m, d[0], nil
+	return m, nil
+}
+
+// Check validates a partition received from a peer.
+func (p Partition) Check() error {
+	if _, err := ParsePartition(p.Name); err != nil {
+		return err
+	}
+	if p.Lo > p.Hi {
+		return fmt.Errorf("curator: partition %s: range [%d, %d] is empty", p.Name, p.Lo, p.Hi)
+	}
+	return nil
 }
 
 // MapPartition runs the map stage of one partition over kv, calling emit
 // for each output record in key order, and returns how many metadata
 // records it read. It is the whole of a worker's share of a scan.
-func MapPartition(ctx context.Context, kv PageScanner, part string, emit func(MapRecord) error) (read int, err error) {
-	mapName, digit, err := ParsePartition(part)
-	if err != nil {
+func MapPartition(ctx context.Context, kv PageScanner, p Partition, emit func(MapRecord) error) (read int, err error) {
+	if err := p.Check(); err != nil {
 		return 0, err
 	}
-	rangeOf := func(prefix string) ([]byte, []byte) {
-		s := []byte(prefix + string(digit))
-		return s, meta.PrefixEnd(s)
-	}
+	mapName, _ := ParsePartition(p.Name)
 	if mapName == "extents" {
-		s, e := rangeOf(meta.PrefixExtent)
+		s, e := p.keyRange(meta.PrefixExtent)
 		return scanRange(ctx, kv, s, e, func(it meta.Item) error {
 			id, err := meta.ParseID(it.Key)
 			if err != nil {
@@ -88,7 +167,7 @@ func MapPartition(ctx context.Context, kv PageScanner, part string, emit func(Ma
 	// the egroups stream past them. An access record without an egroup
 	// (the egroup was removed) joins nothing, as in the reduce.
 	access := map[uint64]meta.Access{}
-	s, e := rangeOf(meta.PrefixAccess)
+	s, e := p.keyRange(meta.PrefixAccess)
 	n, err := scanRange(ctx, kv, s, e, func(it meta.Item) error {
 		id, err := meta.ParseID(it.Key)
 		if err != nil {
@@ -104,7 +183,7 @@ func MapPartition(ctx context.Context, kv PageScanner, part string, emit func(Ma
 	if err != nil {
 		return read, err
 	}
-	s, e = rangeOf(meta.PrefixEgroup)
+	s, e = p.keyRange(meta.PrefixEgroup)
 	n, err = scanRange(ctx, kv, s, e, func(it meta.Item) error {
 		id, err := meta.ParseID(it.Key)
 		if err != nil {
@@ -146,7 +225,7 @@ const maxMapRecords = 1 << 26
 // to w as a stream a master decodes with ReadMapStream. A map error is
 // sent in the end frame (and returned) so the master reports the worker's
 // reason, not a truncated stream.
-func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part string) error {
+func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition) error {
 	enc := gob.NewEncoder(w)
 	buf := make([]MapRecord, 0, mapFrameRecords)
 	sent := 0
@@ -179,42 +258,42 @@ func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part strin
 // stream cut short, a worker's error, a record count that disagrees with
 // the end frame, records out of key order or of the wrong kind for the
 // partition: a partition is used whole or not at all.
-func ReadMapStream(r io.Reader, part string) (MapOutput, error) {
-	mapName, digit, err := ParsePartition(part)
-	if err != nil {
+func ReadMapStream(r io.Reader, part Partition) (MapOutput, error) {
+	if err := part.Check(); err != nil {
 		return MapOutput{}, err
 	}
-	out := MapOutput{Part: part}
+	mapName, _ := ParsePartition(part.Name)
+	out := MapOutput{Part: part.Name}
 	dec := gob.NewDecoder(r)
 	for {
 		var f mapFrame
 		if err := dec.Decode(&f); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return MapOutput{}, fmt.Errorf("curator: map output of %s cut short after %d records", part, len(out.Records))
+				return MapOutput{}, fmt.Errorf("curator: map output of %s cut short after %d records", part.Name, len(out.Records))
 			}
-			return MapOutput{}, fmt.Errorf("curator: map output of %s: %w", part, err)
+			return MapOutput{}, fmt.Errorf("curator: map output of %s: %w", part.Name, err)
 		}
 		if f.End {
 			switch {
 			case f.Err != "":
-				return MapOutput{}, fmt.Errorf("curator: map of %s failed on the worker: %s", part, f.Err)
+				return MapOutput{}, fmt.Errorf("curator: map of %s failed on the worker: %s", part.Name, f.Err)
 			case f.N != len(out.Records) || len(f.Recs) != 0:
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: %d records, the worker sent %d", part, len(out.Records), f.N)
+				return MapOutput{}, fmt.Errorf("curator: map output of %s: %d records, the worker sent %d", part.Name, len(out.Records), f.N)
 			case f.Read < 0:
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: negative read count %d", part, f.Read)
+				return MapOutput{}, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
 			}
 			out.Read = f.Read
 			return out, nil
 		}
 		if len(out.Records)+len(f.Recs) > maxMapRecords {
-			return MapOutput{}, fmt.Errorf("curator: map output of %s exceeds %d records", part, maxMapRecords)
+			return MapOutput{}, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
 		}
 		for _, rec := range f.Recs {
-			if err := checkMapRecord(rec, mapName, digit); err != nil {
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: %w", part, err)
+			if err := checkMapRecord(rec, mapName, part); err != nil {
+				return MapOutput{}, fmt.Errorf("curator: map output of %s: %w", part.Name, err)
 			}
 			if n := len(out.Records); n > 0 && out.Records[n-1].ID >= rec.ID {
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part, rec.ID, out.Records[n-1].ID)
+				return MapOutput{}, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, rec.ID, out.Records[n-1].ID)
 			}
 			out.Records = append(out.Records, rec)
 		}
@@ -222,9 +301,9 @@ func ReadMapStream(r io.Reader, part string) (MapOutput, error) {
 }
 
 // checkMapRecord verifies a decoded record belongs to the partition.
-func checkMapRecord(r MapRecord, mapName string, digit byte) error {
-	if meta.FormatID(r.ID)[0] != digit {
-		return fmt.Errorf("record %016x is not in partition %c", r.ID, digit)
+func checkMapRecord(r MapRecord, mapName string, p Partition) error {
+	if r.ID < p.Lo || r.ID > p.Hi {
+		return fmt.Errorf("record %016x is not in partition %s [%016x, %016x]", r.ID, p.Name, p.Lo, p.Hi)
 	}
 	if mapName == "egroups" {
 		if r.Egroup == nil || r.Extent != nil {

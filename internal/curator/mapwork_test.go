@@ -6,7 +6,6 @@ import (
 	"encoding/gob"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,13 +15,83 @@ import (
 
 func TestParsePartition(t *testing.T) {
 	for _, ok := range []string{"egroups/0", "egroups/f", "extents/a"} {
-		if _, _, err := ParsePartition(ok); err != nil {
+		if _, err := ParsePartition(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "egroups", "egroups/", "egroups/g", "egroups/A", "egroups/00", "objects/1", "../x/1", "egroups/1/2"} {
-		if _, _, err := ParsePartition(bad); err == nil {
+		if _, err := ParsePartition(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+	if err := (Partition{Name: "egroups/1", Lo: 5, Hi: 4}).Check(); err == nil {
+		t.Error("an empty range accepted")
+	}
+}
+
+// TestPartitionsCoverTheIDSpace: the 16 partitions of a map tile the IDs
+// with no gap or overlap, whatever the sequence's value, and IDs handed
+// out by the sequence spread over all of them.
+func TestPartitionsCoverTheIDSpace(t *testing.T) {
+	for _, maxID := range []uint64{0, 1, 15, 16, 17, 1000, 1 << 40, 1<<64 - 1} {
+		ps := partitionsOf("egroups", maxID/3, maxID)
+		if ps[0].Lo != 0 || ps[15].Hi != 1<<64-1 {
+			t.Fatalf("max %d: ends %d..%d", maxID, ps[0].Lo, ps[15].Hi)
+		}
+		for i := 1; i < 16; i++ {
+			if ps[i].Lo != ps[i-1].Hi+1 || ps[i].Lo > ps[i].Hi {
+				t.Fatalf("max %d: partition %d [%d, %d] after [%d, %d]", maxID, i, ps[i].Lo, ps[i].Hi, ps[i-1].Lo, ps[i-1].Hi)
+			}
+		}
+		// Keys: each partition's key range holds exactly its IDs.
+		for _, id := range []uint64{0, 1, maxID / 2, maxID, maxID + 1} {
+			key := string(meta.EgroupKey(id))
+			in := 0
+			for _, p := range ps {
+				s, e := p.keyRange(meta.PrefixEgroup)
+				if key >= string(s) && key < string(e) {
+					in++
+					if id < p.Lo || id > p.Hi {
+						t.Fatalf("max %d: id %d in the key range of %+v", maxID, id, p)
+					}
+				}
+			}
+			if in != 1 {
+				t.Fatalf("max %d: id %d in %d partitions' key ranges", maxID, id, in)
+			}
+		}
+	}
+	ps := partitionsOf("extents", 5000, 21_000)
+	for i, p := range ps[1:15] {
+		if n := p.Hi - p.Lo + 1; n != 1001 {
+			t.Fatalf("partition %d holds %d IDs, want 1001", i+1, n)
+		}
+	}
+	if ps[1].Lo != 5000+1001 {
+		t.Fatalf("partition 1 starts at %d", ps[1].Lo)
+	}
+}
+
+// TestIDBounds finds the lowest and highest ID of a map in a real store.
+func TestIDBounds(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB")
+	ctx := context.Background()
+	if lo, hi, err := idBounds(ctx, e.kv, "zz/"); err != nil || lo != 0 || hi != 0 {
+		t.Fatalf("empty map: %d, %d, %v", lo, hi, err)
+	}
+	for _, ids := range [][]uint64{{7}, {3, 9, 1 << 33}, {1, 2, 3, 1<<64 - 1}, {0, 5}} {
+		prefix := fmt.Sprintf("zz%d/", len(ids))
+		var txn meta.Txn
+		for _, id := range ids {
+			txn.Put([]byte(prefix+meta.FormatID(id)), []byte("x"))
+		}
+		txn.Put([]byte(prefix+"not-an-id"), []byte("x")) // outside every partition
+		if _, err := e.kv.Commit(ctx, &txn); err != nil {
+			t.Fatal(err)
+		}
+		lo, hi, err := idBounds(ctx, e.kv, prefix)
+		if err != nil || lo != ids[0] || hi != ids[len(ids)-1] {
+			t.Fatalf("%v: bounds %d, %d (%v)", ids, lo, hi, err)
 		}
 	}
 }
@@ -37,8 +106,13 @@ func TestMapStreamRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	total := 0
 	for _, m := range []string{"egroups", "extents"} {
-		for _, d := range "0123456789abcdef" {
-			part := m + "/" + string(d)
+		lo, hi, err := idBounds(ctx, e.kv, map[string]string{"egroups": meta.PrefixEgroup, "extents": meta.PrefixExtent}[m])
+		if err != nil || hi == 0 {
+			t.Fatalf("%s bounds: %d, %d, %v", m, lo, hi, err)
+		}
+		parts := partitionsOf(m, lo, hi)
+		nonEmpty := 0
+		for i, part := range parts {
 			var direct []MapRecord
 			read, err := MapPartition(ctx, e.kv, part, func(r MapRecord) error {
 				direct = append(direct, r)
@@ -53,21 +127,24 @@ func TestMapStreamRoundTrip(t *testing.T) {
 			}
 			out, err := ReadMapStream(&buf, part)
 			if err != nil {
-				t.Fatalf("%s: %v", part, err)
+				t.Fatalf("%s: %v", part.Name, err)
 			}
 			if out.Read != read || fmt.Sprintf("%+v", deref(out.Records)) != fmt.Sprintf("%+v", deref(direct)) {
-				t.Fatalf("%s: stream gave %d records (read %d), direct %d (read %d)", part, len(out.Records), out.Read, len(direct), read)
+				t.Fatalf("%s: stream gave %d records (read %d), direct %d (read %d)", part.Name, len(out.Records), out.Read, len(direct), read)
 			}
 			total += len(direct)
-			// The stream is meant for one partition only.
 			if len(direct) > 0 {
+				nonEmpty++
+				// The stream is meant for one partition only.
 				var again bytes.Buffer
 				_ = WriteMapStream(ctx, &again, e.kv, part)
-				other := m + "/" + string("0123456789abcdef"[(strings.IndexRune("0123456789abcdef", d)+1)%16])
-				if _, err := ReadMapStream(&again, other); err == nil {
-					t.Fatalf("%s's stream accepted as %s", part, other)
+				if _, err := ReadMapStream(&again, parts[(i+1)%16]); err == nil {
+					t.Fatalf("%s's stream accepted as %s", part.Name, parts[(i+1)%16].Name)
 				}
 			}
+		}
+		if want := min(int(hi-lo+1), 8); nonEmpty < want {
+			t.Fatalf("%s: IDs %d..%d in only %d of 16 partitions: the split does not follow the IDs", m, lo, hi, nonEmpty)
 		}
 	}
 	if total == 0 {
@@ -124,13 +201,14 @@ func TestReadMapStreamRefusesBadStreams(t *testing.T) {
 		"negative read":  frames(mapFrame{End: true, Read: -1}),
 		"garbage":        bytes.NewBufferString("\x03\xff\x00garbage"),
 	}
+	pa := Partition{Name: "egroups/a", Lo: a1, Hi: a2}
 	for name, b := range cases {
-		if _, err := ReadMapStream(b, "egroups/a"); err == nil {
+		if _, err := ReadMapStream(b, pa); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	good := frames(mapFrame{Recs: []MapRecord{{ID: a1, Egroup: eg}, {ID: a2, Egroup: eg}}}, mapFrame{End: true, N: 2, Read: 3})
-	if out, err := ReadMapStream(good, "egroups/a"); err != nil || len(out.Records) != 2 || out.Read != 3 {
+	if out, err := ReadMapStream(good, pa); err != nil || len(out.Records) != 2 || out.Read != 3 {
 		t.Fatalf("good stream: %+v %v", out, err)
 	}
 }
@@ -145,7 +223,7 @@ func FuzzReadMapStream(f *testing.F) {
 	f.Add(b.Bytes())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := ReadMapStream(bytes.NewReader(in), "egroups/a")
+		out, err := ReadMapStream(bytes.NewReader(in), Partition{Name: "egroups/a", Lo: 0xa000000000000000, Hi: 0xafffffffffffffff})
 		if err == nil {
 			for _, r := range out.Records {
 				if r.Egroup == nil {

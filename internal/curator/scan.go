@@ -19,19 +19,6 @@ import (
 // amortise the call, small enough to bound memory per partition.
 const scanPage = 1024
 
-// partitions splits a map keyed by 16-hex-digit IDs into 16 key ranges by
-// first digit, so partitions scan in parallel.
-func partitions(prefix string) [][2][]byte {
-	const hex = "0123456789abcdef"
-	out := make([][2][]byte, 0, 16)
-	for i := 0; i < 16; i++ {
-		start := []byte(prefix + hex[i:i+1])
-		end := meta.PrefixEnd(start)
-		out = append(out, [2][]byte{start, end})
-	}
-	return out
-}
-
 // scanRange streams every item in [start, end) to fn, page by page.
 func scanRange(ctx context.Context, kv pageScanner, start, end []byte, fn func(meta.Item) error) (int, error) {
 	n := 0
@@ -54,7 +41,7 @@ func scanRange(ctx context.Context, kv pageScanner, start, end []byte, fn func(m
 }
 
 // mapParallel runs fn over the partitions with at most par in flight.
-func mapParallel(ctx context.Context, parts [][2][]byte, par int, fn func(ctx context.Context, start, end []byte) error) error {
+func mapParallel(ctx context.Context, parts []Partition, par int, fn func(ctx context.Context, p Partition) error) error {
 	sem := make(chan struct{}, par)
 	errc := make(chan error, len(parts))
 	var wg sync.WaitGroup
@@ -64,7 +51,7 @@ func mapParallel(ctx context.Context, parts [][2][]byte, par int, fn func(ctx co
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := fn(ctx, p[0], p[1]); err != nil {
+			if err := fn(ctx, p); err != nil {
 				errc <- err
 			}
 		}()
@@ -348,16 +335,21 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 		workers[n] = true
 	}
 	par := min(c.opts.ScanParallelism*len(workers), 16)
-	return mapParallel(ctx, partitions(""), par, func(ctx context.Context, s, _ []byte) error {
+	prefix := map[string]string{"egroups": meta.PrefixEgroup, "extents": meta.PrefixExtent}[mapName]
+	lo, hi, err := idBounds(ctx, c.kv, prefix)
+	if err != nil {
+		return err
+	}
+	return mapParallel(ctx, partitionsOf(mapName, lo, hi), par, func(ctx context.Context, part Partition) error {
 		start := c.now()
-		name := mapName + "/" + string(s[0])
+		name := part.Name
 		node := assign[name]
 		who, scanner := string(self), c.opts.Self
 		var out MapOutput
 		var err error
 		remote := false
 		if node != "" && node != c.opts.Self && c.opts.Balancer != nil {
-			out, err = c.opts.Balancer.MapPartition(ctx, node, name)
+			out, err = c.opts.Balancer.MapPartition(ctx, node, part)
 			switch {
 			case err == nil:
 				remote, who, scanner = true, string(node), node
@@ -370,7 +362,7 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 		}
 		if !remote {
 			out = MapOutput{Part: name}
-			out.Read, err = MapPartition(ctx, c.kv, name, func(r MapRecord) error {
+			out.Read, err = MapPartition(ctx, c.kv, part, func(r MapRecord) error {
 				out.Records = append(out.Records, r)
 				return nil
 			})

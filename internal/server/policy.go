@@ -68,7 +68,7 @@ func (b scanBalancer) AssignPartitions(s *model.Snapshot, self model.NodeID, par
 // partition is then mapped by the master instead.
 const mapPartitionTimeout = 2 * time.Minute
 
-func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part string) (curator.MapOutput, error) {
+func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part curator.Partition) (curator.MapOutput, error) {
 	addr, err := b.n.adminAddressOf(node)
 	if err != nil {
 		return curator.MapOutput{}, err
@@ -76,7 +76,8 @@ func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part 
 	ctx, cancel := context.WithTimeout(ctx, mapPartitionTimeout)
 	defer cancel()
 	hc, scheme := b.n.peerHTTP()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+url.Values{"part": {part}}.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+url.Values{"part": {part.Name},
+		"lo": {strconv.FormatUint(part.Lo, 10)}, "hi": {strconv.FormatUint(part.Hi, 10)}}.Encode(), nil)
 	if err != nil {
 		return curator.MapOutput{}, err
 	}
@@ -87,11 +88,11 @@ func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part 
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %s: %s", part, node, resp.Status, strings.TrimSpace(string(b)))
+		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %s: %s", part.Name, node, resp.Status, strings.TrimSpace(string(b)))
 	}
 	out, err := curator.ReadMapStream(resp.Body, part)
 	if err != nil {
-		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %w", part, node, err)
+		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %w", part.Name, node, err)
 	}
 	return out, nil
 }
@@ -153,7 +154,7 @@ func (n *Node) policyEnv() policy.Env {
 //	GET    /v1/policies/swaps[?name=N]          recent swaps on this node
 //	GET    /v1/policies/events[?name=N&n=K]     the cluster-wide policy event log
 //	POST   /v1/object/exec?bucket=B&key=K&method=CLASS.METHOD  body: the argument
-//	GET    /v1/curator/map?part=egroups/3            one scan partition's map output (for the master)
+//	GET    /v1/curator/map?part=egroups/3&lo=L&hi=H  one scan partition's map output (for the master)
 func (n *Node) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/policies", n.handlePolicyList)
 	mux.HandleFunc("GET /v1/policies/swaps", n.handlePolicySwaps)
@@ -521,8 +522,15 @@ func (n *Node) forwardExec(w http.ResponseWriter, r *http.Request, target model.
 // handleCuratorMap runs the map stage of one scan partition on this
 // node's metadata store for the Curator master and streams the output.
 func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
-	part := r.URL.Query().Get("part")
-	if _, _, err := curator.ParsePartition(part); err != nil {
+	q := r.URL.Query()
+	lo, err1 := strconv.ParseUint(q.Get("lo"), 10, 64)
+	hi, err2 := strconv.ParseUint(q.Get("hi"), 10, 64)
+	part := curator.Partition{Name: q.Get("part"), Lo: lo, Hi: hi}
+	err := part.Check()
+	if err == nil && (err1 != nil || err2 != nil) {
+		err = fmt.Errorf("map needs lo and hi, the partition's ID range (decimal)")
+	}
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, APIError{Error: err.Error(), Code: "InvalidArgument"})
 		return
 	}
@@ -530,8 +538,8 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	if err := curator.WriteMapStream(r.Context(), w, n.KV, part); err != nil {
 		// The end frame carries the error to the master; log it here too.
-		n.Log.Warn("curator map", "partition", part, "err", err)
+		n.Log.Warn("curator map", "partition", part.Name, "err", err)
 		return
 	}
-	n.Log.Debug("curator map", "partition", part, "took", time.Since(start))
+	n.Log.Debug("curator map", "partition", part.Name, "took", time.Since(start))
 }

@@ -376,7 +376,9 @@ function where(nodes, units, self) return {n1 = 1, n2 = 1, n3 = 1} end
 		if failed == 0 {
 			t.Logf("the view marked %s down before the scan: nothing assigned to it (%v)", victim, rec.Partitions)
 		}
-		if rec.Records != alone.Records || rec.Stats.Egroups != alone.Stats.Egroups || rec.Stats.LiveBytes != alone.Stats.LiveBytes {
+		// Records may differ by what the nodes wrote meanwhile (access
+		// records flushed as n1 went down); the data found may not.
+		if rec.Stats != alone.Stats {
 			t.Fatalf("scan with %s killed: records %d stats %+v, want records %d stats %+v", victim, rec.Records, rec.Stats, alone.Records, alone.Stats)
 		}
 		t.Logf("worker %s killed: scan complete, %d partitions mapped by the master instead", victim, failed)

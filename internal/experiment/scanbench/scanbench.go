@@ -290,9 +290,13 @@ func spreadOver(parts map[string]string, n int) bool {
 	return n > 1 && len(seen) == n
 }
 
+// idBase is the first synthetic egroup ID: far above what the servers'
+// own sequence hands out in a run, so the two never meet.
+const idBase = 1 << 32
+
 // load writes the synthetic records: sealed egroups of the vector on the
-// cluster's real devices (on distinct nodes), spread evenly over the 16
-// partitions, half with access records.
+// cluster's real devices (on distinct nodes) with dense IDs, as the egroup
+// sequence allocates them, a fraction with access records.
 func load(ctx context.Context, kv *cluster.EtcdKV, o Options, devs []model.Replica, v model.Vector) error {
 	byNode := map[model.NodeID][]model.Replica{}
 	var nodes []model.NodeID
@@ -314,7 +318,7 @@ func load(ctx context.Context, kv *cluster.EtcdKV, o Options, devs []model.Repli
 			rng := rand.New(rand.NewPCG(o.Seed, uint64(first)))
 			var t meta.Txn
 			for i := first; i < min(first+perTxn, o.Egroups); i++ {
-				id := uint64(i%16)<<60 | 1<<40 | uint64(i/16)
+				id := idBase + uint64(i) // dense, as the egroup sequence hands them out
 				eg := meta.Egroup{State: meta.EgroupSealed, Size: 4 << 20, Vector: v, Mtime: now}
 				k := rng.IntN(len(nodes))
 				for c := 0; c < copies; c++ {
