@@ -1,15 +1,3 @@
-// Package scanbench measures the Curator's scan throughput on a local
-// cluster (`terrace bench scan`): for each cluster size it starts a dev
-// cluster, loads synthetic egroup and access records straight into the
-// metadata store (etcd), and times partial scans with the map stage on
-// the master alone and spread over every node, reading per node the
-// records mapped and their rate from `curator status`.
-//
-// Like the other experiments it is an edge: it starts processes (package
-// devcluster), writes metadata through the etcd client (package cluster's
-// KV, the same code the servers commit with) and reads the signed admin
-// API. It decides nothing: the scans, their assignment and their timing
-// are the servers'.
 package scanbench
 
 import (
