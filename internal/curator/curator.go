@@ -221,6 +221,8 @@ type Curator struct {
 	// the ones Status reports per node).
 	scanStart time.Time
 	assigned  map[string]model.NodeID
+	// mapFailed is when a node's partition map last failed.
+	mapFailed map[model.NodeID]time.Time
 	tier      tierState
 }
 
@@ -238,7 +240,7 @@ func New(layer *object.Layer, kv meta.KV, topo Topology, pol placement.Policy, l
 	c := &Curator{opts: opts, layer: layer, kv: kv, topo: topo, policy: pol, leader: leader, load: load,
 		now: opts.Now, log: opts.Logger, m: newMetrics(),
 		downSince: map[model.NodeID]time.Time{}, seenBad: map[model.DeviceID]bool{},
-		last: map[string]time.Time{}, trigger: make(chan string, 8), hot: make(chan struct{}, 1), partLoad: map[string]PartitionLoad{},
+		last: map[string]time.Time{}, trigger: make(chan string, 8), hot: make(chan struct{}, 1), partLoad: map[string]PartitionLoad{}, mapFailed: map[model.NodeID]time.Time{},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))}
 	c.sched = actuate.NewScheduler(opts.Limits, opts.MoveBytesPerSec, actuate.Signals{
 		QueueLen: c.queueLen, BusyQueueLen: opts.BusyQueueLen, ClientLatency: opts.ClientLatency})

@@ -69,10 +69,27 @@ func (c *Curator) assignPartitions(s *model.Snapshot) map[string]model.NodeID {
 	}
 	a := c.opts.Balancer.AssignPartitions(s, c.opts.Self, c.PartitionLoads())
 	c.mu.Lock()
-	c.assigned = a
-	c.mu.Unlock()
-	return a
+	defer c.mu.Unlock()
+	// A node whose map failed lately (partitioned, paused, overloaded)
+	// would only cost this scan its idle timeout again: its partitions stay
+	// here until mapRetryAfter has passed.
+	out := make(map[string]model.NodeID, len(a)) // a may be the balancer's own
+	for part, n := range a {
+		if at, failed := c.mapFailed[n]; failed && c.now().Sub(at) < mapRetryAfter {
+			n = c.opts.Self
+		}
+		out[part] = n
+	}
+	if a == nil {
+		out = nil
+	}
+	c.assigned = out
+	return out
 }
+
+// mapRetryAfter is how long a node whose partition map failed is left out
+// of scan assignments.
+const mapRetryAfter = time.Minute
 
 // pageScanner is the part of meta.KV a scan reads through.
 type pageScanner interface {

@@ -111,9 +111,23 @@ func TestBalancedScanReadsAssignedPartitionsRemotely(t *testing.T) {
 		t.Fatalf("fallback not recorded: %q", failed.partitions["egroups/0"])
 	}
 
+	// The failed peer is left out of the next assignments for a while.
+	fb.fail = nil
+	fb.pages.Store(0)
+	skipped, err := e.c.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fb.pages.Load() != 0 || skipped.partitions["egroups/0"] != "n1" {
+		t.Fatalf("a peer that just failed was asked again (%d maps; egroups/0 by %q)", fb.pages.Load(), skipped.partitions["egroups/0"])
+	}
+	e.c.mu.Lock()
+	e.c.mapFailed["n2"] = e.c.now().Add(-mapRetryAfter)
+	e.c.mu.Unlock()
+
 	// A peer that dies mid-stream: its partial output is dropped and the
 	// partitions are mapped here, nothing lost or counted twice.
-	fb.fail, fb.cut = nil, map[model.NodeID]bool{"n2": true}
+	fb.cut = map[model.NodeID]bool{"n2": true}
 	cut, err := e.c.scan(ctx, true)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -221,12 +223,47 @@ const mapFrameRecords = 512
 // scan holds in memory anyway).
 const maxMapRecords = 1 << 26
 
+// mapHeartbeat is how often a worker sends an empty frame while it reads
+// without output (a partition's access records come before its first
+// egroup), so the master can tell a slow partition from a dead peer.
+const mapHeartbeat = time.Second
+
 // WriteMapStream runs the map stage of part over kv and writes its output
 // to w as a stream a master decodes with ReadMapStream. A map error is
 // sent in the end frame (and returned) so the master reports the worker's
-// reason, not a truncated stream.
+// reason, not a truncated stream. Every frame is one Write (flush it, on
+// HTTP, so heartbeats are not held in a buffer).
 func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition) error {
+	var mu sync.Mutex // the encoder is shared with the heartbeat
 	enc := gob.NewEncoder(w)
+	last := time.Now()
+	send := func(f mapFrame) error {
+		mu.Lock()
+		defer mu.Unlock()
+		last = time.Now()
+		return enc.Encode(f)
+	}
+	stop := make(chan struct{})
+	var beats sync.WaitGroup
+	beats.Add(1)
+	go func() {
+		defer beats.Done()
+		t := time.NewTicker(mapHeartbeat / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				mu.Lock()
+				quiet := time.Since(last) >= mapHeartbeat
+				mu.Unlock()
+				if quiet && send(mapFrame{}) != nil {
+					return
+				}
+			}
+		}
+	}()
 	buf := make([]MapRecord, 0, mapFrameRecords)
 	sent := 0
 	read, err := MapPartition(ctx, kv, part, func(r MapRecord) error {
@@ -235,20 +272,21 @@ func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 			return nil
 		}
 		sent += len(buf)
-		err := enc.Encode(mapFrame{Recs: buf})
+		err := send(mapFrame{Recs: buf})
 		buf = buf[:0]
 		return err
 	})
-	end := mapFrame{End: true, Read: read}
 	if err == nil && len(buf) > 0 {
 		sent += len(buf)
-		err = enc.Encode(mapFrame{Recs: buf})
+		err = send(mapFrame{Recs: buf})
 	}
-	end.N = sent
+	close(stop)
+	beats.Wait()
+	end := mapFrame{End: true, Read: read, N: sent}
 	if err != nil {
 		end.Err = err.Error()
 	}
-	if werr := enc.Encode(end); werr != nil && err == nil {
+	if werr := send(end); werr != nil && err == nil {
 		err = werr
 	}
 	return err

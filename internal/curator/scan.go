@@ -357,6 +357,9 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 				return ctx.Err()
 			default:
 				who = fmt.Sprintf("%s (%s failed: %v)", self, node, err)
+				c.mu.Lock()
+				c.mapFailed[node] = c.now()
+				c.mu.Unlock()
 				c.log.Warn("curator: remote partition map failed; mapping here", "partition", name, "node", node, "err", err)
 			}
 		}

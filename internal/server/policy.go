@@ -64,9 +64,14 @@ func (b scanBalancer) AssignPartitions(s *model.Snapshot, self model.NodeID, par
 	return curator.SpreadPartitions(s, parts)
 }
 
-// mapPartitionTimeout bounds one partition's map on a peer; a slow peer's
-// partition is then mapped by the master instead.
-const mapPartitionTimeout = 2 * time.Minute
+// A partition's map on a peer may take long (a big partition streams for
+// many seconds) but must keep streaming: mapIdleTimeout without a byte
+// from the peer (a partitioned, paused or dying node) gives up on it, and
+// the master maps the partition itself. mapPartitionTimeout caps the whole.
+const (
+	mapIdleTimeout      = 5 * time.Second
+	mapPartitionTimeout = 10 * time.Minute
+)
 
 func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part curator.Partition) (curator.MapOutput, error) {
 	addr, err := b.n.adminAddressOf(node)
@@ -75,6 +80,8 @@ func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part 
 	}
 	ctx, cancel := context.WithTimeout(ctx, mapPartitionTimeout)
 	defer cancel()
+	idle := time.AfterFunc(mapIdleTimeout, cancel)
+	defer idle.Stop()
 	hc, scheme := b.n.peerHTTP()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+url.Values{"part": {part.Name},
 		"lo": {strconv.FormatUint(part.Lo, 10)}, "hi": {strconv.FormatUint(part.Hi, 10)}}.Encode(), nil)
@@ -90,11 +97,39 @@ func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part 
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %s: %s", part.Name, node, resp.Status, strings.TrimSpace(string(b)))
 	}
-	out, err := curator.ReadMapStream(resp.Body, part)
+	out, err := curator.ReadMapStream(&idleReader{r: resp.Body, t: idle, d: mapIdleTimeout}, part)
 	if err != nil {
 		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %w", part.Name, node, err)
 	}
 	return out, nil
+}
+
+// flushWriter sends every write at once (a map stream's frames and
+// heartbeats must not wait in the response buffer).
+type flushWriter struct {
+	w io.Writer
+	f http.Flusher
+}
+
+func (fw flushWriter) Write(p []byte) (int, error) {
+	n, err := fw.w.Write(p)
+	fw.f.Flush()
+	return n, err
+}
+
+// idleReader restarts its timer on every read that returns data.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if n > 0 {
+		i.t.Reset(i.d)
+	}
+	return n, err
 }
 
 // peerHTTP returns the client and URL scheme for node-to-node admin calls
@@ -536,7 +571,11 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-gob")
 	start := time.Now()
-	if err := curator.WriteMapStream(r.Context(), w, n.KV, part); err != nil {
+	var out io.Writer = w
+	if f, ok := w.(http.Flusher); ok {
+		out = flushWriter{w, f}
+	}
+	if err := curator.WriteMapStream(r.Context(), out, n.KV, part); err != nil {
 		// The end frame carries the error to the master; log it here too.
 		n.Log.Warn("curator map", "partition", part.Name, "err", err)
 		return

@@ -86,7 +86,11 @@ func TestChaosShort(t *testing.T) {
 	if err != nil || !strings.HasPrefix(last, "ok: ") {
 		keep, kerr := os.MkdirTemp("", "terrace-chaos-failed-")
 		if kerr == nil {
-			os.Rename(dir, keep)
+			// Copy, not rename: a rename onto the new directory can fail
+			// (and did, silently, losing the logs a failure needs).
+			if out, err := exec.Command("cp", "-a", dir+"/.", keep).CombinedOutput(); err != nil {
+				t.Logf("keeping the run: %v: %s", err, out)
+			}
 		}
 		t.Fatalf("chaos run failed (%v); run kept in %s\n--- progress ---\n%s\n--- summary ---\n%s", err, keep, tailLines(stderr.String(), 60), stdout.String())
 	}
