@@ -3,7 +3,6 @@ package rebuild
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -314,29 +313,10 @@ type runner struct {
 
 func (r *runner) url(n *devcluster.Node, path string) string { return "http://" + n.Admin + path }
 
-// call sends one admin request and decodes a JSON answer into out (if not
-// nil).
+// call sends one admin request and decodes a JSON answer into out (if
+// not nil).
 func (r *runner) call(ctx context.Context, method, u string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, u, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return devcluster.CallAdmin(ctx, r.hc, method, u, nil, out)
 }
 
 func (r *runner) put(ctx context.Context, key string, body []byte) error {

@@ -1,11 +1,8 @@
 package scanbench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -384,26 +381,7 @@ func (r *runner) setMode(ctx context.Context, master *devcluster.Node, mode stri
 
 // call sends one signed admin request and decodes a JSON answer.
 func (r *runner) call(ctx context.Context, method string, n *devcluster.Node, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.Admin+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
-	}
-	return nil
+	return devcluster.CallAdmin(ctx, r.hc, method, "http://"+n.Admin+path, body, out)
 }
 
 // Table renders the result for a terminal and docs/perf.md.
