@@ -246,7 +246,7 @@ func (s *Service) forwardAll(ctx context.Context, ops []*zlogpb.Op, backups [][]
 				op := ops[sl.k]
 				bops[i] = &zlogpb.Op{Ref: op.Ref, Pos: op.Pos, Kind: op.Kind, Token: op.Token, Data: op.Data, Epoch: op.Epoch, Device: backups[sl.k][sl.b].Device}
 			}
-			for i, r := range s.replicateMany(ctx, node, bops, false) {
+			for i, r := range s.replicateMany(ctx, node, bops) {
 				out[slots[i].k][slots[i].b] = r
 			}
 		}()
@@ -285,7 +285,7 @@ func (s *Service) fold(op *zlogpb.Op, backups []*zlogpb.Replica, out []*zlogpb.O
 // one), sharing RPCs with other concurrent senders to that node, and
 // returns one result per op. A node that cannot be reached answers
 // UNAVAILABLE naming it.
-func (s *Service) replicateMany(ctx context.Context, node string, ops []*zlogpb.Op, settle bool) []*zlogpb.OpResult {
+func (s *Service) replicateMany(ctx context.Context, node string, ops []*zlogpb.Op) []*zlogpb.OpResult {
 	res := make([]*zlogpb.OpResult, len(ops))
 	fail := func(st zlogpb.Status, msg string) []*zlogpb.OpResult {
 		for i := range res {
@@ -296,7 +296,7 @@ func (s *Service) replicateMany(ctx context.Context, node string, ops []*zlogpb.
 		return res
 	}
 	if node == s.cfg.Self {
-		resp, err := s.Replicate(ctx, &zlogpb.WriteRequest{Ops: ops, Settle: settle})
+		resp, err := s.Replicate(ctx, &zlogpb.WriteRequest{Ops: ops})
 		if err != nil {
 			return fail(zlogpb.Status_STATUS_ERROR, err.Error())
 		}
@@ -306,14 +306,10 @@ func (s *Service) replicateMany(ctx context.Context, node string, ops []*zlogpb.
 	if !ok {
 		return fail(zlogpb.Status_STATUS_UNAVAILABLE, "log: node "+node+" has no address")
 	}
-	kind := "replicate"
-	if settle {
-		kind = "settle"
-	}
-	b := s.peers.pool.Batcher(addr, kind, 1, func(ctx context.Context, c zlogpb.LogClient, ops []*zlogpb.Op) ([]*zlogpb.OpResult, error) {
+	b := s.peers.pool.Batcher(addr, "replicate", 1, func(ctx context.Context, c zlogpb.LogClient, ops []*zlogpb.Op) ([]*zlogpb.OpResult, error) {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.Options.PeerTimeout)
 		defer cancel()
-		r, err := c.Replicate(ctx, &zlogpb.WriteRequest{Ops: ops, Settle: settle})
+		r, err := c.Replicate(ctx, &zlogpb.WriteRequest{Ops: ops})
 		if err != nil {
 			return nil, err
 		}
