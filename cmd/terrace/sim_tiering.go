@@ -46,7 +46,9 @@ oltp-vdi, oltp-dss). Each workload is laid out (prefill), then its execution
 phase runs twice from the same layout and the same client operations: once
 with the fixed thresholds (f, d, h) and once with the Q-learning scheduler,
 which starts from a model pre-trained on simulator runs of the threshold
-policy (seeds disjoint from --seed) and keeps learning, ε-greedy.
+policy (seeds disjoint from --seed) and keeps learning, ε-greedy with ε
+decaying from --epsilon as its experience (pre-training included) grows, and
+never exploring a run while the ssd is below --explore-min-ssd.
 
 Devices follow the emulation profiles (hdd 150 MB/s and 4 ms per random
 request, one at a time; ssd 500 MB/s and 0.1 ms) with an M/G/1 queue per
@@ -59,6 +61,7 @@ docs/design/0006-learned-tiering.md explains the model and its limits.`,
   terrace sim tiering --workload oltp-skewed --seed 7
   terrace sim tiering --json > table1.json
   terrace sim tiering --promotion scan          # promotion only in Curator jobs
+  terrace sim tiering --epsilon-half-life -1 --explore-min-ssd -1 --hold 5m   # the paper's constant ε = 0.2, 5-minute hold
   terrace sim tiering --model sim-out/tiering/model.json --workload oltp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -132,7 +135,11 @@ docs/design/0006-learned-tiering.md explains the model and its limits.`,
 	f.Float64Var(&o.Scale, "scale", 0, "capacity scale against the paper's per-node figures (default 1/32)")
 	f.Float64Var(&o.IOPSScale, "iops-scale", 0, "load scale against the paper's per-node IOPS (default 1/32, like capacity)")
 	f.StringVar(&o.Promotion, "promotion", "", "how hot data returns to ssd: event (at the next poll) or scan (only in Curator jobs) (default event)")
-	f.Float64Var(&o.Epsilon, "epsilon", 0, "the learned scheduler's exploration rate ε (default 0.2, the paper's)")
+	f.Float64Var(&o.Epsilon, "epsilon", 0, "the learned scheduler's initial exploration rate ε0 (default 0.2, the paper's)")
+	f.Float64Var(&o.EpsilonFloor, "epsilon-floor", 0, "the ε the exploration schedule decays to (default 0; negative: 0)")
+	f.Float64Var(&o.EpsilonHalfLife, "epsilon-half-life", 0, "experience (pre-training transitions + online updates, one per 30 s decision) after which ε has decayed half way to the floor (default 100; negative: constant ε, the paper's)")
+	f.Float64Var(&o.ExploreMinSSD, "explore-min-ssd", 0, "ssd usage in percent below which exploration never picks a run (default 70; negative: explore runs at any usage)")
+	f.DurationVar(&o.Hold, "hold", 0, "the agent's pause after a run, the interval its reward averages (default 10m; the paper's is 5m)")
 	f.Float64Var(&o.ForceAbove, "force-above", 0, "ssd usage above which tiering runs whatever the agent says (default 0.9; negative: f)")
 	f.IntVar(&o.PretrainSeeds, "pretrain-seeds", 0, "simulator runs per workload collected for pre-training (default 3)")
 	f.StringVar(&modelPath, "model", "", "start from this model (JSON from --out) instead of pre-training")
@@ -165,7 +172,7 @@ func printTieringStatus(w io.Writer, st *curator.TieringStatus) {
 	}
 	if a := st.Agent; a != nil {
 		s := a.State
-		fmt.Fprintf(w, "  agent decided %s ago: %s\n", ago(a.At), a)
+		fmt.Fprintf(w, "  agent decided %s ago: %s (ε %.3g)\n", ago(a.At), a, a.Epsilon)
 		fmt.Fprintf(w, "  state: cpu %.0f%% mem %.0f%% ssd %.0f%% iops %.0f (r %.0f w %.0f) latency %.2f ms\n",
 			s.CPU, s.Mem, s.SSDUsage, s.IOPS, s.ReadIOPS, s.WriteIOPS, s.LatencyMs)
 	}

@@ -63,8 +63,9 @@ func (n *Node) tieringScheduler(layer *object.Layer) (curator.TieringScheduler, 
 		return tiersched.Threshold{}, nil
 	}
 	// The agent decides at the tiering check interval (default 30 s, the
-	// paper's poll) and holds ten of them (5 min) after a run, so a
-	// compressed schedule (benchmarks) compresses the agent's too.
+	// paper's poll) and holds learn.DefaultHoldPolls of them (10 min) after
+	// a run, so a compressed schedule (benchmarks) compresses the agent's
+	// too.
 	poll := cc.TierCheckInterval
 	if poll <= 0 {
 		poll = learn.DefaultPoll
@@ -72,10 +73,10 @@ func (n *Node) tieringScheduler(layer *object.Layer) (curator.TieringScheduler, 
 	m, err := tieringModel(cc.TieringModel)
 	if err == nil {
 		var s tiersched.Scheduler
-		if s, err = tiersched.New(tiersched.NameQLearning, m, learn.AgentOptions{Hold: 10 * poll}); err == nil {
+		if s, err = tiersched.New(tiersched.NameQLearning, m, learn.AgentOptions{Hold: learn.DefaultHoldPolls * poll}); err == nil {
 			q := s.(*tiersched.QLearning)
 			q.Poll = poll
-			n.Log.Info("curator: learned tiering scheduler", "model_features", strings.Join(m.Features, ","), "epsilon", m.Epsilon, "poll", poll, "hold", 10*poll)
+			n.Log.Info("curator: learned tiering scheduler", "model_features", strings.Join(m.Features, ","), "epsilon", m.Epsilon, "epsilon_now", m.EpsilonNow(), "poll", poll, "hold", learn.DefaultHoldPolls*poll)
 			// A private registry of the layer's counters: gathering it is
 			// cheap, unlike the node's (Go runtime, process, devices).
 			reg := prometheus.NewRegistry()

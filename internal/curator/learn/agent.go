@@ -7,9 +7,18 @@ import (
 )
 
 // DefaultHold is how long the agent waits after a run before deciding
-// again (Curator Appendix E: "we wait for 5 minutes before making a new
-// decision, as we do not want to schedule Tiering tasks back-to-back").
-const DefaultHold = 5 * time.Minute
+// again, and so the interval whose latency is the run's reward. The
+// paper waits 5 minutes (Appendix E: "we do not want to schedule Tiering
+// tasks back-to-back"); we wait 10 (DefaultHoldPolls decisions): a run
+// sheds h and event-driven promotion refills the tier for minutes after
+// it, so a 5-minute reward missed part of a run's cost and a model that
+// preferred running re-ran at every hold's end (docs/design/0006,
+// "Exploration and the hold").
+const DefaultHold = DefaultHoldPolls * DefaultPoll
+
+// DefaultHoldPolls is the hold in decision periods: a caller that
+// compresses the agent's period (benchmarks) compresses the hold with it.
+const DefaultHoldPolls = 20
 
 // DefaultPoll is the decision period when the agent did not just run
 // (Appendix E: every 30 seconds). The caller drives the agent at this
@@ -18,7 +27,7 @@ const DefaultPoll = 30 * time.Second
 
 // AgentOptions configure an Agent. Zero values mean defaults.
 type AgentOptions struct {
-	// Hold is the pause after a run (default 5 min).
+	// Hold is the pause after a run (default DefaultHold, 10 min).
 	Hold time.Duration
 	// Frozen stops online learning: the agent acts (still ε-greedily) but
 	// never updates its model. Used to evaluate a fixed model.
@@ -49,6 +58,9 @@ type Decision struct {
 	// the caller imposed it (a safety ceiling).
 	Explored bool `json:"explored"`
 	Forced   bool `json:"forced"`
+	// Epsilon is the exploration rate the decision was made with (the
+	// model's schedule at its experience then).
+	Epsilon float64 `json:"epsilon"`
 	// Q are the action values in the observed state (before the update).
 	Q     []float64   `json:"q"`
 	State Observation `json:"state"`
@@ -175,7 +187,7 @@ func (a *Agent) Step(now time.Time, obs Observation, force int, rng *rand.Rand) 
 		d.At, d.Held, d.State, d.HasReward, d.Reward, d.TDError, d.UpdateErr = now, true, obs, false, 0, 0, ""
 		return d, nil
 	}
-	d := Decision{At: now, State: obs, Q: a.model.Q(obs)}
+	d := Decision{At: now, State: obs, Q: a.model.Q(obs), Epsilon: a.model.EpsilonNow()}
 	// Credit the previous decision with the mean latency since it was
 	// made. Without client operations there is no evidence either way.
 	if a.havePrev && a.latOps > 0 {

@@ -15,7 +15,9 @@ import (
 // TestDataDriven runs the scenario files in testdata/. Commands:
 //
 //	model features=f1,f2 actions=name:reduce,... [mean=m1,m2] [scale=s1,s2] [alpha=] [gamma=] [epsilon=]
+//	      [floor=] [half_life=] [explore_min_ssd=] [updates=]
 //	                           creates a model; prints it
+//	epsilon updates=n1,n2,...  prints ε after each number of updates
 //	weights action=A bias=B f1=w1 ...   sets one action's parameters; prints the model
 //	q                          body: an observation; prints z(s), Q per action and the greedy action
 //	choose seed=S n=N          body: an observation; counts ε-greedy choices over N draws
@@ -55,15 +57,28 @@ func TestDataDriven(t *testing.T) {
 				if err != nil {
 					return "error: " + err.Error()
 				}
-				for k, p := range map[string]*float64{"alpha": &m.Alpha, "gamma": &m.Gamma, "epsilon": &m.Epsilon} {
+				for k, p := range map[string]*float64{"alpha": &m.Alpha, "gamma": &m.Gamma, "epsilon": &m.Epsilon,
+					"floor": &m.EpsilonFloor, "half_life": &m.EpsilonHalfLife, "explore_min_ssd": &m.ExploreMinSSD} {
 					if v, ok := args[k]; ok {
 						*p = num(t, d, v)
 					}
+				}
+				if v, ok := args["updates"]; ok {
+					m.Updates = int64(num(t, d, v))
 				}
 				if err := m.Validate(); err != nil {
 					return "error: " + err.Error()
 				}
 				return m.String()
+			case "epsilon":
+				var b strings.Builder
+				saved := m.Updates
+				for _, v := range strings.Split(args["updates"], ",") {
+					m.Updates = int64(num(t, d, v))
+					fmt.Fprintf(&b, "updates=%d epsilon=%s\n", m.Updates, fmtF(m.EpsilonNow()))
+				}
+				m.Updates = saved
+				return strings.TrimSpace(b.String())
 			case "weights":
 				ai := m.Action(args["action"])
 				if ai < 0 {

@@ -17,8 +17,10 @@
 //     pushes logical time and an Observation; the agent turns the client
 //     latency seen since its last decision into the reward (r = −latency,
 //     in milliseconds), updates the model, and picks the next action
-//     ε-greedily. After a run it holds for a while (5 minutes) so tiering
-//     jobs are not scheduled back to back.
+//     ε-greedily — ε decaying with the model's experience (pre-training
+//     included), and no exploratory run while the fast tier is below a
+//     fill. After a run it holds for a while (10 minutes) so tiering jobs
+//     are not scheduled back to back.
 //   - Pretrain: batch fitted-Q training on transitions collected from the
 //     threshold policy (§4.3.3: standardize, 80/20 split, 3-fold cross
 //     validation of the learning rate, SGD on the squared loss).

@@ -28,6 +28,24 @@ const (
 	zClip = 5.0
 )
 
+// Exploration schedule defaults for new models (docs/design/0006,
+// "Exploration and the hold"). A model that leaves these fields out of
+// its JSON (one written before they existed) keeps the paper's constant
+// ε and explores at any fill: zero means off.
+const (
+	// DefaultEpsilonFloor is the ε the schedule decays to.
+	DefaultEpsilonFloor = 0.0
+	// DefaultEpsilonHalfLife is the experience, in transitions (pre-training
+	// transitions plus online TD updates, one per 30-second decision),
+	// after which ε has come half way from Epsilon down to EpsilonFloor:
+	// a fresh model explores at 0.1 after 100 decisions (50 minutes) and
+	// at 0.007 after a day.
+	DefaultEpsilonHalfLife = 100.0
+	// DefaultExploreMinSSD is the fast tier's usage (percent) below which
+	// exploration never picks an action that tiers.
+	DefaultExploreMinSSD = 70.0
+)
+
 // Limits on a model read from JSON: nothing grows without bound.
 const (
 	MaxFeatures = 16
@@ -61,11 +79,30 @@ type Model struct {
 	W     [][]float64 `json:"weights"`
 	Bias  []float64   `json:"bias"`
 	// Alpha is the online learning rate, Gamma the discount, Epsilon the
-	// exploration probability, TDClip the bound on one TD error.
+	// exploration probability (the schedule's start, ε0), TDClip the
+	// bound on one TD error.
 	Alpha   float64 `json:"alpha"`
 	Gamma   float64 `json:"gamma"`
 	Epsilon float64 `json:"epsilon"`
 	TDClip  float64 `json:"td_clip"`
+	// EpsilonFloor and EpsilonHalfLife make exploration decay with
+	// experience (a GLIE-style schedule): with n = Pretrained + Updates,
+	// ε_n = floor + (Epsilon − floor) · H / (H + n), H the half-life. A
+	// zero half-life keeps ε constant at Epsilon (the paper's rule).
+	// Floor 0 with a half-life is GLIE proper: ε → 0, Σ ε = ∞.
+	EpsilonFloor    float64 `json:"epsilon_floor,omitempty"`
+	EpsilonHalfLife float64 `json:"epsilon_half_life,omitempty"`
+	// Pretrained is the number of transitions the model was fitted on
+	// before deployment (Pretrain sets it): experience the exploration
+	// schedule counts, since that data was itself collected with random
+	// actions.
+	Pretrained int64 `json:"pretrained,omitempty"`
+	// ExploreMinSSD (percent of the fast tier) gates exploration: below
+	// it a random action is drawn only among the actions that do not
+	// tier (Reduce 0). Shedding h from a tier that far below full only
+	// demotes warm data that promotions bring back. Greedy and forced
+	// actions are not gated. Zero: explore at any usage.
+	ExploreMinSSD float64 `json:"explore_min_ssd,omitempty"`
 	// Updates counts the TD updates applied since creation.
 	Updates int64 `json:"updates"`
 }
@@ -86,7 +123,8 @@ func NewModel(features []string, actions []ActionSpec, mean, scale []float64) (*
 	}
 	m := &Model{Version: ModelVersion, Features: append([]string(nil), features...), Actions: append([]ActionSpec(nil), actions...),
 		Mean: append([]float64(nil), mean...), Scale: append([]float64(nil), scale...),
-		Alpha: DefaultAlpha, Gamma: DefaultGamma, Epsilon: DefaultEpsilon, TDClip: DefaultTDClip}
+		Alpha: DefaultAlpha, Gamma: DefaultGamma, Epsilon: DefaultEpsilon, TDClip: DefaultTDClip,
+		EpsilonFloor: DefaultEpsilonFloor, EpsilonHalfLife: DefaultEpsilonHalfLife, ExploreMinSSD: DefaultExploreMinSSD}
 	m.W = make([][]float64, len(actions))
 	for a := range m.W {
 		m.W[a] = make([]float64, n)
@@ -170,6 +208,18 @@ func (m *Model) Validate() error {
 	if !finite(m.Epsilon) || m.Epsilon < 0 || m.Epsilon > 1 {
 		return fmt.Errorf("learn: epsilon %v: want [0, 1]", m.Epsilon)
 	}
+	if !finite(m.EpsilonFloor) || m.EpsilonFloor < 0 || m.EpsilonFloor > m.Epsilon {
+		return fmt.Errorf("learn: epsilon_floor %v: want [0, epsilon=%v]", m.EpsilonFloor, m.Epsilon)
+	}
+	if !finite(m.EpsilonHalfLife) || m.EpsilonHalfLife < 0 || m.EpsilonHalfLife > 1e9 {
+		return fmt.Errorf("learn: epsilon_half_life %v: want 0 (constant ε) .. 1e9 transitions", m.EpsilonHalfLife)
+	}
+	if m.Pretrained < 0 || m.Pretrained > 1<<40 {
+		return fmt.Errorf("learn: pretrained %d: want 0..2^40 transitions", m.Pretrained)
+	}
+	if !finite(m.ExploreMinSSD) || m.ExploreMinSSD < 0 || m.ExploreMinSSD > 100 {
+		return fmt.Errorf("learn: explore_min_ssd %v: want [0, 100] (percent)", m.ExploreMinSSD)
+	}
 	if !finite(m.TDClip) || m.TDClip <= 0 {
 		return fmt.Errorf("learn: td_clip %v: want > 0", m.TDClip)
 	}
@@ -247,13 +297,49 @@ func argmax(q []float64) int {
 // Greedy returns the action with the highest Q value.
 func (m *Model) Greedy(o Observation) int { return argmax(m.Q(o)) }
 
-// Choose picks an action ε-greedily: with probability Epsilon a uniformly
-// random action (explored), otherwise the greedy one. It draws exactly
-// one Float64 from rng, and a second only when exploring, so decisions
-// replay from the seed.
+// Experience is the number of transitions the model has learned from:
+// pre-training plus online updates.
+func (m *Model) Experience() int64 { return max(0, m.Pretrained) + max(0, m.Updates) }
+
+// EpsilonNow is the exploration rate after the model's Experience n:
+// Epsilon while EpsilonHalfLife is 0, else floor + (Epsilon − floor)·H/(H
+// + n). It never increases with n and never goes below EpsilonFloor.
+func (m *Model) EpsilonNow() float64 {
+	if m.EpsilonHalfLife <= 0 || m.Experience() <= 0 {
+		return m.Epsilon
+	}
+	n := float64(m.Experience())
+	e := m.EpsilonFloor + (m.Epsilon-m.EpsilonFloor)*m.EpsilonHalfLife/(m.EpsilonHalfLife+n)
+	return min(m.Epsilon, max(m.EpsilonFloor, e)) // no rounding past either end
+}
+
+// explorable returns the actions exploration may pick in o: all of them,
+// or only those that do not tier while the fast tier is below
+// ExploreMinSSD.
+func (m *Model) explorable(o Observation) []int {
+	out := make([]int, 0, len(m.Actions))
+	for a, s := range m.Actions {
+		if s.Reduce == 0 || o.SSDUsage >= m.ExploreMinSSD {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 { // every action tiers: nothing to gate
+		for a := range m.Actions {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Choose picks an action ε-greedily with ε = EpsilonNow(): with that
+// probability a uniformly random action among the explorable ones
+// (explored), otherwise the greedy one. It draws exactly one Float64
+// from rng, and a second only when exploring, so decisions replay from
+// the seed; a model without the schedule and gate draws as it always did.
 func (m *Model) Choose(o Observation, rng *rand.Rand) (a int, explored bool) {
-	if rng.Float64() < m.Epsilon {
-		return rng.IntN(len(m.Actions)), true
+	if rng.Float64() < m.EpsilonNow() {
+		as := m.explorable(o)
+		return as[rng.IntN(len(as))], true
 	}
 	return m.Greedy(o), false
 }
@@ -364,6 +450,10 @@ func ParseModel(b []byte) (*Model, error) {
 func (m *Model) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "model features=%s alpha=%g gamma=%g epsilon=%g updates=%d\n", strings.Join(m.Features, ","), m.Alpha, m.Gamma, m.Epsilon, m.Updates)
+	if m.EpsilonHalfLife > 0 || m.ExploreMinSSD > 0 || m.Pretrained > 0 {
+		fmt.Fprintf(&b, "  exploration: epsilon now %s (floor %g, half-life %g, experience %d = %d pre-trained + %d updates), runs explored from ssd %g%%\n",
+			fmtF(m.EpsilonNow()), m.EpsilonFloor, m.EpsilonHalfLife, m.Experience(), m.Pretrained, m.Updates, m.ExploreMinSSD)
+	}
 	for a, spec := range m.Actions {
 		fmt.Fprintf(&b, "  %s (reduce %gh): bias=%s", spec.Name, spec.Reduce, fmtF(m.Bias[a]))
 		for i, f := range m.Features {

@@ -162,6 +162,9 @@ func Pretrain(ds []Transition, o PretrainOptions, rng *rand.Rand) (*Model, Pretr
 	rep.TrainLoss, rep.TestLoss = tdLoss(m, train), tdLoss(m, test)
 	m.Alpha = o.OnlineAlpha
 	m.Updates = 0
+	// The fitted transitions are the model's experience: its exploration
+	// schedule continues from there (docs/design/0006, "Exploration").
+	m.Pretrained = int64(len(train))
 	return m, rep, m.Validate()
 }
 

@@ -53,7 +53,95 @@ func randModel(rng *rand.Rand) *Model {
 	m.Epsilon = rng.Float64()
 	m.Alpha = 0.001 + 0.5*rng.Float64()
 	m.Gamma = 0.99 * rng.Float64()
+	randExplore(rng, m)
 	return m
+}
+
+// randExplore gives m a random exploration schedule and gate, each off
+// (the paper's rule) a quarter of the time.
+func randExplore(rng *rand.Rand, m *Model) {
+	m.EpsilonFloor, m.EpsilonHalfLife, m.ExploreMinSSD = 0, 0, 0
+	if rng.IntN(4) != 0 {
+		m.EpsilonFloor = m.Epsilon * rng.Float64()
+		m.EpsilonHalfLife = 200 * rng.Float64()
+	}
+	if rng.IntN(4) != 0 {
+		m.ExploreMinSSD = 100 * rng.Float64()
+	}
+	m.Updates = int64(rng.IntN(3)) * int64(rng.IntN(1000))
+	m.Pretrained = int64(rng.IntN(2)) * int64(rng.IntN(5000))
+}
+
+// The schedule: ε never increases with experience, stays within
+// [floor, ε0], starts at ε0 and tends to the floor; half-life 0 keeps it
+// constant.
+func TestPropertyEpsilonSchedule(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seed(t), 6))
+	for it := range 2000 {
+		m := randModel(rng)
+		// Pre-trained transitions and online updates are the same
+		// experience.
+		e := m.EpsilonNow()
+		p, u := m.Pretrained, m.Updates
+		m.Pretrained, m.Updates = 0, p+u
+		if m.EpsilonNow() != e {
+			t.Fatalf("iteration %d: ε(%d pre-trained, %d updates) = %v but ε(0, %d) = %v", it, p, u, e, p+u, m.EpsilonNow())
+		}
+		m.Updates = 0
+		if got := m.EpsilonNow(); got != m.Epsilon {
+			t.Fatalf("iteration %d: ε after 0 updates %v, want ε0 %v", it, got, m.Epsilon)
+		}
+		prev := m.Epsilon
+		for n := int64(1); n < 1<<40; n = n*3 + int64(rng.IntN(5)) {
+			m.Updates = n
+			e := m.EpsilonNow()
+			if e > prev || e < m.EpsilonFloor || e > m.Epsilon {
+				t.Fatalf("iteration %d: ε(%d) = %v after %v (ε0 %v, floor %v, half-life %v)", it, n, e, prev, m.Epsilon, m.EpsilonFloor, m.EpsilonHalfLife)
+			}
+			if m.EpsilonHalfLife == 0 && e != m.Epsilon {
+				t.Fatalf("iteration %d: half-life 0 but ε(%d) = %v ≠ ε0 %v", it, n, e, m.Epsilon)
+			}
+			prev = e
+		}
+		if m.EpsilonHalfLife > 0 && prev-m.EpsilonFloor > 1e-6*math.Max(1e-9, m.Epsilon) {
+			t.Fatalf("iteration %d: ε(%d) = %v has not reached the floor %v", it, m.Updates, prev, m.EpsilonFloor)
+		}
+		if m.EpsilonHalfLife > 0 {
+			m.Updates = int64(math.Ceil(m.EpsilonHalfLife))
+			if e, mid := m.EpsilonNow(), (m.Epsilon+m.EpsilonFloor)/2; e > mid+1e-12 {
+				t.Fatalf("iteration %d: ε after the half-life %v > half way %v", it, e, mid)
+			}
+		}
+	}
+}
+
+// The gate: below ExploreMinSSD exploration never picks an action that
+// tiers, so a run there is always the greedy choice; at or above it, the
+// choice is the ungated model's, draw for draw. Same seed, same choice.
+func TestPropertyExploreGate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seed(t), 7))
+	for it := range 2000 {
+		m := randModel(rng)
+		if rng.IntN(2) == 0 {
+			m.Epsilon, m.EpsilonFloor = 1, 0 // explore on every draw
+		}
+		o := randObs(rng)
+		s := rng.Uint64()
+		a, explored := m.Choose(o, rand.New(rand.NewPCG(s, 0)))
+		if a2, e2 := m.Choose(o, rand.New(rand.NewPCG(s, 0))); a2 != a || e2 != explored {
+			t.Fatalf("iteration %d: Choose does not replay from its seed", it)
+		}
+		if o.SSDUsage < m.ExploreMinSSD && m.Actions[a].Reduce > 0 && (explored || a != m.Greedy(o)) {
+			t.Fatalf("iteration %d: ssd %v below the gate %v but %s (explored %v)", it, o.SSDUsage, m.ExploreMinSSD, m.Actions[a].Name, explored)
+		}
+		if o.SSDUsage >= m.ExploreMinSSD {
+			open := m.Clone()
+			open.ExploreMinSSD = 0
+			if b, eb := open.Choose(o, rand.New(rand.NewPCG(s, 0))); b != a || eb != explored {
+				t.Fatalf("iteration %d: above the gate the choice %d differs from the ungated %d", it, a, b)
+			}
+		}
+	}
 }
 
 // Random valid models and observations: Q is finite, Greedy is its
@@ -310,6 +398,12 @@ func TestPretrainedModel(t *testing.T) {
 	}
 	if len(m.Features) != len(PaperFeatures) || len(m.Actions) != 2 || m.Epsilon != DefaultEpsilon || m.Gamma != DefaultGamma {
 		t.Fatalf("built-in model is not the paper's setup:\n%s", m)
+	}
+	// It carries the exploration schedule and counts its pre-training as
+	// experience, so it starts well below ε0.
+	if m.EpsilonHalfLife != DefaultEpsilonHalfLife || m.EpsilonFloor != DefaultEpsilonFloor || m.ExploreMinSSD != DefaultExploreMinSSD ||
+		m.Pretrained < 1000 || m.Updates != 0 || m.EpsilonNow() >= m.Epsilon/10 {
+		t.Fatalf("built-in model's exploration schedule:\n%s", m)
 	}
 	m.W[0][0] = 1234
 	m2, _ := Pretrained()

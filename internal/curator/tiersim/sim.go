@@ -72,8 +72,16 @@ type Options struct {
 	// default; see tiersched.QLearning).
 	ForceAbove float64
 	// Epsilon is the deployed agent's exploration rate (default 0.2, the
-	// paper's; it overrides the model's).
+	// paper's; it overrides the model's), the start of its schedule.
 	Epsilon float64
+	// EpsilonFloor, EpsilonHalfLife and ExploreMinSSD override the
+	// model's exploration schedule and gate (learn.Model; zero: the
+	// learn defaults, negative: off — constant ε, explore at any usage).
+	EpsilonFloor    float64
+	EpsilonHalfLife float64
+	ExploreMinSSD   float64
+	// Hold is the agent's pause after a run (default learn.DefaultHold).
+	Hold time.Duration
 	// Check verifies the layout's accounting at every sample (tests).
 	Check bool
 }
@@ -132,6 +140,28 @@ func (o *Options) EnsureDefaults() {
 	if o.Epsilon == 0 {
 		o.Epsilon = learn.DefaultEpsilon
 	}
+	o.EpsilonFloor = orDefault(o.EpsilonFloor, learn.DefaultEpsilonFloor)
+	o.EpsilonHalfLife = orDefault(o.EpsilonHalfLife, learn.DefaultEpsilonHalfLife)
+	o.ExploreMinSSD = orDefault(o.ExploreMinSSD, learn.DefaultExploreMinSSD)
+	if o.Hold == 0 {
+		o.Hold = learn.DefaultHold
+	}
+}
+
+// orDefault maps zero to def and a negative value to zero (off).
+func orDefault(v, def float64) float64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// explore sets the options' exploration schedule and gate on m.
+func (o Options) explore(m *learn.Model) {
+	m.Epsilon, m.EpsilonFloor, m.EpsilonHalfLife, m.ExploreMinSSD = o.Epsilon, o.EpsilonFloor, o.EpsilonHalfLife, o.ExploreMinSSD
 }
 
 // Validate rejects settings the model cannot run.
@@ -155,6 +185,14 @@ func (o Options) Validate() error {
 		return fmt.Errorf("tiersim: pretrain seeds %d: want 1..100", o.PretrainSeeds)
 	case !(o.BehaviourEpsilon >= 0 && o.BehaviourEpsilon <= 1):
 		return fmt.Errorf("tiersim: behaviour epsilon %v: want [0, 1]", o.BehaviourEpsilon)
+	case o.Hold < 0 || o.Hold > 24*time.Hour:
+		return fmt.Errorf("tiersim: hold %s: want 0..24h", o.Hold)
+	}
+	if m, err := learn.NewModel(o.Features, o.Actions, nil, nil); err == nil {
+		o.explore(m)
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("tiersim: exploration: %w", err)
+		}
 	}
 	if ssd := paperSSDPerNode * o.Scale; float64(o.EgroupBytes) > ssd/64 {
 		return fmt.Errorf("tiersim: egroup %d bytes is over 1/64 of the %.0f-byte ssd: tiering could not shed h in whole egroups", o.EgroupBytes, ssd)
@@ -169,9 +207,10 @@ func (o Options) Validate() error {
 
 // String prints the options that determine the results.
 func (o Options) String() string {
-	return fmt.Sprintf("seed=%d scale=1/%.0f iops_scale=1/%.0f exec=%s step=%s egroup=%dMiB prefill=%.0fMB/s promotion=%s f=%.2f d=%.2f h=%.2f move=%.0fMB/s job_limit=%s partial_every=%s pretrain_seeds=%d features=%s actions=%s",
+	return fmt.Sprintf("seed=%d scale=1/%.0f iops_scale=1/%.0f exec=%s step=%s egroup=%dMiB prefill=%.0fMB/s promotion=%s f=%.2f d=%.2f h=%.2f move=%.0fMB/s job_limit=%s partial_every=%s pretrain_seeds=%d features=%s actions=%s epsilon=%g epsilon_floor=%g epsilon_half_life=%g explore_min_ssd=%g hold=%s",
 		o.Seed, 1/o.Scale, 1/o.IOPSScale, o.Exec, o.Step, o.EgroupBytes>>20, o.PrefillMBps, o.Promotion, o.Tier.DownAbove, o.Tier.DestBelow, o.Tier.Reduce,
-		o.MoveBytesPerSec/1e6, o.JobTimeLimit, o.PartialEvery, o.PretrainSeeds, strings.Join(o.Features, ","), actionNames(o.Actions))
+		o.MoveBytesPerSec/1e6, o.JobTimeLimit, o.PartialEvery, o.PretrainSeeds, strings.Join(o.Features, ","), actionNames(o.Actions),
+		o.Epsilon, o.EpsilonFloor, o.EpsilonHalfLife, o.ExploreMinSSD, o.Hold)
 }
 
 func actionNames(as []learn.ActionSpec) string {
@@ -522,7 +561,7 @@ func Simulate(o Options, progress func(string)) (*Report, error) {
 				progress(fmt.Sprintf("execute %s with %s", w.Name, name))
 			}
 			m := o.Model.Clone()
-			m.Epsilon = o.Epsilon
+			o.explore(m)
 			sched, err := o.scheduler(name, m)
 			if err != nil {
 				return nil, err
@@ -539,7 +578,7 @@ func Simulate(o Options, progress func(string)) (*Report, error) {
 
 // scheduler builds the named scheduler with the options' ceiling.
 func (o Options) scheduler(name string, m *learn.Model) (tiersched.Scheduler, error) {
-	s, err := tiersched.New(name, m, learn.AgentOptions{})
+	s, err := tiersched.New(name, m, learn.AgentOptions{Hold: o.Hold})
 	if err != nil {
 		return nil, err
 	}

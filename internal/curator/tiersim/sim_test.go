@@ -218,11 +218,18 @@ func TestOptionsValidate(t *testing.T) {
 	for _, o := range []Options{
 		{Scale: 2}, {IOPSScale: -1}, {Exec: time.Second}, {Promotion: "never"}, {EgroupBytes: 1 << 30},
 		{PretrainSeeds: 1000}, {BehaviourEpsilon: 2},
+		{ExploreMinSSD: 101}, {EpsilonFloor: 0.5}, {Epsilon: 0.1, EpsilonFloor: 0.2}, {Hold: 48 * time.Hour},
 	} {
 		o.EnsureDefaults()
 		if err := o.Validate(); err == nil {
 			t.Errorf("accepted %s", o)
 		}
+	}
+	// Negative exploration settings mean off: the paper's constant ε.
+	o := Options{EpsilonFloor: -1, EpsilonHalfLife: -1, ExploreMinSSD: -1}
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil || o.EpsilonFloor != 0 || o.EpsilonHalfLife != 0 || o.ExploreMinSSD != 0 {
+		t.Errorf("negative exploration settings: %v, %s", err, o)
 	}
 	if _, err := LookupWorkloads([]string{"oltp", "tpcc"}); err == nil {
 		t.Error("unknown workload accepted")
