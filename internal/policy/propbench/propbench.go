@@ -330,17 +330,5 @@ func waitMembers(ctx context.Context, hc *http.Client, admin string, n int) erro
 }
 
 func getJSON(ctx context.Context, hc *http.Client, u string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return devcluster.CallAdmin(ctx, hc, http.MethodGet, u, nil, out)
 }
