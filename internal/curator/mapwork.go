@@ -21,16 +21,15 @@ import (
 // partition is one sixteenth of a map's IDs: IDs come from a sequence
 // (1, 2, 3, … in blocks), so the master splits the range between the
 // lowest and the highest ID in use into 16 equal ranges (idBounds), the
-// first and last open-ended. "egroups/3" reads the
-// egroup records of its range and the access records of the same range
-// and joins them map-side (both maps are keyed by egroup ID, so the
-// partitions line up and the join needs no shuffle); "extents/a" reads
-// the extent records of its range. The node that runs a partition decodes the
-// records and ships the decoded output — the master never sees raw
-// records of a partition another node mapped — and the master's reduce
-// joins the partitions' outputs. The master runs the same function for
-// the partitions it keeps, so a partition's output does not depend on
-// where it ran.
+// first and last open-ended. "egroups/3" reads the egroup records of its
+// range and the access records of the same range and joins them map-side
+// (both maps are keyed by egroup ID, so the partitions line up and the
+// join needs no shuffle); "extents/a" reads the extent records of its
+// range. The node that runs a partition decodes the records and ships the
+// decoded output — the master never sees raw records of a partition
+// another node mapped — and the master's reduce joins the partitions'
+// outputs. The master runs the same function for the partitions it
+// keeps, so a partition's output does not depend on where it ran.
 
 // MapRecord is one record of a partition's map output: an egroup with its
 // access record (nil: never read) or an extent, with the metadata revision
