@@ -27,6 +27,10 @@ type Endpoint struct {
 	// of a cluster, "pid=A+B+C"): their CPU is added to PID's, so a
 	// cluster's cost per operation is comparable with one node's.
 	MorePIDs []int `json:"more_pids,omitempty"`
+	// MetricsURLs are the admin addresses of the service's Terrace nodes
+	// ("metrics=http://h:9101+http://h:9111"): the metadata reads and
+	// transactions they report are summed per operation.
+	MetricsURLs []string `json:"metrics_urls,omitempty"`
 }
 
 // PIDs returns every local server process of the endpoint.
@@ -42,7 +46,7 @@ const DefaultRegion = "us-east-1"
 
 // ParseEndpoint parses an endpoint spec:
 //
-//	NAME=URL[,access=KEY][,secret=SECRET][,pid=PID][,region=REGION]
+//	NAME=URL[,access=KEY][,secret=SECRET][,pid=PID][,region=REGION][,metrics=ADMIN-URL+…]
 //	URL[,access=…]        (the name defaults to the URL's host:port)
 //
 // Fields missing from the spec are taken from defaults (typically the
@@ -111,8 +115,16 @@ func ParseEndpoint(spec string, defaults Endpoint) (Endpoint, error) {
 					ep.MorePIDs = append(ep.MorePIDs, pid)
 				}
 			}
+		case "metrics":
+			for _, f := range strings.Split(v, "+") {
+				mu, err := url.Parse(f)
+				if err != nil || (mu.Scheme != "http" && mu.Scheme != "https") || mu.Host == "" || (mu.Path != "" && mu.Path != "/") {
+					return Endpoint{}, fmt.Errorf("bench: endpoint %q: metrics %q must be admin URLs (http://host:port) joined by +, one per node", spec, v)
+				}
+				ep.MetricsURLs = append(ep.MetricsURLs, mu.Scheme+"://"+mu.Host)
+			}
 		default:
-			return Endpoint{}, fmt.Errorf("bench: endpoint %q: unknown field %q (want access, secret, pid or region)", spec, k)
+			return Endpoint{}, fmt.Errorf("bench: endpoint %q: unknown field %q (want access, secret, pid, region or metrics)", spec, k)
 		}
 	}
 	if ep.Region == "" {
@@ -165,6 +177,9 @@ func (e Endpoint) String() string {
 	}
 	if e.Region != "" && e.Region != DefaultRegion {
 		s += ",region=" + e.Region
+	}
+	if len(e.MetricsURLs) > 0 {
+		s += ",metrics=" + strings.Join(e.MetricsURLs, "+")
 	}
 	return s
 }

@@ -67,6 +67,9 @@ type Result struct {
 	// ClientCPUPerOpMs is ClientCPUSeconds per completed operation.
 	ClientCPUPerOpMs float64       `json:"client_cpu_per_op_ms"`
 	Server           *ServerResult `json:"server,omitempty"`
+	// Meta is the metadata work per operation when the endpoint names
+	// its nodes' admin URLs (metrics=…).
+	Meta *MetaResult `json:"meta,omitempty"`
 	// Notes explain anything unusual (an early stop, a failed /proc read).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -154,6 +157,9 @@ func WriteTable(w io.Writer, results ...*Result) error {
 				procs = fmt.Sprintf(" over %d processes", s.Processes)
 			}
 			fmt.Fprintf(w, "; server cpu%s %.2fs (%s/op), peak rss %s", procs, s.CPUSeconds, FormatMs(s.CPUPerOpMs), FormatSize(s.PeakRSSBytes))
+		}
+		if m := r.Meta; m != nil {
+			fmt.Fprintf(w, "; metadata per op: %.2f reads, %.2f commits, %.2f store txns", m.ReadsPerOp, m.CommitsPerOp, m.TxnsPerOp)
 		}
 		fmt.Fprintln(w)
 		for _, o := range r.Ops {

@@ -148,6 +148,11 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	if r.ep.PID > 0 {
 		srvBefore, srvErr = readProcs(r.ep.PIDs())
 	}
+	var metaBefore metaCounters
+	var metaErr error
+	if len(r.ep.MetricsURLs) > 0 {
+		metaBefore, metaErr = scrapeMeta(ctx, r.ep)
+	}
 	cpu0 := selfCPUSeconds()
 	start := time.Now()
 	ph.run(ctx)
@@ -197,6 +202,19 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 				s.CPUPerOpMs = s.CPUSeconds * 1000 / float64(n)
 			}
 			res.Server = s
+		}
+	}
+	if len(r.ep.MetricsURLs) > 0 {
+		after, err := scrapeMeta(ctx, r.ep)
+		if metaErr == nil {
+			metaErr = err
+		}
+		switch n := float64(res.Total.Count); {
+		case metaErr != nil:
+			res.Notes = append(res.Notes, "metadata counters unavailable: "+metaErr.Error())
+		case n > 0:
+			res.Meta = &MetaResult{ReadsPerOp: (after.reads - metaBefore.reads) / n,
+				CommitsPerOp: (after.commits - metaBefore.commits) / n, TxnsPerOp: (after.txns - metaBefore.txns) / n}
 		}
 	}
 	if ph.exhausted.Load() {

@@ -114,6 +114,14 @@ func (e *EtcdKV) get(ctx context.Context, key string, opts ...clientv3.OpOption)
 // Stats returns the commits requested and the etcd transactions sent.
 func (e *EtcdKV) Stats() (commits, txns int64) { return e.commits.Load(), e.txns.Load() }
 
+// KVStats implements meta.StatsReporter.
+func (e *EtcdKV) KVStats() meta.KVStats {
+	return meta.KVStats{Reads: e.reads.Load(), Commits: e.commits.Load(), BackendTxns: e.txns.Load(),
+		LocalReadFallbacks: e.localFallbacks.Load()}
+}
+
+var _ meta.StatsReporter = (*EtcdKV)(nil)
+
 // Client returns the etcd client (membership uses leases directly).
 func (e *EtcdKV) Client() *clientv3.Client { return e.c }
 

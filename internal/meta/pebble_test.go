@@ -525,3 +525,29 @@ func TestKeysAndRecords(t *testing.T) {
 		t.Errorf("GetRecord: rev %d (want %d) %+v %v", got, rev, back, err)
 	}
 }
+
+func TestPebbleBlockCacheOption(t *testing.T) {
+	if _, err := OpenPebbleWith(t.TempDir(), PebbleOptions{BlockCacheBytes: -1}); err == nil || !strings.Contains(err.Error(), "must not be negative") {
+		t.Fatalf("negative cache: %v", err)
+	}
+	p, err := OpenPebbleWith(t.TempDir(), PebbleOptions{BlockCacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	var txn Txn
+	txn.Put([]byte("b/x"), []byte("v"))
+	if _, err := p.Commit(ctx, &txn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Get(ctx, []byte("b/x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Scan(ctx, []byte("b/"), []byte("b0"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.KVStats(); s.Reads != 2 || s.Commits != 1 || s.BackendTxns != 1 {
+		t.Errorf("stats %+v, want 2 reads, 1 commit, 1 txn", s)
+	}
+}

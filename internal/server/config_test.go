@@ -45,6 +45,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"bad device sync", func(c *Config) { c.DeviceSync = "fdatasync" }, "device_sync"},
 		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
+		{"negative meta cache", func(c *Config) { c.MetaBlockCacheBytes = -1 }, "meta_block_cache_bytes"},
 	}
 	for _, b := range bad {
 		c := Config{}

@@ -139,7 +139,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 			return nil, err
 		}
 	} else {
-		kv, err = meta.OpenPebble(filepath.Join(cfg.DataDir, "meta"))
+		kv, err = meta.OpenPebbleWith(filepath.Join(cfg.DataDir, "meta"), meta.PebbleOptions{BlockCacheBytes: cfg.MetaBlockCacheBytes})
 		if err != nil {
 			return nil, err
 		}
@@ -205,6 +205,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	n.Reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	n.Reg.MustRegister(layer.Collectors()...)
 	n.Reg.MustRegister(newDeviceCollector(n))
+	if sr, ok := kv.(meta.StatsReporter); ok {
+		n.Reg.MustRegister(newMetaCollector(sr))
+	}
 	n.openCurator(pol, topo)
 	n.openLifecycle()
 	n.openConsole()
@@ -389,6 +392,36 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(s.QueueLen), lv...)
 		ch <- prometheus.MustNewConstMetric(c.str, prometheus.GaugeValue, float64(s.ActiveStreams), lv...)
 	}
+}
+
+// metaCollector exports the metadata store's work counters.
+type metaCollector struct {
+	kv                                 meta.StatsReporter
+	reads, commits, txns, fallbackRead *prometheus.Desc
+}
+
+func newMetaCollector(kv meta.StatsReporter) *metaCollector {
+	return &metaCollector{kv: kv,
+		reads:        prometheus.NewDesc("terrace_meta_reads_total", "Metadata reads (point reads and range scans) this node issued.", nil, nil),
+		commits:      prometheus.NewDesc("terrace_meta_commits_total", "Metadata transactions this node requested.", nil, nil),
+		txns:         prometheus.NewDesc("terrace_meta_backend_txns_total", "Transactions the metadata store executed for this node (etcd: fewer than commits when group commit merged them).", nil, nil),
+		fallbackRead: prometheus.NewDesc("terrace_meta_local_read_fallbacks_total", "Reads the node's own etcd member failed and another member answered.", nil, nil),
+	}
+}
+
+func (c *metaCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.reads
+	ch <- c.commits
+	ch <- c.txns
+	ch <- c.fallbackRead
+}
+
+func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.kv.KVStats()
+	ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(s.Reads))
+	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(s.Commits))
+	ch <- prometheus.MustNewConstMetric(c.txns, prometheus.CounterValue, float64(s.BackendTxns))
+	ch <- prometheus.MustNewConstMetric(c.fallbackRead, prometheus.CounterValue, float64(s.LocalReadFallbacks))
 }
 
 // newPolicy builds the configured placement policy.

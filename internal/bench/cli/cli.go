@@ -250,7 +250,10 @@ func s3Command() *cobra.Command {
 credentials, no retries) and reports, per operation: requests, ops/s, MB/s
 (10^6 bytes/s), p50/p90/p99/p99.9/max latency and errors; plus the client's CPU
 seconds, and the server's CPU seconds and peak resident memory when its PID is
-known (--server-pid, a pid= field, or --start-terrace).
+known (--server-pid, a pid= field, or --start-terrace). For a local cluster,
+pid=A+B+C sums every node's CPU, and metrics=ADMIN-URL+... reads the nodes'
+terrace_meta_* counters to report metadata reads, commits and store
+transactions (etcd round trips) per operation.
 
 Workloads that read (get, head, list, delete, mixed) first write --objects
 objects, untimed. A PUT workload writes fresh keys. Afterwards everything under
@@ -262,6 +265,11 @@ objects, untimed. A PUT workload writes fresh keys. Afterwards everything under
   # GETs of 4 MiB objects with a 2 s warm-up, server CPU/RSS from its pid, JSON saved
   terrace bench s3 --endpoint vgw=http://127.0.0.1:7070,access=bench,secret=benchsecret,pid=4242 \
     --workload get --size 4MiB --warmup 2s --json-file get-4m.json
+
+  # A 3-node dev cluster (terrace dev cluster --base-port 20000): CPU summed over the
+  # three processes and metadata work per PUT from their admin APIs
+  terrace bench s3 -e "c3=http://127.0.0.1:20000,pid=$(pgrep -d+ -f 'terrace server'),metrics=http://127.0.0.1:20001+http://127.0.0.1:20011+http://127.0.0.1:20021" \
+    --access-key terrace --secret-key terrace-secret --workload put -c 16 -d 10s
 
   # The Curator paper's OLTP object mix, 70/30 read/write, exactly 100000 requests
   terrace bench s3 --start-terrace --workload get=70,put=30 --size oltp -n 100000`,
@@ -322,7 +330,7 @@ objects, untimed. A PUT workload writes fresh keys. Afterwards everything under
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVarP(&endpoint, "endpoint", "e", "", "S3 endpoint: URL or NAME=URL[,access=KEY][,secret=SECRET][,pid=PID[+PID...]][,region=R]")
+	fs.StringVarP(&endpoint, "endpoint", "e", "", "S3 endpoint: URL or NAME=URL[,access=KEY][,secret=SECRET][,pid=PID[+PID...]][,region=R][,metrics=ADMIN-URL[+ADMIN-URL...]]")
 	fs.IntVar(&pid, "server-pid", 0, "pid of a local server to report CPU and peak RSS for")
 	wf.register(fs)
 	cf.register(fs)
@@ -420,7 +428,7 @@ Each endpoint's objects persist between rounds and are deleted at the end.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringArrayVarP(&endpoints, "endpoint", "e", nil, "endpoint NAME=URL,access=KEY,secret=SECRET[,pid=PID[+PID...]][,region=R] (repeat for each)")
+	fs.StringArrayVarP(&endpoints, "endpoint", "e", nil, "endpoint NAME=URL,access=KEY,secret=SECRET[,pid=PID[+PID...]][,region=R][,metrics=ADMIN-URL[+...]] (repeat for each)")
 	fs.IntVar(&rounds, "rounds", 3, "rounds; each runs every endpoint once, in order")
 	fs.StringVar(&baseline, "baseline", "", "endpoint name the ratios are relative to (default: the first)")
 	wf.register(fs)
