@@ -130,7 +130,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			interners[i] = newShapeInterner()
 		}
 		egParts[i] = append(egParts[i], interners[i].rec(r))
-	})
+	}, func(i int) { egParts[i] = nil })
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		var extParts [16][]extentInfo
 		err = c.scanPartitions(ctx, "extents", assign, res, &mu, func(i int, r MapRecord) {
 			extParts[i] = append(extParts[i], extentInfo{id: r.ID, modRev: r.Rev, rec: *r.Extent})
-		})
+		}, func(i int) { extParts[i] = nil })
 		if err != nil {
 			return nil, err
 		}
@@ -328,14 +328,14 @@ func egroupView(id uint64, rev int64, eg meta.Egroup, a *meta.Access) decide.Egr
 // scanPartitions maps the 16 partitions of a map in parallel and hands
 // each partition's output records to emit with the partition's index, in
 // key order, from that partition's goroutine: calls for one index never
-// overlap. A partition mapped here streams its records to emit as it
-// reads them; one mapped on another node is used whole or not at all. A
+// overlap; discard(i) drops what emit got for partition i when a remote
+// map of it fails part way (it is then mapped here from the start). A
 // partition assigned to another node is mapped there; if that fails —
 // the node is down, dies mid-stream, or sends a bad stream — it is mapped
 // here, so an assignment can slow a scan but never lose or duplicate
 // records.
 func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map[string]model.NodeID,
-	res *scanResult, mu *sync.Mutex, emit func(part int, r MapRecord)) error {
+	res *scanResult, mu *sync.Mutex, emit func(part int, r MapRecord), discard func(part int)) error {
 	self := c.opts.Self
 	if self == "" {
 		self = "master"
@@ -367,7 +367,18 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 		var err error
 		remote := false
 		if node != "" && node != c.opts.Self && c.opts.Balancer != nil {
-			out, err = c.opts.Balancer.MapPartition(ctx, node, part)
+			if sb, ok := c.opts.Balancer.(StreamingScanBalancer); ok {
+				out = MapOutput{Part: name}
+				out.Read, err = sb.MapPartitionTo(ctx, node, part, func(r MapRecord) { emit(i, r) })
+				if err != nil {
+					discard(i) // the partition is used whole or not at all
+				}
+			} else if out, err = c.opts.Balancer.MapPartition(ctx, node, part); err == nil {
+				for _, r := range out.Records {
+					emit(i, r)
+				}
+				out.Records = nil
+			}
 			switch {
 			case err == nil:
 				remote, who, scanner = true, string(node), node
@@ -381,12 +392,7 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 				c.log.Warn("curator: remote partition map failed; mapping here", "partition", name, "node", node, "err", err)
 			}
 		}
-		if remote {
-			for _, r := range out.Records {
-				emit(i, r)
-			}
-			out.Records = nil
-		} else {
+		if !remote {
 			out = MapOutput{Part: name}
 			out.Read, err = MapPartition(ctx, c.kv, part, func(r MapRecord) error {
 				emit(i, r)

@@ -1,12 +1,18 @@
 package curator
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -156,5 +162,85 @@ func TestScanViewsMatchRecords(t *testing.T) {
 	}
 	if _, ok := res.egroupIndex(id + 1); ok {
 		t.Fatal("egroupIndex found an egroup with only an access record")
+	}
+}
+
+// streamingBalancer is fakeBalancer streaming each peer's output to the
+// master record by record (StreamingScanBalancer); a cut stream loses
+// its last byte, so it has emitted every record when it fails.
+type streamingBalancer struct {
+	*fakeBalancer
+	emitted atomic.Int64
+}
+
+func (s *streamingBalancer) MapPartitionTo(ctx context.Context, node model.NodeID, part Partition, emit func(MapRecord)) (int, error) {
+	if s.fail[node] {
+		return 0, errors.New("peer unreachable")
+	}
+	s.pages.Add(1)
+	var buf bytes.Buffer
+	if err := WriteMapStream(ctx, &buf, s.kv, part); err != nil {
+		return 0, err
+	}
+	if s.cut[node] {
+		buf.Truncate(buf.Len() - 1)
+	}
+	return ReadMapStreamTo(&buf, part, func(r MapRecord) {
+		s.emitted.Add(1)
+		emit(r)
+	})
+}
+
+// A balanced scan whose peers stream their output finds what a scan on
+// one node finds, also when a peer's stream is cut after it emitted
+// records: the master drops them and maps the partition itself.
+func TestStreamingBalancedScan(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB", "hdd:%s:1GiB", "hdd:%s:1GiB")
+	for i := 0; i < 40; i++ {
+		e.put(fmt.Sprintf("k%02d", i), data(uint64(i), 100<<10), "ssd=1,hdd=1")
+	}
+	ctx := context.Background()
+	for i := 0; i < 40; i += 3 {
+		e.check(fmt.Sprintf("k%02d", i), data(uint64(i), 100<<10))
+	}
+	if err := e.l.FlushAccess(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, full := range []bool{false, true} {
+		e.c.opts.Balancer = nil
+		plain, err := e.c.scan(ctx, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb := &streamingBalancer{fakeBalancer: &fakeBalancer{kv: e.kv}}
+		e.c.opts.Balancer, e.c.opts.Self = sb, "n1"
+		e.c.mu.Lock()
+		e.c.mapFailed = map[model.NodeID]time.Time{}
+		e.c.mu.Unlock()
+		bal, err := e.c.scan(ctx, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.emitted.Load() == 0 || bal.partitions["egroups/0"] != "n2" {
+			t.Fatalf("full=%v: nothing streamed (%d records; egroups/0 by %q)", full, sb.emitted.Load(), bal.partitions["egroups/0"])
+		}
+		if got, want := summarizeScan(bal), summarizeScan(plain); got != want {
+			t.Fatalf("full=%v: streamed scan differs:\n got %s\nwant %s", full, got, want)
+		}
+		e.c.mu.Lock()
+		e.c.mapFailed = map[model.NodeID]time.Time{}
+		e.c.mu.Unlock()
+		sb.cut = map[model.NodeID]bool{"n2": true}
+		sb.emitted.Store(0)
+		cut, err := e.c.scan(ctx, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.emitted.Load() == 0 || !strings.Contains(cut.partitions["egroups/0"], "cut short") {
+			t.Fatalf("full=%v: no partial stream (%d records emitted; egroups/0 by %q)", full, sb.emitted.Load(), cut.partitions["egroups/0"])
+		}
+		if got, want := summarizeScan(cut), summarizeScan(plain); got != want {
+			t.Fatalf("full=%v: scan with streams cut differs:\n got %s\nwant %s", full, got, want)
+		}
 	}
 }
