@@ -853,5 +853,35 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 	return tasks, stats, nil
 }
 
+// ScanTiming is what one scan and the decisions on its result cost
+// (terrace sim scan measures the scan with it).
+type ScanTiming struct {
+	Full    bool
+	Records int // metadata records the map stage read
+	Egroups int // egroups in the result
+	Tasks   int // tasks decided (not executed)
+	// Scan is the map, shuffle and reduce; Decide is decide.Plan on the
+	// result (tiering and dedup are not run).
+	Scan, Decide time.Duration
+}
+
+// TimeScan runs one scan and decide.Plan on its result, as a job does,
+// without executing anything, and says how long each took.
+func (c *Curator) TimeScan(ctx context.Context, full bool) (ScanTiming, error) {
+	start := time.Now()
+	res, err := c.scan(ctx, full)
+	if err != nil {
+		return ScanTiming{}, err
+	}
+	t := ScanTiming{Full: full, Records: res.records0, Egroups: len(res.egroups), Scan: time.Since(start)}
+	snap := c.snapshotFor()
+	start = time.Now()
+	c.mu.Lock()
+	tasks, _, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
+	c.mu.Unlock()
+	t.Decide, t.Tasks = time.Since(start), len(tasks)
+	return t, nil
+}
+
 // Options returns the effective options.
 func (c *Curator) Options() Options { return c.opts }
