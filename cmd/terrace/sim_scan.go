@@ -34,7 +34,8 @@ func newSimScanCmd(g *globalFlags) *cobra.Command {
 		Long: `Load N synthetic egroup records into an in-process Pebble metadata store and
 run the Curator's production scan over them — the map stage over the 16
 partitions of the egroup and access maps, the reduce into one decision view
-per egroup, then decide.Plan on the result (nothing is executed) — and print
+per egroup, then decide.Plan and tiering on the result (nothing is
+executed; dedup and the live planner are not run) — and print
 the scan's wall time, records per second and the process's peak memory.
 
 The records: egroup IDs 1..N with two replicas on distinct nodes of a

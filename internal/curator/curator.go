@@ -826,13 +826,9 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 	for _, t := range planned {
 		busy[t.Egroup] = true
 	}
-	egs := make([]decide.Egroup, 0, len(res.egroups))
-	for _, eg := range res.egroups {
-		if !busy[eg.ID] {
-			egs = append(egs, eg)
-		}
-	}
-	return decide.Tiering(snap, egs, c.policy, c.schedulerOptions(snap, base, consume), rng)
+	o := c.schedulerOptions(snap, base, consume)
+	o.Skip = busy
+	return decide.Tiering(snap, res.egroups, c.policy, o, rng)
 }
 
 // DryRun scans and decides without executing: what would the Curator do
@@ -861,11 +857,12 @@ type ScanTiming struct {
 	Egroups int // egroups in the result
 	Tasks   int // tasks decided (not executed)
 	// Scan is the map, shuffle and reduce; Decide is decide.Plan on the
-	// result (tiering and dedup are not run).
+	// result and, with Options.Tiering, tiering (as DryRun decides;
+	// dedup and the live planner are not run).
 	Scan, Decide time.Duration
 }
 
-// TimeScan runs one scan and decide.Plan on its result, as a job does,
+// TimeScan runs one scan and decides on its result as DryRun does,
 // without executing anything, and says how long each took.
 func (c *Curator) TimeScan(ctx context.Context, full bool) (ScanTiming, error) {
 	start := time.Now()
@@ -874,10 +871,17 @@ func (c *Curator) TimeScan(ctx context.Context, full bool) (ScanTiming, error) {
 		return ScanTiming{}, err
 	}
 	t := ScanTiming{Full: full, Records: res.records0, Egroups: len(res.egroups), Scan: time.Since(start)}
-	snap := c.snapshotFor()
 	start = time.Now()
+	snap := c.snapshotFor()
+	to, tierRun := c.opts.Tier, false
+	if c.opts.Tiering {
+		to, tierRun = c.tierOptions(snap, res.egroups)
+	}
 	c.mu.Lock()
 	tasks, _, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
+	if tierRun {
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, c.rng, false)...)
+	}
 	c.mu.Unlock()
 	t.Decide, t.Tasks = time.Since(start), len(tasks)
 	return t, nil

@@ -3,7 +3,7 @@
 // extent and object records that reference them) straight into an
 // in-process Pebble metadata store, then runs the production scan —
 // curator.(*Curator).TimeScan: the map stage over 16 partitions, the
-// reduce, and decide.Plan on the result — and reports its wall time,
+// reduce, and decide.Plan and tiering on the result — and reports its wall time,
 // records per second and the process's peak resident set size. It is
 // what `terrace sim scan` runs.
 package scansim
@@ -169,7 +169,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.RSSReset = resetPeakRSS() == nil
 
 	snap := model.NewSnapshot(time.Now(), nodes, devs).WithSelf(nodes[0].ID)
-	c := curator.New(l, kv, topology{snap}, pol, nil, nil, curator.Options{})
+	// Tiering on, as a server runs the Curator by default.
+	c := curator.New(l, kv, topology{snap}, pol, nil, nil, curator.Options{Tiering: true})
 	stop := make(chan struct{})
 	heap := make(chan uint64)
 	go sampleHeap(stop, heap)
