@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/placement"
@@ -56,5 +57,13 @@ func TestTieringSkipIsFiltering(t *testing.T) {
 				t.Fatalf("seed %d: skipped egroup %d moved: %v", seed, tk.Egroup, tk)
 			}
 		}
+	}
+}
+
+// A scan keeps one Egroup per egroup: its booleans stay packed together
+// (each one alone between 8-byte fields would pad to 8 bytes).
+func TestEgroupSize(t *testing.T) {
+	if n := unsafe.Sizeof(Egroup{}); n > 256 {
+		t.Fatalf("Egroup is %d bytes, want at most 256", n)
 	}
 }
