@@ -123,30 +123,32 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	// (scanmem.go); partitions tile the ID space in order and each one's
 	// output is in ID order, so their concatenation is sorted.
 	res.maps = append(res.maps, "egroups", "access")
-	var egParts [16][]egroupRec
+	var egParts [16]egroupRecs
 	var interners [16]*shapeInterner
 	err := c.scanPartitions(ctx, "egroups", assign, res, &mu, func(i int, r MapRecord) {
 		if interners[i] == nil {
 			interners[i] = newShapeInterner()
 		}
-		egParts[i] = append(egParts[i], interners[i].rec(r))
-	}, func(i int) { egParts[i] = nil })
+		egParts[i].add(interners[i].rec(r))
+	}, func(i int) { egParts[i] = egroupRecs{} })
 	if err != nil {
 		return nil, err
 	}
 	interners = [16]*shapeInterner{}
 	n := 0
 	for _, p := range egParts {
-		n += len(p)
+		n += p.n
 	}
 	if n > 0 {
 		res.egroups = make([]decide.Egroup, 0, n)
 	}
 	for i := range egParts {
-		for j := range egParts[i] {
-			res.egroups = append(res.egroups, egParts[i][j].view())
+		for _, ch := range egParts[i].chunks {
+			for j := range ch {
+				res.egroups = append(res.egroups, ch[j].view())
+			}
 		}
-		egParts[i] = nil
+		egParts[i] = egroupRecs{}
 	}
 
 	live := map[uint64]int64{} // egroup -> live payload bytes

@@ -51,6 +51,25 @@ type egroupRec struct {
 	shape     *egroupShape
 }
 
+// egroupRecs is a partition's egroupRecs in fixed chunks: appending never
+// copies what is there (a growing slice would reallocate and copy a
+// partition of records over and over).
+type egroupRecs struct {
+	chunks [][]egroupRec
+	n      int
+}
+
+const egroupRecChunk = 4096
+
+func (rs *egroupRecs) add(x egroupRec) {
+	if k := len(rs.chunks); k == 0 || len(rs.chunks[k-1]) == egroupRecChunk {
+		rs.chunks = append(rs.chunks, make([]egroupRec, 0, egroupRecChunk))
+	}
+	k := len(rs.chunks) - 1
+	rs.chunks[k] = append(rs.chunks[k], x)
+	rs.n++
+}
+
 // shapeInterner interns egroup shapes. It is not safe for concurrent use:
 // each partition of a scan has its own.
 type shapeInterner struct {
