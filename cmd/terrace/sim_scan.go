@@ -48,10 +48,12 @@ runs a full scan (data removal, GC and the consistency check read those).
 Records are drawn from --seed: the same seed loads the same records.
 
 Printed: the load time; the scan's wall time (map, shuffle, reduce), records
-and egroups scanned per second, the decide time and tasks decided; peak RSS
-(the kernel's VmHWM, reset after loading, so it covers the scan and decide
-and not the load — "rss reset: no" says the reset failed and it covers
-both) and the peak Go heap (sampled every 50 ms). docs/perf.md ("Curator
+and egroups scanned per second, the decide time and tasks decided; the peak
+resident set and Go heap during the scan (sampled every 50 ms); and the peak
+RSS of scan and decide together (the kernel's VmHWM, reset after loading, so
+it does not cover the load — "rss reset: no" says the reset failed and it
+does). Go's collector lets the heap grow to twice what is live before it
+collects (GOGC=100); GOMEMLIMIT caps that headroom, at some CPU. docs/perf.md ("Curator
 scan rate") records runs at 1M and 10M egroups; a 10M-egroup partial scan
 needs about 15 GiB of free disk for the store and several GiB of memory.
 Timed runs on a shared machine belong under the bench lock.`,
@@ -85,7 +87,9 @@ Timed runs on a shared machine belong under the bench lock.`,
 			if !r.RSSReset {
 				reset = "no"
 			}
-			fmt.Fprintf(w, "peak rss: %s (rss reset: %s; load peak %s), peak heap %s, %.0f bytes per egroup\n",
+			fmt.Fprintf(w, "scan mem: peak rss %s, peak heap %s (sampled), %.0f bytes per egroup\n",
+				gib(r.ScanRSS), gib(r.ScanHeap), float64(r.ScanRSS)/float64(r.Egroups))
+			fmt.Fprintf(w, "peak rss: %s scan + decide (rss reset: %s; load peak %s), peak heap %s, %.0f bytes per egroup\n",
 				gib(r.PeakRSS), reset, gib(r.LoadPeakRSS), gib(r.PeakHeap), float64(r.PeakRSS)/float64(r.Egroups))
 			return nil
 		},

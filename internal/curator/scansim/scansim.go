@@ -83,10 +83,14 @@ type Result struct {
 	Tasks         int     `json:"tasks"`
 	// PeakRSS is the process's peak resident set (VmHWM) during the scan
 	// and decide, reset after loading; LoadPeakRSS is the peak while
-	// loading (Pebble's memtables and the loader). PeakHeap is the
-	// largest Go heap (objects in use, sampled every 50 ms).
+	// loading (Pebble's memtables and the loader). ScanRSS and ScanHeap
+	// are the largest resident set and Go heap (objects, live or not yet
+	// swept) sampled every 50 ms during the scan alone; PeakHeap is the
+	// largest heap sampled during the scan and decide.
 	PeakRSS     uint64 `json:"peak_rss_bytes"`
 	LoadPeakRSS uint64 `json:"load_peak_rss_bytes"`
+	ScanRSS     uint64 `json:"scan_rss_bytes"`
+	ScanHeap    uint64 `json:"scan_heap_bytes"`
 	PeakHeap    uint64 `json:"peak_heap_bytes"`
 	// RSSReset is false when the kernel did not let the peak be reset
 	// after loading: PeakRSS then covers the load too.
@@ -172,11 +176,17 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// Tiering on, as a server runs the Curator by default.
 	c := curator.New(l, kv, topology{snap}, pol, nil, nil, curator.Options{Tiering: true})
 	stop := make(chan struct{})
-	heap := make(chan uint64)
-	go sampleHeap(stop, heap)
+	samples := make(chan []sample)
+	scanStart := time.Now()
+	go sampleMemory(stop, samples)
 	t, err := c.TimeScan(ctx, o.Full)
 	close(stop)
-	res.PeakHeap = <-heap
+	for _, m := range <-samples {
+		res.PeakHeap = max(res.PeakHeap, m.heap)
+		if m.at.Sub(scanStart) <= t.Scan {
+			res.ScanHeap, res.ScanRSS = max(res.ScanHeap, m.heap), max(res.ScanRSS, m.rss)
+		}
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -323,21 +333,35 @@ func resetPeakRSS() error {
 	return nil
 }
 
-// sampleHeap samples the Go heap's live objects until stop closes and
-// sends the largest value seen.
-func sampleHeap(stop <-chan struct{}, out chan<- uint64) {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var peak uint64
+// sample is the Go heap and the resident set at one time.
+type sample struct {
+	at        time.Time
+	heap, rss uint64
+}
+
+// sampleMemory samples the Go heap's objects (live or not yet swept) and
+// the resident set every 50 ms until stop closes, then sends the samples.
+func sampleMemory(stop <-chan struct{}, out chan<- []sample) {
+	ms := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	var got []sample
+	p, perr := procfs.Self()
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		metrics.Read(s)
-		if s[0].Value.Kind() == metrics.KindUint64 {
-			peak = max(peak, s[0].Value.Uint64())
+		m := sample{at: time.Now()}
+		metrics.Read(ms)
+		if ms[0].Value.Kind() == metrics.KindUint64 {
+			m.heap = ms[0].Value.Uint64()
 		}
+		if perr == nil {
+			if st, err := p.NewStatus(); err == nil {
+				m.rss = st.VmRSS
+			}
+		}
+		got = append(got, m)
 		select {
 		case <-stop:
-			out <- peak
+			out <- got
 			return
 		case <-t.C:
 		}

@@ -47,7 +47,7 @@ func TestRun(t *testing.T) {
 		if r.Records != want {
 			t.Fatalf("full=%v: the scan read %d records, the store holds %d", full, r.Records, want)
 		}
-		if r.ScanSecs <= 0 || r.RecordsPerSec <= 0 || r.PeakRSS == 0 || r.PeakHeap == 0 {
+		if r.ScanSecs <= 0 || r.RecordsPerSec <= 0 || r.PeakRSS == 0 || r.PeakHeap == 0 || r.ScanRSS == 0 || r.ScanHeap == 0 {
 			t.Fatalf("full=%v: nothing measured: %+v", full, r)
 		}
 		// One egroup in a thousand has a bad replica or is open (its
