@@ -13,10 +13,10 @@ import (
 )
 
 // What the master holds per egroup between the map and the reduce of a
-// scan. A decoded egroup record is ~1 KB on the heap (its replica slice,
-// six short strings, a vector map), and a scan used to keep it three times
-// over (the record, its access record and its revision in maps keyed by
-// ID) before the reduce built the decision views. Most of a record repeats
+// scan. A scan used to keep each decoded egroup record (its replica slice,
+// six short strings, a vector map) with its access record and revision in
+// maps keyed by ID until the reduce built the decision views: about
+// 1.3 KB per egroup, 3 KB at peak (docs/perf.md). Most of a record repeats
 // across millions of egroups: the replica set (one of the few device
 // combinations a cluster has), the vector, the writer, the codec. The
 // master keeps the rest — IDs, sizes, times, read counts — in a fixed
