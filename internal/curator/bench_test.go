@@ -109,7 +109,7 @@ func BenchmarkPartialScan(b *testing.B) {
 
 // benchNode opens a one-node layer on two hdd directories and Pebble for
 // the scan benchmarks, closed when b ends.
-func benchNode(b *testing.B) (*meta.Pebble, *object.Local, placement.Policy, *object.Layer) {
+func benchNode(b testing.TB) (*meta.Pebble, *object.Local, placement.Policy, *object.Layer) {
 	dir := b.TempDir()
 	d, err := device.Open("n1/hdd0", device.Spec{Tier: "hdd", Path: filepath.Join(dir, "d"), Capacity: 1 << 40})
 	if err != nil {

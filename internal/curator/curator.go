@@ -826,13 +826,9 @@ func (c *Curator) tieringTasks(snap *model.Snapshot, res *scanResult, planned []
 	for _, t := range planned {
 		busy[t.Egroup] = true
 	}
-	egs := make([]decide.Egroup, 0, len(res.egroups))
-	for _, eg := range res.egroups {
-		if !busy[eg.ID] {
-			egs = append(egs, eg)
-		}
-	}
-	return decide.Tiering(snap, egs, c.policy, c.schedulerOptions(snap, base, consume), rng)
+	o := c.schedulerOptions(snap, base, consume)
+	o.Skip = busy
+	return decide.Tiering(snap, res.egroups, c.policy, o, rng)
 }
 
 // DryRun scans and decides without executing: what would the Curator do
@@ -851,6 +847,44 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, c.rng, false)...)
 	}
 	return tasks, stats, nil
+}
+
+// ScanTiming is what one scan and the decisions on its result cost
+// (terrace sim scan measures the scan with it).
+type ScanTiming struct {
+	Full    bool
+	Records int // metadata records the map stage read
+	Egroups int // egroups in the result
+	Tasks   int // tasks decided (not executed)
+	// Scan is the map, shuffle and reduce; Decide is decide.Plan on the
+	// result and, with Options.Tiering, tiering (as DryRun decides;
+	// dedup and the live planner are not run).
+	Scan, Decide time.Duration
+}
+
+// TimeScan runs one scan and decides on its result as DryRun does,
+// without executing anything, and says how long each took.
+func (c *Curator) TimeScan(ctx context.Context, full bool) (ScanTiming, error) {
+	start := time.Now()
+	res, err := c.scan(ctx, full)
+	if err != nil {
+		return ScanTiming{}, err
+	}
+	t := ScanTiming{Full: full, Records: res.records0, Egroups: len(res.egroups), Scan: time.Since(start)}
+	start = time.Now()
+	snap := c.snapshotFor()
+	to, tierRun := c.opts.Tier, false
+	if c.opts.Tiering {
+		to, tierRun = c.tierOptions(snap, res.egroups)
+	}
+	c.mu.Lock()
+	tasks, _, _ := decide.Plan(snap, res.egroups, c.policy, c.opts.Decide, c.rng, full)
+	if tierRun {
+		tasks = append(tasks, c.tieringTasks(snap, res, tasks, to, c.rng, false)...)
+	}
+	c.mu.Unlock()
+	t.Decide, t.Tasks = time.Since(start), len(tasks)
+	return t, nil
 }
 
 // Options returns the effective options.

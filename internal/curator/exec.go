@@ -36,8 +36,7 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []ac
 	for _, t := range tasks {
 		at := actuate.FromDecide(t)
 		if t.Kind == decide.KindCompact {
-			eg := res.records[t.Egroup]
-			at.Vector = eg.Vector
+			at.Vector = res.vectorOf(t.Egroup)
 			for _, x := range res.liveByEgroup[t.Egroup] {
 				at.Extents = append(at.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.rec.Len})
 			}

@@ -50,6 +50,19 @@ type ScanBalancer interface {
 	MapPartition(ctx context.Context, node model.NodeID, part Partition) (MapOutput, error)
 }
 
+// StreamingScanBalancer is a ScanBalancer that also hands a partition's
+// output over record by record as it arrives (ReadMapStreamTo), so the
+// master never holds a partition's decoded records, only the compact
+// form it keeps per egroup. If the map fails part way, the master drops
+// what was emitted and maps the partition itself.
+type StreamingScanBalancer interface {
+	ScanBalancer
+	// MapPartitionTo runs MapPartition for part on node, calling emit
+	// for each output record in key order, and returns the metadata
+	// records the node read.
+	MapPartitionTo(ctx context.Context, node model.NodeID, part Partition, emit func(MapRecord)) (read int, err error)
+}
+
 // partitionNames lists every partition a scan may read, sorted.
 func partitionNames() []string {
 	var out []string

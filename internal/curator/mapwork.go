@@ -296,43 +296,60 @@ func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 // the end frame, records out of key order or of the wrong kind for the
 // partition: a partition is used whole or not at all.
 func ReadMapStream(r io.Reader, part Partition) (MapOutput, error) {
-	if err := part.Check(); err != nil {
+	out := MapOutput{Part: part.Name}
+	read, err := ReadMapStreamTo(r, part, func(rec MapRecord) { out.Records = append(out.Records, rec) })
+	if err != nil {
 		return MapOutput{}, err
 	}
+	out.Read = read
+	return out, nil
+}
+
+// ReadMapStreamTo is ReadMapStream handing each record to emit as it is
+// decoded and checked, so the caller need not hold a partition's decoded
+// output, and returning the worker's read count. On an error the records
+// already emitted are not the partition's output: the caller discards
+// them.
+func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read int, err error) {
+	if err := part.Check(); err != nil {
+		return 0, err
+	}
 	mapName, _ := ParsePartition(part.Name)
-	out := MapOutput{Part: part.Name}
 	dec := gob.NewDecoder(r)
+	n := 0
+	var last uint64
 	for {
 		var f mapFrame
 		if err := dec.Decode(&f); err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return MapOutput{}, fmt.Errorf("curator: map output of %s cut short after %d records", part.Name, len(out.Records))
+				return 0, fmt.Errorf("curator: map output of %s cut short after %d records", part.Name, n)
 			}
-			return MapOutput{}, fmt.Errorf("curator: map output of %s: %w", part.Name, err)
+			return 0, fmt.Errorf("curator: map output of %s: %w", part.Name, err)
 		}
 		if f.End {
 			switch {
 			case f.Err != "":
-				return MapOutput{}, fmt.Errorf("curator: map of %s failed on the worker: %s", part.Name, f.Err)
-			case f.N != len(out.Records) || len(f.Recs) != 0:
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: %d records, the worker sent %d", part.Name, len(out.Records), f.N)
+				return 0, fmt.Errorf("curator: map of %s failed on the worker: %s", part.Name, f.Err)
+			case f.N != n || len(f.Recs) != 0:
+				return 0, fmt.Errorf("curator: map output of %s: %d records, the worker sent %d", part.Name, n, f.N)
 			case f.Read < 0:
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
+				return 0, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
 			}
-			out.Read = f.Read
-			return out, nil
+			return f.Read, nil
 		}
-		if len(out.Records)+len(f.Recs) > maxMapRecords {
-			return MapOutput{}, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
+		if n+len(f.Recs) > maxMapRecords {
+			return 0, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
 		}
 		for _, rec := range f.Recs {
 			if err := checkMapRecord(rec, mapName, part); err != nil {
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: %w", part.Name, err)
+				return 0, fmt.Errorf("curator: map output of %s: %w", part.Name, err)
 			}
-			if n := len(out.Records); n > 0 && out.Records[n-1].ID >= rec.ID {
-				return MapOutput{}, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, rec.ID, out.Records[n-1].ID)
+			if n > 0 && last >= rec.ID {
+				return 0, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, rec.ID, last)
 			}
-			out.Records = append(out.Records, rec)
+			last = rec.ID
+			n++
+			emit(rec)
 		}
 	}
 }

@@ -70,9 +70,9 @@ type extentInfo struct {
 
 // scanResult is the shuffled, joined output of a scan.
 type scanResult struct {
+	// egroups are the decision views of the egroups, sorted by ID
+	// (egroupIndex finds one).
 	egroups []decide.Egroup
-	// records keeps each egroup's record for the executor.
-	records map[uint64]meta.Egroup
 	// deadExtents are unreferenced extents older than the grace period.
 	deadExtents []extentInfo
 	// bucketOf names an egroup's bucket (the first object that references
@@ -114,26 +114,41 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	c.scanStart = c.now()
 	c.mu.Unlock()
 	kv := c.kv
-	res := &scanResult{records: map[uint64]meta.Egroup{}, liveByEgroup: map[uint64][]extentInfo{}}
+	res := &scanResult{liveByEgroup: map[uint64][]extentInfo{}}
 	var mu sync.Mutex
-	egRevs := map[uint64]int64{}
 
 	// Map: egroups joined with their access records, partition by
 	// partition (mapwork.go), here or on the node the partition is
-	// assigned to.
+	// assigned to. Each partition keeps its output in compact form
+	// (scanmem.go); partitions tile the ID space in order and each one's
+	// output is in ID order, so their concatenation is sorted.
 	res.maps = append(res.maps, "egroups", "access")
-	access := map[uint64]meta.Access{}
-	err := c.scanPartitions(ctx, "egroups", assign, res, &mu, func(out MapOutput) {
-		for _, r := range out.Records {
-			res.records[r.ID] = *r.Egroup
-			egRevs[r.ID] = r.Rev
-			if r.Access != nil {
-				access[r.ID] = *r.Access
-			}
+	var egParts [16]egroupRecs
+	var interners [16]*shapeInterner
+	err := c.scanPartitions(ctx, "egroups", assign, res, &mu, func(i int, r MapRecord) {
+		if interners[i] == nil {
+			interners[i] = newShapeInterner()
 		}
-	})
+		egParts[i].add(interners[i].rec(r))
+	}, func(i int) { egParts[i] = egroupRecs{} })
 	if err != nil {
 		return nil, err
+	}
+	interners = [16]*shapeInterner{}
+	n := 0
+	for _, p := range egParts {
+		n += p.n
+	}
+	if n > 0 {
+		res.egroups = make([]decide.Egroup, 0, n)
+	}
+	for i := range egParts {
+		for _, ch := range egParts[i].chunks {
+			for j := range ch {
+				res.egroups = append(res.egroups, ch[j].view())
+			}
+		}
+		egParts[i] = egroupRecs{}
 	}
 
 	live := map[uint64]int64{} // egroup -> live payload bytes
@@ -202,14 +217,19 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			return nil, err
 		}
 		// Map: extents, joined with refs (reduce by extent ID).
-		extents := map[uint64]extentInfo{}
-		err = c.scanPartitions(ctx, "extents", assign, res, &mu, func(out MapOutput) {
-			for _, r := range out.Records {
-				extents[r.ID] = extentInfo{id: r.ID, modRev: r.Rev, rec: *r.Extent}
-			}
-		})
+		var extParts [16][]extentInfo
+		err = c.scanPartitions(ctx, "extents", assign, res, &mu, func(i int, r MapRecord) {
+			extParts[i] = append(extParts[i], extentInfo{id: r.ID, modRev: r.Rev, rec: *r.Extent})
+		}, func(i int) { extParts[i] = nil })
 		if err != nil {
 			return nil, err
+		}
+		extents := map[uint64]extentInfo{}
+		for i := range extParts {
+			for _, x := range extParts[i] {
+				extents[x.id] = x
+			}
+			extParts[i] = nil
 		}
 		now := c.now()
 		for id, x := range extents {
@@ -243,7 +263,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		for _, r := range refOwners {
 			x, ok := extents[r.id]
 			if ok {
-				_, ok = res.records[x.rec.Egroup]
+				_, ok = res.egroupIndex(x.rec.Egroup)
 			}
 			if !ok {
 				if why := unresolved(ctx, kv, r.id); why != "" {
@@ -268,18 +288,10 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		}
 	}
 
-	// Reduce: one joined view per egroup.
-	ids := make([]uint64, 0, len(res.records))
-	for id := range res.records {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		var a *meta.Access
-		if x, ok := access[id]; ok {
-			a = &x
-		}
-		d := egroupView(id, egRevs[id], res.records[id], a)
+	// Reduce: what only a full scan knows, joined into each view.
+	for i := range res.egroups {
+		d := &res.egroups[i]
+		id := d.ID
 		if full {
 			// Live bytes are encoded sizes on disk, to compare with Size.
 			d.LiveBytes = encodedLive(res.liveByEgroup[id])
@@ -291,7 +303,6 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			d.LiveBytes = d.Size
 			d.LiveExtents = 1
 		}
-		res.egroups = append(res.egroups, d)
 	}
 	_ = live
 	return res, nil
@@ -317,13 +328,16 @@ func egroupView(id uint64, rev int64, eg meta.Egroup, a *meta.Access) decide.Egr
 }
 
 // scanPartitions maps the 16 partitions of a map in parallel and hands
-// each partition's output to join, one partition at a time (under mu). A
+// each partition's output records to emit with the partition's index, in
+// key order, from that partition's goroutine: calls for one index never
+// overlap; discard(i) drops what emit got for partition i when a remote
+// map of it fails part way (it is then mapped here from the start). A
 // partition assigned to another node is mapped there; if that fails —
 // the node is down, dies mid-stream, or sends a bad stream — it is mapped
 // here, so an assignment can slow a scan but never lose or duplicate
 // records.
 func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map[string]model.NodeID,
-	res *scanResult, mu *sync.Mutex, join func(MapOutput)) error {
+	res *scanResult, mu *sync.Mutex, emit func(part int, r MapRecord), discard func(part int)) error {
 	self := c.opts.Self
 	if self == "" {
 		self = "master"
@@ -340,8 +354,14 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 	if err != nil {
 		return err
 	}
-	return mapParallel(ctx, partitionsOf(mapName, lo, hi), par, func(ctx context.Context, part Partition) error {
+	parts := partitionsOf(mapName, lo, hi)
+	index := make(map[string]int, len(parts))
+	for i, p := range parts {
+		index[p.Name] = i
+	}
+	return mapParallel(ctx, parts, par, func(ctx context.Context, part Partition) error {
 		start := c.now()
+		i := index[part.Name]
 		name := part.Name
 		node := assign[name]
 		who, scanner := string(self), c.opts.Self
@@ -349,7 +369,18 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 		var err error
 		remote := false
 		if node != "" && node != c.opts.Self && c.opts.Balancer != nil {
-			out, err = c.opts.Balancer.MapPartition(ctx, node, part)
+			if sb, ok := c.opts.Balancer.(StreamingScanBalancer); ok {
+				out = MapOutput{Part: name}
+				out.Read, err = sb.MapPartitionTo(ctx, node, part, func(r MapRecord) { emit(i, r) })
+				if err != nil {
+					discard(i) // the partition is used whole or not at all
+				}
+			} else if out, err = c.opts.Balancer.MapPartition(ctx, node, part); err == nil {
+				for _, r := range out.Records {
+					emit(i, r)
+				}
+				out.Records = nil
+			}
 			switch {
 			case err == nil:
 				remote, who, scanner = true, string(node), node
@@ -366,7 +397,7 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 		if !remote {
 			out = MapOutput{Part: name}
 			out.Read, err = MapPartition(ctx, c.kv, part, func(r MapRecord) error {
-				out.Records = append(out.Records, r)
+				emit(i, r)
 				return nil
 			})
 			if err != nil {
@@ -374,7 +405,6 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 			}
 		}
 		mu.Lock()
-		join(out)
 		res.records0 += out.Read
 		if assign != nil {
 			if res.partitions == nil {

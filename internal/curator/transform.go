@@ -87,7 +87,7 @@ func (c *Curator) transformTask(at *actuate.Task, t decide.Task, res *scanResult
 		at.Sources = append(at.Sources, src)
 	}
 	at.MaxRatio = c.opts.Decide.Transform.MaxRatio
-	at.Vector = res.records[t.Egroup].Vector
+	at.Vector = res.vectorOf(t.Egroup)
 }
 
 // TransformBytes is what one kind of transform rewrote in a job.
@@ -137,9 +137,14 @@ func (c *Curator) dedupTasks(snap *model.Snapshot, res *scanResult, planned []de
 	if len(res.dedup) == 0 {
 		return nil
 	}
-	egs := make(map[uint64]decide.Egroup, len(res.egroups))
-	for _, eg := range res.egroups {
-		egs[eg.ID] = eg
+	// Dedup looks up only the egroups its groups' extents sit in.
+	egs := map[uint64]decide.Egroup{}
+	for _, g := range res.dedup {
+		for _, x := range g.Extents {
+			if i, ok := res.egroupIndex(x.Egroup); ok {
+				egs[x.Egroup] = res.egroups[i]
+			}
+		}
 	}
 	return decide.Dedup(res.dedup, egs, planned, func(r decide.Replica) bool {
 		d, ok := snap.Device(r.Device)

@@ -73,10 +73,25 @@ const (
 	mapPartitionTimeout = 10 * time.Minute
 )
 
+var _ curator.StreamingScanBalancer = scanBalancer{}
+
 func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part curator.Partition) (curator.MapOutput, error) {
-	addr, err := b.n.adminAddressOf(node)
+	out := curator.MapOutput{Part: part.Name}
+	read, err := b.MapPartitionTo(ctx, node, part, func(r curator.MapRecord) { out.Records = append(out.Records, r) })
 	if err != nil {
 		return curator.MapOutput{}, err
+	}
+	out.Read = read
+	return out, nil
+}
+
+// MapPartitionTo streams the peer's map output to emit as it arrives
+// (curator.StreamingScanBalancer): the master keeps each record in its
+// compact form, never a partition of decoded records.
+func (b scanBalancer) MapPartitionTo(ctx context.Context, node model.NodeID, part curator.Partition, emit func(curator.MapRecord)) (int, error) {
+	addr, err := b.n.adminAddressOf(node)
+	if err != nil {
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, mapPartitionTimeout)
 	defer cancel()
@@ -86,22 +101,22 @@ func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+url.Values{"part": {part.Name},
 		"lo": {strconv.FormatUint(part.Lo, 10)}, "hi": {strconv.FormatUint(part.Hi, 10)}}.Encode(), nil)
 	if err != nil {
-		return curator.MapOutput{}, err
+		return 0, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return curator.MapOutput{}, err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %s: %s", part.Name, node, resp.Status, strings.TrimSpace(string(b)))
+		return 0, fmt.Errorf("server: map %s on %s: %s: %s", part.Name, node, resp.Status, strings.TrimSpace(string(b)))
 	}
-	out, err := curator.ReadMapStream(&idleReader{r: resp.Body, t: idle, d: mapIdleTimeout}, part)
+	read, err := curator.ReadMapStreamTo(&idleReader{r: resp.Body, t: idle, d: mapIdleTimeout}, part, emit)
 	if err != nil {
-		return curator.MapOutput{}, fmt.Errorf("server: map %s on %s: %w", part.Name, node, err)
+		return 0, fmt.Errorf("server: map %s on %s: %w", part.Name, node, err)
 	}
-	return out, nil
+	return read, nil
 }
 
 // flushWriter sends every write at once (a map stream's frames and

@@ -11,15 +11,21 @@ import (
 )
 
 // Egroup is one extent group as a scan sees it after the join.
+//
+// A scan holds one per egroup (millions), so the field order packs the
+// booleans together (TestEgroupSize): a bool among the int64s costs 8 bytes.
 type Egroup struct {
-	ID       uint64
-	ModRev   int64 // metadata version the decision is computed from
-	Open     bool
-	Writer   model.NodeID
-	Size     int64 // committed bytes per replica
-	Vector   model.Vector
-	Mtime    time.Time
-	Replicas []Replica
+	ID     uint64
+	ModRev int64 // metadata version the decision is computed from
+	Open   bool
+	// Incompressible and TailKnown are documented with Codec and TailEnd.
+	Incompressible bool
+	TailKnown      bool
+	Writer         model.NodeID
+	Size           int64 // committed bytes per replica
+	Vector         model.Vector
+	Mtime          time.Time
+	Replicas       []Replica
 	// LiveBytes and LiveExtents count referenced extents (payload bytes).
 	LiveBytes   int64
 	LiveExtents int
@@ -31,14 +37,12 @@ type Egroup struct {
 	// Transformations (full scans; transform.go). Codec is the codec of
 	// the egroup's compressed extents ("" plain), Logical their payload
 	// before compression, Incompressible that compressing it did not pay.
-	Codec          string
-	Logical        int64
-	Incompressible bool
+	Codec   string
+	Logical int64
 	// TailEnd is where the egroup's last extent record (live or dead)
 	// ends; bytes past it are referenced by nothing. TailKnown is false
 	// on partial scans, which do not read the extent map.
-	TailEnd   int64
-	TailKnown bool
+	TailEnd int64
 	// Policy is what the buckets holding the egroup's data allow.
 	Policy TransformPolicy
 	// EC is set for an erasure-coded egroup: Replicas are its K+M strips

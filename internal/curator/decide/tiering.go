@@ -52,6 +52,10 @@ type TierOptions struct {
 	// tier only up to f. A tiering scheduler (internal/curator/tiersched)
 	// sets it to tier down now, or never, instead of at f.
 	DemoteAbove map[model.Tier]float64 `json:"-"`
+	// Skip names egroups tiering leaves alone (another task of the job
+	// moves them). Tiering over egs with Skip is tiering over egs without
+	// those egroups, without a copy of the rest.
+	Skip map[uint64]bool `json:"-"`
 }
 
 // demoteAbove is the usage above which tier t sheds cold data.
@@ -160,7 +164,7 @@ func lastTouch(eg Egroup) time.Time {
 }
 
 // windowReads is an egroup's read count if its window is current.
-func windowReads(now time.Time, o TierOptions, eg Egroup) int64 {
+func windowReads(now time.Time, o TierOptions, eg *Egroup) int64 {
 	if now.Sub(eg.Atime) > o.HotWindow {
 		return 0
 	}
@@ -168,9 +172,9 @@ func windowReads(now time.Time, o TierOptions, eg Egroup) int64 {
 }
 
 // colder orders egroups for demotion.
-func colder(now time.Time, o TierOptions, a, b Egroup) bool {
+func colder(now time.Time, o TierOptions, a, b *Egroup) bool {
 	if o.Rank != nil {
-		if ka, kb := o.Rank(a), o.Rank(b); ka != kb {
+		if ka, kb := o.Rank(*a), o.Rank(*b); ka != kb {
 			return ka < kb
 		}
 	}
@@ -178,7 +182,15 @@ func colder(now time.Time, o TierOptions, a, b Egroup) bool {
 	if ra != rb {
 		return ra < rb
 	}
-	return lastTouch(a).Before(lastTouch(b))
+	return lastTouchOf(a).Before(lastTouchOf(b))
+}
+
+// lastTouchOf is lastTouch without copying the egroup.
+func lastTouchOf(eg *Egroup) time.Time {
+	if eg.Atime.After(eg.Mtime) {
+		return eg.Atime
+	}
+	return eg.Mtime
 }
 
 // placeOn picks a device on tier t for one replica of eg, keeping it
@@ -228,6 +240,7 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 		}
 		target := u.tierUsed[src] - int64(o.Reduce*float64(u.tierCap[src]))
 		for _, eg := range sealed {
+			eg := *eg
 			if u.tierUsed[src] <= target || len(tasks) >= o.MaxMoves {
 				break
 			}
@@ -270,16 +283,18 @@ func Promotions(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOpt
 	return promote(s, tierable(s, egs, o), pol, o, rng, newUsage(s), map[uint64]bool{})
 }
 
-// tierable returns the sealed, replicated, non-empty egroups, coldest
-// first: fewest reads in the current window, then the oldest last touch
-// (Curator §3.3 ranks by atime/mtime; the read count keeps a recently
-// written but never-read egroup below a busy one).
-func tierable(s *model.Snapshot, egs []Egroup, o TierOptions) []Egroup {
-	sealed := make([]Egroup, 0, len(egs))
-	for _, eg := range egs {
+// tierable returns the sealed, replicated, non-empty egroups not in
+// o.Skip, coldest first: fewest reads in the current window, then the
+// oldest last touch (Curator §3.3 ranks by atime/mtime; the read count
+// keeps a recently written but never-read egroup below a busy one). It
+// points into egs rather than copying them (a scan has millions).
+func tierable(s *model.Snapshot, egs []Egroup, o TierOptions) []*Egroup {
+	sealed := make([]*Egroup, 0, len(egs))
+	for i := range egs {
+		eg := &egs[i]
 		// Strips of an erasure-coded egroup are not interchangeable
 		// replicas: tiering moves only replicated egroups.
-		if !eg.Open && eg.Size > 0 && eg.EC.K == 0 {
+		if !eg.Open && eg.Size > 0 && eg.EC.K == 0 && !o.Skip[eg.ID] {
 			sealed = append(sealed, eg)
 		}
 	}
@@ -290,13 +305,13 @@ func tierable(s *model.Snapshot, egs []Egroup, o TierOptions) []Egroup {
 // promote walks sealed hottest first and moves each hot egroup's replica
 // on its fastest tier up to the fastest tier with room, recording the
 // moves in u and moved.
-func promote(s *model.Snapshot, sealed []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand, u *usage, moved map[uint64]bool) []Task {
+func promote(s *model.Snapshot, sealed []*Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand, u *usage, moved map[uint64]bool) []Task {
 	var tasks []Task
 	for i := len(sealed) - 1; i >= 0 && len(tasks) < o.MaxMoves; i-- {
-		eg := sealed[i]
-		if eg.Reads < o.PromoteReads || s.Now.Sub(eg.Atime) > o.HotWindow {
+		if eg := sealed[i]; eg.Reads < o.PromoteReads || s.Now.Sub(eg.Atime) > o.HotWindow {
 			continue
 		}
+		eg := *sealed[i]
 		best := fastestReplicaTier(eg)
 		for _, t := range s.Tiers() {
 			if t == model.TierMem || t.Rank() >= best.Rank() || u.tier(t) >= o.DownAbove {
