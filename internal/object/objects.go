@@ -211,6 +211,20 @@ func (l *Layer) Get(ctx context.Context, bucket, key string, off, n int64) (Obje
 	return l.open(ctx, info, off, n)
 }
 
+// Open reads bytes [off, off+n) of a record the caller already looked up
+// (Head, HeadVersion; n < 0: to the end), without reading the key again:
+// the body is the bytes of exactly that record, so headers served from it
+// and the body never describe two versions of an overwritten key, and a
+// GET costs one metadata read instead of two. The record's extents stay
+// readable after an overwrite until the Curator collects them as garbage
+// (after its grace period), the same window a Get has between its lookup
+// and its last byte.
+func (l *Layer) Open(ctx context.Context, info ObjectInfo, off, n int64) (ObjectInfo, io.ReadCloser, error) {
+	start := time.Now()
+	defer func() { l.lat.observe(start, time.Since(start)) }()
+	return l.open(ctx, info, off, n)
+}
+
 // open returns a reader of bytes [off, off+n) of an object record.
 func (l *Layer) open(ctx context.Context, info ObjectInfo, off, n int64) (ObjectInfo, io.ReadCloser, error) {
 	if off < 0 || (off > 0 && off >= info.Size) || (off == 0 && info.Size == 0 && n > 0) {

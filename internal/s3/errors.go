@@ -125,7 +125,7 @@ func (b *Backend) mapErr(op string, err error, bucket string) error {
 		return s3err.GetAPIError(s3err.ErrMalformedXML)
 	case errors.Is(err, object.ErrIncompleteBody):
 		return s3err.GetAPIError(s3err.ErrIncompleteBody)
-	case errors.Is(err, object.ErrConflict), errors.Is(err, errStaleRead):
+	case errors.Is(err, object.ErrConflict):
 		return errConflict
 	case errors.Is(err, object.ErrNoGoodReplica):
 		b.log.Error("s3: unreadable object data", "op", op, "bucket", bucket, "err", err)

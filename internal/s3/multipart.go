@@ -240,7 +240,7 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 		// Either side is encrypted or the part needs a checksum: copy the
 		// plaintext through the gateway, decrypting and (for an encrypted
 		// upload) re-encrypting.
-		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, srcVersion, src.Object, srcDK, off, n, rec, dk, alg)
+		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, src.Object, srcDK, off, n, rec, dk, alg)
 	}
 	if err != nil {
 		return s3response.CopyPartResult{}, b.uploadErr("UploadPartCopy", err, bucket, uploadID)
@@ -252,11 +252,11 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 
 // copyPartPlain makes a part from plaintext bytes [off, off+n) of a
 // source, encrypting them when the upload is encrypted.
-func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey, srcVersion string, src object.Record, srcDK []byte,
+func (b *Backend) copyPartPlain(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, src object.Record, srcDK []byte,
 	off, n int64, rec *objectSSE, dk []byte, alg types.ChecksumAlgorithm) (object.PartInfo, error) {
 	var body io.Reader = &emptyReader{}
 	if n > 0 {
-		rc, err := b.openPlain(ctx, srcBucket, srcKey, srcVersion, src, srcDK, off, n)
+		rc, err := b.openPlain(ctx, srcBucket, srcKey, src, srcDK, off, n)
 		if err != nil {
 			return object.PartInfo{}, err
 		}

@@ -288,10 +288,9 @@ func (b *Backend) GetObject(ctx context.Context, in *s3.GetObjectInput) (*s3.Get
 	}
 	var body io.ReadCloser = io.NopCloser(&emptyReader{})
 	if rs.n > 0 {
-		// The record read above and the one Get reads may differ under a
-		// concurrent overwrite; openPlain compares ETags and sizes and
-		// reports a conflict rather than serve a mix.
-		rc, err := b.openPlain(ctx, bucket, key, deref(in.VersionId), info.Object, dk, rs.off, rs.n)
+		// The body is read from the record the headers come from: a
+		// concurrent overwrite cannot mix two versions.
+		rc, err := b.openPlain(ctx, bucket, key, info.Object, dk, rs.off, rs.n)
 		if err != nil {
 			return nil, b.mapErr("GetObject", err, bucket)
 		}
@@ -569,7 +568,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		dstRec = srcRec
 		info, err = b.layer.Copy(ctx, srcBucket, srcKey, dstBucket, dstKey, opts)
 	} else {
-		info, dstRec, err = b.rewriteCopy(ctx, srcBucket, srcKey, srcVersion, src, plainSrc, srcDK, dstBucket, dstKey, dstEnc, rewriteAttrs{
+		info, dstRec, err = b.rewriteCopy(ctx, srcBucket, srcKey, src, plainSrc, srcDK, dstBucket, dstKey, dstEnc, rewriteAttrs{
 			class: class, replaceMeta: replaceMeta, headers: headers, umeta: umeta, replaceTags: replaceTags, tags: tags, acl: aclh,
 		})
 	}
@@ -604,11 +603,11 @@ type rewriteAttrs struct {
 // rewriteCopy copies by reading the source's plaintext and writing it as
 // a new object under the destination's encryption. The result is a simple
 // (single-part) object, as an AWS CopyObject of a multipart object is.
-func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey, srcVersion string, src object.ObjectInfo, plainSrc object.Record, srcDK []byte,
+func (b *Backend) rewriteCopy(ctx context.Context, srcBucket, srcKey string, src object.ObjectInfo, plainSrc object.Record, srcDK []byte,
 	dstBucket, dstKey string, enc sseRequest, a rewriteAttrs) (object.ObjectInfo, *objectSSE, error) {
 	var body io.Reader = &emptyReader{}
 	if plainSrc.Size > 0 {
-		rc, err := b.openPlain(ctx, srcBucket, srcKey, srcVersion, src.Object, srcDK, 0, plainSrc.Size)
+		rc, err := b.openPlain(ctx, srcBucket, srcKey, src.Object, srcDK, 0, plainSrc.Size)
 		if err != nil {
 			return object.ObjectInfo{}, nil, err
 		}

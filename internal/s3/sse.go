@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -395,27 +394,17 @@ func encryptBody(body io.Reader, dk []byte, etag bool) (io.Reader, object.Traile
 	}, nil
 }
 
-// errStaleRead: the object changed between the record a read resolved and
-// the bytes it fetched.
-var errStaleRead = errors.New("s3: object changed during read")
-
 // openPlain opens plaintext bytes [off, off+n) (n > 0) of o (the record a
 // head returned, stored sizes) for reading. Unencrypted objects are one
 // layer read; encrypted ones read, per stream they touch, the header and
-// the packages covering the range. Every layer read checks it still sees
-// the same object (ETag and size), so headers and body never mix two
-// versions of an overwritten object.
-func (b *Backend) openPlain(ctx context.Context, bucket, key, version string, o object.Record, dk []byte, off, n int64) (io.ReadCloser, error) {
+// the packages covering the range. Every read is of that record's own
+// extents (object.Layer.Open), so headers and body never mix two versions
+// of an overwritten object, and the key is not looked up again.
+func (b *Backend) openPlain(ctx context.Context, bucket, key string, o object.Record, dk []byte, off, n int64) (io.ReadCloser, error) {
+	info := object.ObjectInfo{Bucket: bucket, Key: key, Object: o}
 	get := func(coff, cn int64) (io.ReadCloser, error) {
-		info, rc, err := b.layer.GetVersion(ctx, bucket, key, version, coff, cn)
-		if err != nil {
-			return nil, err
-		}
-		if info.ETag != o.ETag || info.Size != o.Size {
-			rc.Close()
-			return nil, errStaleRead
-		}
-		return rc, nil
+		_, rc, err := b.layer.Open(ctx, info, coff, cn)
+		return rc, err
 	}
 	if dk == nil {
 		return get(off, n)
