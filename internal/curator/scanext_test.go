@@ -198,3 +198,12 @@ func TestFullScanMatchesGolden(t *testing.T) {
 		})
 	}
 }
+
+// liveExtentsOf lists an egroup's live extents as (offset, ID, length).
+func liveExtentsOf(res *scanResult, id uint64) [][3]int64 {
+	var out [][3]int64
+	for _, x := range res.liveOf(id) {
+		out = append(out, [3]int64{x.off, int64(x.id), x.len})
+	}
+	return out
+}
