@@ -207,3 +207,54 @@ func liveExtentsOf(res *scanResult, id uint64) [][3]int64 {
 	}
 	return out
 }
+
+// TestJoinExtentPartsSortsAndRenumbersFingerprints: partitions' extents
+// join into one slice in ID order even if a partition's are not (the
+// guard), and each extent keeps its own fingerprint once the partitions'
+// fingerprint lists are concatenated.
+func TestJoinExtentPartsSortsAndRenumbersFingerprints(t *testing.T) {
+	parts := make([]extentRecs, 3)
+	add := func(p int, id uint64, fp string) {
+		x := meta.Extent{Egroup: id / 10, Off: int64(id), Len: 1}
+		if fp != "" {
+			x.FP = []byte(fp)
+		}
+		parts[p].add(MapRecord{ID: id, Rev: int64(id), Extent: &x})
+	}
+	for i := range uint64(extentRecChunk + 10) { // two chunks
+		add(0, 1000+i, fmt.Sprintf("a%d", i%3))
+	}
+	add(2, 30, "c")
+	add(2, 20, "") // out of order
+	add(1, 25, "b")
+	xs, fps := joinExtentParts(parts)
+	if len(xs) != extentRecChunk+13 {
+		t.Fatalf("%d extents", len(xs))
+	}
+	if !slices.IsSortedFunc(xs, func(a, b extentRec) int { return int(a.id) - int(b.id) }) {
+		t.Fatal("not in ID order")
+	}
+	for _, x := range xs {
+		var want string
+		switch {
+		case x.id >= 1000:
+			want = fmt.Sprintf("a%d", (x.id-1000)%3)
+		case x.id == 25:
+			want = "b"
+		case x.id == 30:
+			want = "c"
+		}
+		got := ""
+		if x.fp != 0 {
+			got = string(fps[x.fp-1])
+		}
+		if got != want || x.modRev != int64(x.id) || x.egroup != x.id/10 {
+			t.Fatalf("extent %d: fp %q, rev %d, egroup %d; want fp %q", x.id, got, x.modRev, x.egroup, want)
+		}
+	}
+	for i, p := range parts {
+		if p.n != 0 || p.chunks != nil {
+			t.Fatalf("partition %d not released", i)
+		}
+	}
+}
