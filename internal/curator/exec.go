@@ -37,8 +37,8 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []ac
 		at := actuate.FromDecide(t)
 		if t.Kind == decide.KindCompact {
 			at.Vector = res.vectorOf(t.Egroup)
-			for _, x := range res.liveByEgroup[t.Egroup] {
-				at.Extents = append(at.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.rec.Len})
+			for _, x := range res.liveOf(t.Egroup) {
+				at.Extents = append(at.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.len})
 			}
 		}
 		switch t.Kind {

@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
+	"math"
 	"sync"
 	"time"
 
@@ -81,17 +80,18 @@ type scanResult struct {
 	// history lists bucket/key pairs with history to collect: tombstones
 	// and versions kept only for snapshots.
 	history [][2]string
-	// liveByEgroup lists referenced extents per egroup (for compaction).
-	liveByEgroup map[uint64][]extentInfo
-	dangling     []string
-	records0     int // records scanned
-	maps         []string
+	// extents are a full scan's extent records, sorted by ID; liveIdx
+	// indexes the live ones, grouped by egroup in the order of egroups
+	// (egroup i's are liveIdx[liveStart[i]:liveStart[i+1]], in offset
+	// order; liveOf lists them).
+	extents   []extentRec
+	liveIdx   []int32
+	liveStart []int32
+	dangling  []string
+	records0  int // records scanned
+	maps      []string
 	// partitions names who scanned each partition (with a balancer).
 	partitions map[string]string
-	// Transformations (full scans): where each egroup's last extent record
-	// ends, and what the buckets holding its data allow (transform.go).
-	tailEnd map[uint64]int64
-	policy  map[uint64]decide.TransformPolicy
 	// dedup groups live extents by fingerprint (full scans).
 	dedup []decide.DedupGroup
 	// removalIncomplete is set when data removal's first stage did not
@@ -114,7 +114,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	c.scanStart = c.now()
 	c.mu.Unlock()
 	kv := c.kv
-	res := &scanResult{liveByEgroup: map[uint64][]extentInfo{}}
+	res := &scanResult{}
 	var mu sync.Mutex
 
 	// Map: egroups joined with their access records, partition by
@@ -151,160 +151,50 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		egParts[i] = egroupRecs{}
 	}
 
-	live := map[uint64]int64{} // egroup -> live payload bytes
-	liveN := map[uint64]int{}  // egroup -> live extents
-	deadN := map[uint64]int{}  // egroup -> dead extents
 	if full {
 		// Map: object and part records emit referenced extent IDs.
 		res.maps = append(res.maps, "objects", "uploads", "extents")
-		refs := map[uint64]bool{}
-		var refOwners []refOwner
-		collect := func(owner string, xs []meta.ExtentRef) {
+		var refs []extentRef
+		var bucketNames []string
+		bucketIdx := map[string]uint32{}
+		err = walkOwners(ctx, kv, res, func(bucket string, upload bool, _ func() string, xs []meta.ExtentRef) {
+			var bi uint32
+			if !upload {
+				if bi = bucketIdx[bucket]; bi == 0 {
+					bucketNames = append(bucketNames, bucket)
+					bi = uint32(len(bucketNames))
+					bucketIdx[bucket] = bi
+				}
+			}
 			for _, x := range xs {
-				refs[x.ID] = true
-				refOwners = append(refOwners, refOwner{owner: owner, id: x.ID})
+				refs = append(refs, extentRef{id: x.ID, seq: uint32(len(refs)), bucket: bi})
 			}
-		}
-		_, err = scanRange(ctx, kv, []byte(meta.PrefixObject), meta.PrefixEnd([]byte(meta.PrefixObject)), func(it meta.Item) error {
-			var o meta.Object
-			if err := meta.Decode(it.Value, &o); err != nil {
-				return err
-			}
-			b, k, _ := meta.SplitObjectKey(it.Key)
-			collect(b+"/"+k, o.Extents)
-			if o.DeleteMarker && o.VersionID == "" {
-				res.history = append(res.history, [2]string{b, k}) // a tombstone
-			}
-			res.records0++
-			return nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		// Versions after objects: a record only ever moves from the object
-		// map to the version map, so one of the two scans sees it.
-		res.maps = append(res.maps, "versions")
-		lastHidden := [2]string{}
-		_, err = scanRange(ctx, kv, []byte(meta.PrefixVersion), meta.PrefixEnd([]byte(meta.PrefixVersion)), func(it meta.Item) error {
-			var v meta.Version
-			if err := meta.Decode(it.Value, &v); err != nil {
-				return err
-			}
-			b, k, _, ok := meta.SplitVersionKey(it.Key)
-			if !ok {
-				return fmt.Errorf("curator: bad version key %q", it.Key)
-			}
-			collect(b+"/"+k+" (version "+v.VersionID+")", v.Extents)
-			if !v.S3 && (lastHidden != [2]string{b, k}) {
-				lastHidden = [2]string{b, k}
-				res.history = append(res.history, lastHidden)
-			}
-			res.records0++
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		_, err = scanRange(ctx, kv, []byte(meta.PrefixUpload), meta.PrefixEnd([]byte(meta.PrefixUpload)), func(it meta.Item) error {
-			var p meta.Part
-			if meta.Decode(it.Value, &p) == nil && len(p.Extents) > 0 {
-				collect("upload part "+string(it.Key), p.Extents)
-			}
-			res.records0++
-			return nil
-		})
-		if err != nil {
-			return nil, err
+		if len(refs) >= math.MaxUint32 {
+			return nil, fmt.Errorf("curator: a full scan holds at most %d extent references, found %d", uint32(math.MaxUint32), len(refs))
 		}
 		// Map: extents, joined with refs (reduce by extent ID).
-		var extParts [16][]extentInfo
+		var extParts [16]extentRecs
 		err = c.scanPartitions(ctx, "extents", assign, res, &mu, func(i int, r MapRecord) {
-			extParts[i] = append(extParts[i], extentInfo{id: r.ID, modRev: r.Rev, rec: *r.Extent})
-		}, func(i int) { extParts[i] = nil })
+			extParts[i].add(r)
+		}, func(i int) { extParts[i] = extentRecs{} })
 		if err != nil {
 			return nil, err
 		}
-		extents := map[uint64]extentInfo{}
-		for i := range extParts {
-			for _, x := range extParts[i] {
-				extents[x.id] = x
-			}
-			extParts[i] = nil
+		xs, fps := joinExtentParts(extParts[:])
+		if err := c.joinFull(ctx, kv, res, xs, fps, refs, bucketNames); err != nil {
+			return nil, err
 		}
-		now := c.now()
-		for id, x := range extents {
-			if refs[id] {
-				live[x.rec.Egroup] += x.rec.Len
-				liveN[x.rec.Egroup]++
-				res.liveByEgroup[x.rec.Egroup] = append(res.liveByEgroup[x.rec.Egroup], x)
-				continue
-			}
-			deadN[x.rec.Egroup]++
-			if now.Sub(time.Unix(0, x.rec.Ctime)) >= c.opts.Decide.GarbageGrace {
-				res.deadExtents = append(res.deadExtents, x)
-			}
-		}
-		sort.Slice(res.deadExtents, func(i, j int) bool { return res.deadExtents[i].id < res.deadExtents[j].id })
-		// Tail ends count every extent record except those this job's data
-		// removal deletes before any task runs (if one of them survives,
-		// exec.go drops the job's truncations of its egroup).
-		removing := make(map[uint64]bool, len(res.deadExtents))
-		for _, x := range res.deadExtents {
-			removing[x.id] = true
-		}
-		res.tailEnd = map[uint64]int64{}
-		for id, x := range extents {
-			if !removing[id] {
-				res.tailEnd[x.rec.Egroup] = max(res.tailEnd[x.rec.Egroup], x.rec.Off+encodedLen(x.rec.StoredLen()))
-			}
-		}
-		// Consistency check: every reference must resolve to an extent
-		// and every referenced extent to an egroup.
-		for _, r := range refOwners {
-			x, ok := extents[r.id]
-			if ok {
-				_, ok = res.egroupIndex(x.rec.Egroup)
-			}
-			if !ok {
-				if why := unresolved(ctx, kv, r.id); why != "" {
-					res.dangling = append(res.dangling, r.owner+" → "+why)
-				}
-			}
-		}
-		res.bucketOf = map[uint64]string{}
-		for _, r := range refOwners {
-			if x, ok := extents[r.id]; ok && !strings.HasPrefix(r.owner, "upload part ") {
-				if _, seen := res.bucketOf[x.rec.Egroup]; !seen {
-					b, _, _ := strings.Cut(r.owner, "/")
-					res.bucketOf[x.rec.Egroup] = b
-				}
-			}
-		}
-		res.policy = c.transformPolicies(ctx, refOwners, extents)
-		res.dedup = dedupGroups(res.liveByEgroup)
-		for id := range res.liveByEgroup {
-			xs := res.liveByEgroup[id]
-			sort.Slice(xs, func(i, j int) bool { return xs[i].rec.Off < xs[j].rec.Off })
-		}
-	}
-
-	// Reduce: what only a full scan knows, joined into each view.
-	for i := range res.egroups {
-		d := &res.egroups[i]
-		id := d.ID
-		if full {
-			// Live bytes are encoded sizes on disk, to compare with Size.
-			d.LiveBytes = encodedLive(res.liveByEgroup[id])
-			d.LiveExtents = liveN[id]
-			d.DeadExtents = deadN[id]
-			d.TailEnd, d.TailKnown = res.tailEnd[id], true
-			d.Policy = res.policy[id]
-		} else {
+	} else {
+		for i := range res.egroups {
+			d := &res.egroups[i]
 			d.LiveBytes = d.Size
 			d.LiveExtents = 1
 		}
 	}
-	_ = live
 	return res, nil
 }
 
@@ -418,26 +308,6 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 		c.mu.Unlock()
 		return nil
 	})
-}
-
-type refOwner struct {
-	owner string
-	id    uint64
-}
-
-// encodedLive sums the stored bytes of live extents, counting a location
-// that several extents share (dedup) once.
-func encodedLive(xs []extentInfo) int64 {
-	var n int64
-	seen := make(map[int64]bool, len(xs))
-	for _, x := range xs {
-		if seen[x.rec.Off] {
-			continue
-		}
-		seen[x.rec.Off] = true
-		n += encodedLen(x.rec.StoredLen())
-	}
-	return n
 }
 
 // snapshotFor returns the placement snapshot with long-down nodes' devices

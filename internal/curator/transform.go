@@ -1,71 +1,20 @@
 package curator
 
 import (
-	"context"
-	"sort"
-	"strings"
-	"time"
-
 	"github.com/terrace-storage/terrace/internal/actuate"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
-	"github.com/terrace-storage/terrace/internal/transform"
 )
 
-// transformPolicies folds the transform settings of the buckets whose
-// objects (and versions kept for snapshots and clones) reference each
-// egroup's extents: an egroup is compressed only if every bucket holding
-// its data asks for it (so a bucket set to "none" never has its data
-// compressed because it shares an egroup with another bucket), and it is
-// cold only after the longest cold-after among them. Extents of
-// unfinished multipart uploads veto transformations.
-func (c *Curator) transformPolicies(ctx context.Context, owners []refOwner, extents map[uint64]extentInfo) map[uint64]decide.TransformPolicy {
-	buckets, err := c.layer.ListBuckets(ctx)
-	if err != nil {
-		c.log.Warn("curator: list buckets for transform policies", "err", err)
-		return nil
-	}
-	byName := map[string]decide.TransformPolicy{}
-	for _, b := range buckets {
-		if b.Transform != nil {
-			p := decide.TransformPolicy{Compress: b.Transform.Compress, ColdAfter: time.Duration(b.Transform.ColdAfter)}
-			if ec, err := transform.ParseEC(b.Transform.EC); err == nil {
-				p.EC = decide.ECShape{K: ec.K, M: ec.M}
-			}
-			byName[b.Name] = p
-		}
-	}
-	out := map[uint64]decide.TransformPolicy{}
-	seen := map[uint64]bool{}
-	for _, r := range owners {
-		x, ok := extents[r.id]
-		if !ok {
-			continue
-		}
-		var p decide.TransformPolicy
-		if !strings.HasPrefix(r.owner, "upload part ") {
-			b, _, _ := strings.Cut(r.owner, "/")
-			p = byName[b]
-		}
-		id := x.rec.Egroup
-		if !seen[id] {
-			seen[id] = true
-			out[id] = p
-			continue
-		}
-		cur := out[id]
-		if cur.Compress != p.Compress {
-			cur.Compress = ""
-		}
-		if cur.EC != p.EC {
-			cur.EC = decide.ECShape{}
-		}
-		cur.ColdAfter = max(cur.ColdAfter, p.ColdAfter)
-		out[id] = cur
-	}
-	return out
-}
+// The transform policy of an egroup folds those of the buckets whose
+// objects (and versions kept for snapshots and clones) reference its
+// extents: an egroup is compressed only if every bucket holding its data
+// asks for it (so a bucket set to "none" never has its data compressed
+// because it shares an egroup with another bucket), and it is cold only
+// after the longest cold-after among them. Extents of unfinished multipart
+// uploads veto transformations. The full scan's reduce folds them
+// (joinFull, bucketPolicies and foldPolicy in scanext.go).
 
 // transformTask attaches what a transform task needs from the scan: the
 // live extents of its source egroups (not part of the pure decision) and
@@ -81,8 +30,8 @@ func (c *Curator) transformTask(at *actuate.Task, t decide.Task, res *scanResult
 	}
 	for i, id := range ids {
 		src := object.RewriteSource{Egroup: id, ModRev: revs[i]}
-		for _, x := range res.liveByEgroup[id] {
-			src.Extents = append(src.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.rec.Len})
+		for _, x := range res.liveOf(id) {
+			src.Extents = append(src.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.len})
 		}
 		at.Sources = append(at.Sources, src)
 	}
@@ -107,29 +56,6 @@ func (r *JobRecord) addTransformed(k actuate.Kind, res actuate.Result) {
 	tb.Logical += res.Logical
 	tb.Stored += res.Stored
 	r.Transformed[string(k)] = tb
-}
-
-// dedupGroups groups live extents with a fingerprint by it, keeping only
-// fingerprints stored at more than one place.
-func dedupGroups(live map[uint64][]extentInfo) []decide.DedupGroup {
-	byFP := map[string][]decide.DedupExtent{}
-	for _, xs := range live {
-		for _, x := range xs {
-			if len(x.rec.FP) == 0 {
-				continue
-			}
-			byFP[string(x.rec.FP)] = append(byFP[string(x.rec.FP)], decide.DedupExtent{ID: x.id, ModRev: x.modRev, Egroup: x.rec.Egroup, Off: x.rec.Off, Len: x.rec.Len})
-		}
-	}
-	var out []decide.DedupGroup
-	for fp, xs := range byFP {
-		if len(xs) < 2 {
-			continue
-		}
-		out = append(out, decide.DedupGroup{FP: fp, Extents: xs})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].FP < out[j].FP })
-	return out
 }
 
 // dedupTasks decides deduplication for a full scan.

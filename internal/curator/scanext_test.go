@@ -1,0 +1,260 @@
+package curator
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+var updateFullScanGolden = flag.Bool("update-fullscan", false, "rewrite testdata/fullscan/*.golden from the current scan")
+
+// loadRandomFull writes seeded random metadata for a full scan: buckets
+// with and without transform settings, egroups (a few IDs skipped: their
+// extents are dangling), extents old and young, compressed or not, some
+// with fingerprints shared by several extents and some sharing a location
+// (dedup), and objects, tombstones, versions and upload parts referencing
+// extents — most of them, some twice, some that do not exist.
+func loadRandomFull(t testing.TB, kv meta.KV, seed uint64) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	now := time.Now().UnixNano()
+	var txn meta.Txn
+	flush := func() {
+		if len(txn.Ops) > 0 {
+			if _, err := kv.Commit(ctx, &txn); err != nil {
+				t.Fatal(err)
+			}
+			txn = meta.Txn{}
+		}
+	}
+	put := func(k []byte, v []byte) {
+		txn.Put(k, v)
+		if len(txn.Ops) >= 100 {
+			flush()
+		}
+	}
+	buckets := []string{"b0", "b1", "b2", "b3"}
+	put(meta.BucketKey("b0"), meta.Encode(meta.Bucket{Name: "b0"}))
+	put(meta.BucketKey("b1"), meta.Encode(meta.Bucket{Name: "b1", Transform: &meta.BucketTransform{Compress: "zstd", ColdAfter: int64(time.Hour)}}))
+	put(meta.BucketKey("b2"), meta.Encode(meta.Bucket{Name: "b2", Transform: &meta.BucketTransform{Compress: "zstd", EC: "4+2", ColdAfter: int64(2 * time.Hour)}}))
+	put(meta.BucketKey("b3"), meta.Encode(meta.Bucket{Name: "b3", Transform: &meta.BucketTransform{EC: "4+2"}}))
+	const egroups, extents = 300, 2000
+	reps := []meta.EgroupReplica{{Device: "n1/hdd0", Node: "n1", Tier: "hdd"}, {Device: "n1/hdd1", Node: "n1", Tier: "hdd"}}
+	v := model.MustParseVector("hdd=2")
+	for id := uint64(1); id <= egroups; id++ {
+		if rng.IntN(40) == 0 {
+			continue // its extents reference a missing egroup
+		}
+		put(meta.EgroupKey(id), meta.Encode(meta.Egroup{Replicas: reps, State: meta.EgroupSealed, Size: 1 << 20, Vector: v, Mtime: now - int64(3*time.Hour)}))
+	}
+	fps := [][]byte{[]byte("fp-a"), []byte("fp-b"), []byte("fp-c"), []byte("fp-d")}
+	for id := uint64(1); id <= extents; id++ {
+		if rng.IntN(20) == 0 {
+			continue // references to it are dangling
+		}
+		// Extents at one location share its bytes: the length and codec
+		// are the location's.
+		x := meta.Extent{Egroup: 1 + rng.Uint64N(egroups+5), Off: rng.Int64N(64) * 8200, Ctime: now - int64(2*time.Hour)}
+		loc := rand.New(rand.NewPCG(x.Egroup, uint64(x.Off)))
+		x.Len = 1 + loc.Int64N(8192)
+		if loc.IntN(4) == 0 {
+			x.Codec, x.Stored = "zstd", 1+x.Len/2
+		}
+		if rng.IntN(5) == 0 {
+			x.Ctime = now // young: not garbage yet
+		}
+		if rng.IntN(6) == 0 {
+			x.FP = fps[rng.IntN(len(fps))]
+		}
+		put(meta.ExtentKey(id), meta.Encode(x))
+	}
+	refs := func() []meta.ExtentRef {
+		var xs []meta.ExtentRef
+		for range 1 + rng.IntN(3) {
+			xs = append(xs, meta.ExtentRef{ID: 1 + rng.Uint64N(extents+20), Len: 1})
+		}
+		return xs
+	}
+	for i := range 1200 {
+		b := buckets[rng.IntN(len(buckets))]
+		k := fmt.Sprintf("k%05d", i)
+		o := meta.Object{Size: 1, ETag: "x", Vector: v, Extents: refs()}
+		if rng.IntN(15) == 0 {
+			o = meta.Object{DeleteMarker: true}
+		}
+		put(meta.ObjectKey(b, k), meta.Encode(o))
+		for s := range rng.IntN(3) {
+			put(meta.VersionKey(b, k, uint64(s+1)), meta.Encode(meta.Version{Object: meta.Object{Size: 1, ETag: "x", VersionID: fmt.Sprintf("v%d", s), Vector: v, Extents: refs()}, S3: rng.IntN(2) == 0}))
+		}
+	}
+	for i := range 40 {
+		b := buckets[rng.IntN(len(buckets))]
+		put(meta.PartKey(b, fmt.Sprintf("up%d", i), 1), meta.Encode(meta.Part{Size: 1, ETag: "x", Extents: refs()}))
+	}
+	flush()
+}
+
+// dumpFullScan spells out everything a full scan hands the decisions and
+// the executor, in a canonical order: per egroup the live and dead counts,
+// live bytes, tail end, transform policy and bucket, and its live extents
+// in offset order; garbage; dangling references; dedup groups; history.
+func dumpFullScan(res *scanResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "records %d egroups %d\n", res.records0, len(res.egroups))
+	for _, eg := range res.egroups {
+		fmt.Fprintf(&b, "eg %d live %d/%d dead %d tail %d,%v policy %+v bucket %q\n", eg.ID, eg.LiveExtents, eg.LiveBytes, eg.DeadExtents, eg.TailEnd, eg.TailKnown, eg.Policy, res.bucketOf[eg.ID])
+		xs := liveExtentsOf(res, eg.ID)
+		slices.SortFunc(xs, func(a, b [3]int64) int {
+			if a[0] != b[0] {
+				return int(a[0] - b[0])
+			}
+			return int(a[1] - b[1])
+		})
+		for _, x := range xs {
+			fmt.Fprintf(&b, "  live off %d id %d len %d\n", x[0], x[1], x[2])
+		}
+	}
+	var buckets []string
+	for id, bk := range res.bucketOf {
+		buckets = append(buckets, fmt.Sprintf("bucketOf %d %q", id, bk))
+	}
+	slices.Sort(buckets)
+	for _, s := range buckets {
+		fmt.Fprintln(&b, s)
+	}
+	for _, x := range res.deadExtents {
+		fmt.Fprintf(&b, "dead %d egroup %d\n", x.id, x.rec.Egroup)
+	}
+	for _, d := range res.dangling {
+		fmt.Fprintf(&b, "dangling %s\n", d)
+	}
+	for _, g := range res.dedup {
+		xs := slices.Clone(g.Extents)
+		slices.SortFunc(xs, func(a, b decide.DedupExtent) int { return int(a.ID) - int(b.ID) })
+		fmt.Fprintf(&b, "dedup %s:", g.FP)
+		for _, x := range xs {
+			fmt.Fprintf(&b, " %d@%d/%d+%d", x.ID, x.Egroup, x.Off, x.Len)
+		}
+		fmt.Fprintln(&b)
+	}
+	for _, h := range res.history {
+		fmt.Fprintf(&b, "history %s/%s\n", h[0], h[1])
+	}
+	return b.String()
+}
+
+// TestFullScanMatchesGolden pins a full scan's results on seeded random
+// metadata to what the map-based reduce (before the compact extent side)
+// produced: the same live and dead extents, garbage, dangling references,
+// tail ends, transform policies, buckets and dedup groups.
+func TestFullScanMatchesGolden(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			kv, local, pol, l := benchNode(t)
+			loadRandomFull(t, kv, seed)
+			c := New(l, kv, local, pol, nil, nil, Options{Decide: decide.Options{GarbageGrace: time.Hour}})
+			res, err := c.scan(context.Background(), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := dumpFullScan(res)
+			path := filepath.Join("testdata", "fullscan", fmt.Sprintf("seed%d.golden", seed))
+			if *updateFullScanGolden {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
+				for i := range min(len(gl), len(wl)) {
+					if gl[i] != wl[i] {
+						t.Fatalf("line %d:\n got %s\nwant %s", i+1, gl[i], wl[i])
+					}
+				}
+				t.Fatalf("got %d lines, want %d", len(gl), len(wl))
+			}
+			if len(res.dangling) == 0 || len(res.deadExtents) == 0 || len(res.dedup) == 0 {
+				t.Fatalf("the metadata exercises too little: %d dangling, %d dead, %d dedup groups", len(res.dangling), len(res.deadExtents), len(res.dedup))
+			}
+		})
+	}
+}
+
+// liveExtentsOf lists an egroup's live extents as (offset, ID, length).
+func liveExtentsOf(res *scanResult, id uint64) [][3]int64 {
+	var out [][3]int64
+	for _, x := range res.liveOf(id) {
+		out = append(out, [3]int64{x.off, int64(x.id), x.len})
+	}
+	return out
+}
+
+// TestJoinExtentPartsSortsAndRenumbersFingerprints: partitions' extents
+// join into one slice in ID order even if a partition's are not (the
+// guard), and each extent keeps its own fingerprint once the partitions'
+// fingerprint lists are concatenated.
+func TestJoinExtentPartsSortsAndRenumbersFingerprints(t *testing.T) {
+	parts := make([]extentRecs, 3)
+	add := func(p int, id uint64, fp string) {
+		x := meta.Extent{Egroup: id / 10, Off: int64(id), Len: 1}
+		if fp != "" {
+			x.FP = []byte(fp)
+		}
+		parts[p].add(MapRecord{ID: id, Rev: int64(id), Extent: &x})
+	}
+	for i := range uint64(extentRecChunk + 10) { // two chunks
+		add(0, 1000+i, fmt.Sprintf("a%d", i%3))
+	}
+	add(2, 30, "c")
+	add(2, 20, "") // out of order
+	add(1, 25, "b")
+	xs, fps := joinExtentParts(parts)
+	if len(xs) != extentRecChunk+13 {
+		t.Fatalf("%d extents", len(xs))
+	}
+	if !slices.IsSortedFunc(xs, func(a, b extentRec) int { return int(a.id) - int(b.id) }) {
+		t.Fatal("not in ID order")
+	}
+	for _, x := range xs {
+		var want string
+		switch {
+		case x.id >= 1000:
+			want = fmt.Sprintf("a%d", (x.id-1000)%3)
+		case x.id == 25:
+			want = "b"
+		case x.id == 30:
+			want = "c"
+		}
+		got := ""
+		if x.fp != 0 {
+			got = string(fps[x.fp-1])
+		}
+		if got != want || x.modRev != int64(x.id) || x.egroup != x.id/10 {
+			t.Fatalf("extent %d: fp %q, rev %d, egroup %d; want fp %q", x.id, got, x.modRev, x.egroup, want)
+		}
+	}
+	for i, p := range parts {
+		if p.n != 0 || p.chunks != nil {
+			t.Fatalf("partition %d not released", i)
+		}
+	}
+}
