@@ -132,6 +132,7 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 				return err
 			}
 			defer node.Close()
+			server.ApplyRuntime(cfg, log) // validated by Open
 			scheme, caHint := "http", ""
 			if cfg.TLSCert != "" {
 				scheme = "https"

@@ -67,6 +67,13 @@ type Config struct {
 	// climbing with the disk's read rate); a cluster's etcd members keep
 	// their records in memory and ignore it.
 	MetaBlockCacheBytes int64 `yaml:"meta_block_cache_bytes"`
+	// GCPercent is the Go garbage collector's target (GOGC; 0: 200, see
+	// DefaultGCPercent); the GOGC environment variable wins.
+	GCPercent int `yaml:"gc_percent"`
+	// MemoryLimitBytes is the process's soft memory limit (GOMEMLIMIT; 0:
+	// none): past it the collector runs harder instead of growing the
+	// heap. The GOMEMLIMIT environment variable wins.
+	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// DeviceCheckEvery is the period of each device's health check (a
 	// 4 KiB write, sync and read through the data path, device.Check):
 	// a disk that died under cold data is marked failed within this
@@ -314,6 +321,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if c.EgroupMaxBytes != 0 && (c.EgroupMaxBytes < 256<<10 || c.EgroupMaxBytes > 1<<30) {
 		return nil, fmt.Errorf("server: egroup_max_bytes %d outside [256 KiB, 1 GiB]", c.EgroupMaxBytes)
+	}
+	if err := c.validateRuntime(); err != nil {
+		return nil, err
 	}
 	if c.MetaBlockCacheBytes < 0 || c.MetaBlockCacheBytes > 64<<30 {
 		return nil, fmt.Errorf("server: meta_block_cache_bytes %d outside [0, 64 GiB]", c.MetaBlockCacheBytes)
