@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/raft/v3"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 )
@@ -30,8 +32,13 @@ type EtcdKV struct {
 	c *clientv3.Client
 	// local, when set, is an in-process client of this node's own etcd
 	// member: reads go straight into the member (no gRPC, no socket) and
-	// fall back to c when it fails. Writes always go through c.
-	local *clientv3.Client
+	// fall back to c when it fails. Writes go through it too when
+	// leaderKnown is set (see WriteLocally): the member proposes to raft
+	// itself (a follower forwards the proposal to the leader over its
+	// existing raft stream), so a commit costs no gRPC call to another
+	// process.
+	local       *clientv3.Client
+	leaderKnown func() bool
 
 	queue    chan *pendingCommit // nil: no group commit
 	maxOps   atomic.Int64
@@ -43,8 +50,11 @@ type EtcdKV struct {
 	// transactions sent.
 	commits, txns atomic.Int64
 	// reads counts Get and Scan requests; localFallbacks the reads the
-	// local member failed and the network client answered.
-	reads, localFallbacks atomic.Int64
+	// local member failed and the network client answered;
+	// localWriteFallbacks the transactions the local member could not
+	// take (no leader known, or refused before proposing them), which the
+	// network client then sent.
+	reads, localFallbacks, localWriteFallbacks atomic.Int64
 }
 
 var _ meta.KV = (*EtcdKV)(nil)
@@ -96,6 +106,50 @@ func NewEtcdKVWith(c *clientv3.Client, o EtcdOptions) *EtcdKV {
 // linearizable: the member confirms the leader's commit index first.
 func (e *EtcdKV) ReadLocally(local *clientv3.Client) { e.local = local }
 
+// WriteLocally also sends transactions through the local member set by
+// ReadLocally while leaderKnown reports that the member knows a raft
+// leader (nil turns local writes off). Without a leader the member would
+// hold the proposal until its request timeout and then answer with a
+// timeout that cannot be told from one after the proposal entered the
+// log; so such a transaction goes to the network client from the start,
+// which may reach a member that has a leader. Of the errors the member
+// returns, only those raised before proposing (no leader, too many
+// requests pending, proposal dropped) send the transaction on to the
+// network client; any other is returned as it is, because the
+// transaction may still be applied and sending it again could apply it
+// twice.
+func (e *EtcdKV) WriteLocally(leaderKnown func() bool) { e.leaderKnown = leaderKnown }
+
+// commitTxn sends one etcd transaction, through the local member when
+// writes go there.
+func (e *EtcdKV) commitTxn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	e.txns.Add(1)
+	if e.local != nil && e.leaderKnown != nil {
+		if !e.leaderKnown() {
+			e.localWriteFallbacks.Add(1)
+			return e.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		}
+		resp, err := e.local.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err == nil || ctx.Err() != nil || !refusedBeforeProposal(err) {
+			return resp, err
+		}
+		e.localWriteFallbacks.Add(1)
+	}
+	return e.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+}
+
+// refusedBeforeProposal reports whether err says etcd refused a request
+// before it entered the raft log, so that sending it again elsewhere
+// cannot apply it twice.
+func refusedBeforeProposal(err error) bool {
+	if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTooManyRequests) ||
+		errors.Is(err, raft.ErrProposalDropped) {
+		return true
+	}
+	// The in-process client hands raft's error over as a status message.
+	return strings.Contains(err.Error(), raft.ErrProposalDropped.Error())
+}
+
 // get runs a read on the local member when there is one, else (or when it
 // fails, e.g. during a leader change, which the in-process client does not
 // retry) on the network client.
@@ -117,7 +171,7 @@ func (e *EtcdKV) Stats() (commits, txns int64) { return e.commits.Load(), e.txns
 // KVStats implements meta.StatsReporter.
 func (e *EtcdKV) KVStats() meta.KVStats {
 	return meta.KVStats{Reads: e.reads.Load(), Commits: e.commits.Load(), BackendTxns: e.txns.Load(),
-		LocalReadFallbacks: e.localFallbacks.Load()}
+		LocalReadFallbacks: e.localFallbacks.Load(), LocalWriteFallbacks: e.localWriteFallbacks.Load()}
 }
 
 var _ meta.StatsReporter = (*EtcdKV)(nil)
@@ -237,8 +291,7 @@ func etcdParts(t *meta.Txn) ([]clientv3.Cmp, []clientv3.Op) {
 // commitOne sends one transaction on its own.
 func (e *EtcdKV) commitOne(ctx context.Context, t *meta.Txn) (int64, error) {
 	cmps, ops := etcdParts(t)
-	e.txns.Add(1)
-	resp, err := e.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := e.commitTxn(ctx, cmps, ops)
 	if err != nil {
 		return 0, fmt.Errorf("meta: etcd commit: %w", err)
 	}
@@ -373,8 +426,7 @@ func (e *EtcdKV) send(parts []*pendingCommit) {
 	// bounded by its own timeout instead.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	e.txns.Add(1)
-	resp, err := e.c.Txn(ctx).Then(subs...).Commit()
+	resp, err := e.commitTxn(ctx, nil, subs)
 	if errors.Is(err, rpctypes.ErrTooManyOps) {
 		// An external etcd with a smaller --max-txn-ops: merge less.
 		e.maxOps.Store(max(meta.MaxTxnOps, e.maxOps.Load()/2))

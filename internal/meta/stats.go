@@ -16,6 +16,10 @@ type KVStats struct {
 	// LocalReadFallbacks are reads that this node's own etcd member
 	// failed and the network client answered (always 0 on Pebble).
 	LocalReadFallbacks int64
+	// LocalWriteFallbacks are transactions this node's own etcd member
+	// refused before proposing them (no leader, overloaded) and the
+	// network client sent instead (always 0 on Pebble).
+	LocalWriteFallbacks int64
 }
 
 // StatsReporter is a KV that counts its work.

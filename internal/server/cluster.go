@@ -104,8 +104,13 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	n.Log.Info("replica RPC listening", "address", ln.Addr().String())
 	kv := cluster.NewEtcdKV(c)
 	if cp.etcd != nil {
-		// Reads of the data path go straight into this node's member.
+		// Reads of the data path go straight into this node's member, and
+		// so do writes unless configured otherwise.
 		kv.ReadLocally(v3client.New(cp.etcd.Server))
+		if cfg.MetaWritePath == "local" {
+			srv := cp.etcd.Server
+			kv.WriteLocally(func() bool { return srv.Leader() != 0 })
+		}
 	}
 	return kv, cp.router, cp.members, nil
 }

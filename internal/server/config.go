@@ -67,6 +67,13 @@ type Config struct {
 	// climbing with the disk's read rate); a cluster's etcd members keep
 	// their records in memory and ignore it.
 	MetaBlockCacheBytes int64 `yaml:"meta_block_cache_bytes"`
+	// MetaWritePath is how a node that runs an embedded etcd member sends
+	// its metadata transactions: "local" (default) through its own member
+	// in-process, which forwards the proposal to the raft leader; or
+	// "network" through the etcd client to any member (one gRPC call to
+	// another process for most transactions). Nodes without a member
+	// always use the network.
+	MetaWritePath string `yaml:"meta_write_path"`
 	// GCPercent is the Go garbage collector's target (GOGC; 0: 200, see
 	// DefaultGCPercent); the GOGC environment variable wins.
 	GCPercent int `yaml:"gc_percent"`
@@ -192,6 +199,7 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	set(&c.DefaultVector, "TERRACE_DEFAULT_VECTOR")
 	set(&c.Placement, "TERRACE_PLACEMENT")
 	set(&c.ReadOrder, "TERRACE_READ_ORDER")
+	set(&c.MetaWritePath, "TERRACE_META_WRITE_PATH")
 	set(&c.ClusterSecret, "TERRACE_CLUSTER_SECRET")
 	set(&c.TLSCert, "TERRACE_TLS_CERT")
 	set(&c.TLSKey, "TERRACE_TLS_KEY")
@@ -245,6 +253,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Placement == "" {
 		c.Placement = DefaultPlacement
+	}
+	if c.MetaWritePath == "" {
+		c.MetaWritePath = "local"
 	}
 	if c.ReadOrder == "" {
 		c.ReadOrder = "octopus"
@@ -333,6 +344,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if len(c.RootPassword) < 8 {
 		return nil, fmt.Errorf("server: root password must be at least 8 characters")
+	}
+	if c.MetaWritePath != "local" && c.MetaWritePath != "network" {
+		return nil, fmt.Errorf("server: meta_write_path %q: want local or network", c.MetaWritePath)
 	}
 	if c.ReadOrder != "octopus" && c.ReadOrder != "locality" {
 		return nil, fmt.Errorf("server: read_order %q: want octopus or locality", c.ReadOrder)

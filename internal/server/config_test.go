@@ -46,6 +46,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
 		{"negative meta cache", func(c *Config) { c.MetaBlockCacheBytes = -1 }, "meta_block_cache_bytes"},
+		{"bad meta write path", func(c *Config) { c.MetaWritePath = "raft" }, "meta_write_path"},
 		{"gc percent too low", func(c *Config) { c.GCPercent = 5 }, "gc_percent"},
 		{"tiny memory limit", func(c *Config) { c.MemoryLimitBytes = 1 << 20 }, "memory_limit_bytes"},
 	}

@@ -396,8 +396,8 @@ func (c *deviceCollector) Collect(ch chan<- prometheus.Metric) {
 
 // metaCollector exports the metadata store's work counters.
 type metaCollector struct {
-	kv                                 meta.StatsReporter
-	reads, commits, txns, fallbackRead *prometheus.Desc
+	kv                                                meta.StatsReporter
+	reads, commits, txns, fallbackRead, fallbackWrite *prometheus.Desc
 }
 
 func newMetaCollector(kv meta.StatsReporter) *metaCollector {
@@ -406,6 +406,8 @@ func newMetaCollector(kv meta.StatsReporter) *metaCollector {
 		commits:      prometheus.NewDesc("terrace_meta_commits_total", "Metadata transactions this node requested.", nil, nil),
 		txns:         prometheus.NewDesc("terrace_meta_backend_txns_total", "Transactions the metadata store executed for this node (etcd: fewer than commits when group commit merged them).", nil, nil),
 		fallbackRead: prometheus.NewDesc("terrace_meta_local_read_fallbacks_total", "Reads the node's own etcd member failed and another member answered.", nil, nil),
+		fallbackWrite: prometheus.NewDesc("terrace_meta_local_write_fallbacks_total",
+			"Transactions the node's own etcd member refused before proposing them (no leader, overloaded) and another member was sent.", nil, nil),
 	}
 }
 
@@ -414,6 +416,7 @@ func (c *metaCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.commits
 	ch <- c.txns
 	ch <- c.fallbackRead
+	ch <- c.fallbackWrite
 }
 
 func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
@@ -422,6 +425,7 @@ func (c *metaCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(s.Commits))
 	ch <- prometheus.MustNewConstMetric(c.txns, prometheus.CounterValue, float64(s.BackendTxns))
 	ch <- prometheus.MustNewConstMetric(c.fallbackRead, prometheus.CounterValue, float64(s.LocalReadFallbacks))
+	ch <- prometheus.MustNewConstMetric(c.fallbackWrite, prometheus.CounterValue, float64(s.LocalWriteFallbacks))
 }
 
 // newPolicy builds the configured placement policy.
