@@ -419,6 +419,19 @@ func (rt *Router) Read(ctx context.Context, r model.Replica, id uint64, extOff, 
 	return out, err
 }
 
+// ReadInto is Read into buf's storage for a local replica (a streaming
+// GET recycles one chunk buffer instead of allocating and zeroing a
+// megabyte per chunk); a remote replica's bytes arrive in the RPC's own
+// buffer and are returned as they are.
+func (rt *Router) ReadInto(ctx context.Context, buf []byte, r model.Replica, id uint64, extOff, extLen, from, to int64) ([]byte, error) {
+	if rt.isLocal(r) {
+		return rt.local.ReadInto(ctx, buf, r, id, extOff, extLen, from, to)
+	}
+	return rt.Read(ctx, r, id, extOff, extLen, from, to)
+}
+
+var _ replica.BufferedReader = (*Router)(nil)
+
 func (rt *Router) ReadRaw(ctx context.Context, r model.Replica, id uint64, off, n int64) ([]byte, error) {
 	if rt.isLocal(r) {
 		return rt.local.ReadRaw(ctx, r, id, off, n)
