@@ -50,7 +50,10 @@ type snapshotCache struct {
 	taken   time.Time
 	gen     uint64 // the topology's generation when snap was taken
 	pending map[model.DeviceID]int64
-	rng     *rand.Rand
+	// adjusted is snap with pending added, built once per change of
+	// either (nil: not built yet): several lookups per PUT share it.
+	adjusted *model.Snapshot
+	rng      *rand.Rand
 }
 
 func (c *snapshotCache) get() *model.Snapshot {
@@ -66,16 +69,20 @@ func (c *snapshotCache) get() *model.Snapshot {
 		c.snap = c.topo.Snapshot()
 		c.taken, c.gen = now, gen
 		c.pending = map[model.DeviceID]int64{}
+		c.adjusted = nil
 		return c.snap
 	}
 	if len(c.pending) == 0 {
 		return c.snap
 	}
-	devs := append([]model.Device(nil), c.snap.Devices...)
-	for i := range devs {
-		devs[i].UsedBytes += c.pending[devs[i].ID]
+	if c.adjusted == nil {
+		devs := append([]model.Device(nil), c.snap.Devices...)
+		for i := range devs {
+			devs[i].UsedBytes += c.pending[devs[i].ID]
+		}
+		c.adjusted = model.NewSnapshot(c.snap.Now, c.snap.Nodes, devs).WithSelf(c.snap.Self)
 	}
-	return model.NewSnapshot(c.snap.Now, c.snap.Nodes, devs).WithSelf(c.snap.Self)
+	return c.adjusted
 }
 
 // topoSnapshot bypasses the cache (reports want live numbers).
@@ -90,11 +97,12 @@ func (c *snapshotCache) placed(rs []model.Replica, bytes int64) {
 	for _, r := range rs {
 		c.pending[r.Device] += bytes
 	}
+	c.adjusted = nil
 }
 
 func (c *snapshotCache) invalidate() {
 	c.mu.Lock()
-	c.snap = nil
+	c.snap, c.adjusted = nil, nil
 	c.mu.Unlock()
 }
 

@@ -51,3 +51,42 @@ func TestSnapshotCacheFollowsMembership(t *testing.T) {
 		t.Fatalf("after two joins the snapshot has %d nodes, want 3", got)
 	}
 }
+
+// deviceTopology reports one device with fixed usage.
+type deviceTopology struct{ used int64 }
+
+func (d *deviceTopology) Snapshot() *model.Snapshot {
+	return model.NewSnapshot(time.Time{}, []model.Node{{ID: "n1", Up: true}},
+		[]model.Device{{ID: "n1/ssd0", Node: "n1", Tier: "ssd", CapacityBytes: 1 << 30, UsedBytes: d.used}})
+}
+
+// TestSnapshotCacheCountsPlacedBytesOnce: bytes placed since the last
+// refresh are added to the devices' usage (so writers do not herd onto a
+// device whose stats are a heartbeat old), and the adjusted snapshot is
+// built once per placement, not once per lookup: a PUT looks it up
+// several times.
+func TestSnapshotCacheCountsPlacedBytesOnce(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := &snapshotCache{topo: &deviceTopology{used: 100}, interval: time.Hour, now: func() time.Time { return now }}
+	used := func(s *model.Snapshot) int64 { return s.Devices[0].UsedBytes }
+	if got := used(c.get()); got != 100 {
+		t.Fatalf("used %d, want 100", got)
+	}
+	rep := []model.Replica{{Device: "n1/ssd0", Node: "n1", Tier: "ssd"}}
+	c.placed(rep, 50)
+	a := c.get()
+	if got := used(a); got != 150 {
+		t.Fatalf("after placing 50 bytes used %d, want 150", got)
+	}
+	if b := c.get(); b != a {
+		t.Fatal("a second lookup without a placement rebuilt the snapshot")
+	}
+	c.placed(rep, 25)
+	if got := used(c.get()); got != 175 {
+		t.Fatalf("after placing 25 more bytes used %d, want 175", got)
+	}
+	now = now.Add(2 * time.Hour) // refresh: the topology's own numbers again
+	if got := used(c.get()); got != 100 {
+		t.Fatalf("after a refresh used %d, want the topology's 100", got)
+	}
+}
