@@ -56,6 +56,34 @@ func (r *objectReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// WriteTo streams the rest of the range to w straight from the verified
+// chunk buffer, so io.Copy (an S3 response body) neither copies each chunk
+// once more nor allocates a copy buffer per request.
+func (r *objectReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		if len(r.buf) == 0 {
+			if r.err != nil {
+				return total, r.err
+			}
+			if r.left == 0 {
+				return total, nil
+			}
+			if err := r.fill(); err != nil {
+				r.err = err
+				return total, err
+			}
+			continue
+		}
+		n, err := w.Write(r.buf)
+		total += int64(n)
+		r.buf = r.buf[n:]
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
 func (r *objectReader) fill() error {
 	for len(r.refs) > 0 && r.skip >= r.refs[0].Len {
 		r.skip -= r.refs[0].Len
