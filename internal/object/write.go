@@ -338,7 +338,22 @@ func (w *writer) appendExtent(ctx context.Context, payload []byte, last bool) er
 // length, codec and checksum (its location is filled in here).
 func (w *writer) appendStored(ctx context.Context, stored []byte, last bool, x meta.Extent) error {
 	payload := stored
-	enc := extent.Encode(make([]byte, 0, extent.EncodedLen(int64(len(payload)))), payload)
+	encLen := extent.EncodedLen(int64(len(payload)))
+	var enc []byte
+	if encLen >= pooledEncodeMin {
+		// Every replica append has returned (and a remote one has
+		// marshalled its request) when this function does, so a large
+		// encode buffer can serve the next extent instead of being
+		// garbage: 4 MiB per extent of a large PUT.
+		bp := encodePool.Get().(*[]byte)
+		defer encodePool.Put(bp)
+		if int64(cap(*bp)) < encLen {
+			*bp = make([]byte, 0, encLen)
+		}
+		enc = extent.Encode((*bp)[:0], payload)
+	} else {
+		enc = extent.Encode(make([]byte, 0, encLen), payload)
+	}
 	var lastFailed error
 	for attempt := 0; ; attempt++ {
 		e, err := w.egroupFor(ctx, int64(len(enc)))
@@ -438,6 +453,15 @@ func (l *Layer) parallel(rs []meta.EgroupReplica, fn func(meta.EgroupReplica) er
 
 // bufPool recycles extent-sized read buffers.
 var bufPool sync.Pool
+
+// encodePool recycles the encode buffers of large extents; smaller ones
+// are allocated (a pooled 4 MiB buffer per 4 KiB PUT would hold memory
+// for nothing).
+var encodePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// pooledEncodeMin is the encoded size from which an extent's encode
+// buffer comes from encodePool.
+const pooledEncodeMin = 256 << 10
 
 // write streams r into egroups. size < 0 means unknown (read to EOF).
 func (w *writer) write(ctx context.Context, r io.Reader, size int64) error {
