@@ -2,9 +2,7 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -86,50 +84,11 @@ func TestLocalWritesGoThroughTheMember(t *testing.T) {
 	kv.ReadLocally(v3client.New(follower.Server))
 	kv.WriteLocally(func() bool { return follower.Server.Leader() != 0 })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const writers, rounds = 8, 25
-	key := []byte("counter")
-	var mu sync.Mutex
-	wins := 0
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range rounds {
-				it, err := kv.Get(ctx, key)
-				n, rev := 0, int64(0)
-				if err == nil {
-					n, _ = strconv.Atoi(string(it.Value))
-					rev = it.ModRev
-				} else if !errors.Is(err, meta.ErrNotFound) {
-					t.Error(err)
-					return
-				}
-				var tx meta.Txn
-				tx.If(key, rev)
-				tx.Put(key, []byte(strconv.Itoa(n+1)))
-				tx.Put([]byte(fmt.Sprintf("private/%d/%d", w, i)), []byte("x"))
-				if _, err := kv.Commit(ctx, &tx); err == nil {
-					mu.Lock()
-					wins++
-					mu.Unlock()
-				} else if !errors.Is(err, meta.ErrConflict) {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+	wins := casCounters(t, kv, 8, 25, 1)
+	if wins == 0 {
+		t.Fatal("no increment won")
 	}
-	wg.Wait()
-	it, err := kv.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := strconv.Atoi(string(it.Value)); n != wins || wins == 0 {
-		t.Fatalf("counter is %d after %d successful increments", n, wins)
-	}
+	ctx := context.Background()
 	// The leader holds what the follower proposed.
 	var leader *embed.Etcd
 	for _, m := range members {
@@ -141,7 +100,7 @@ func TestLocalWritesGoThroughTheMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Count != int64(wins) {
+	if resp.Count != wins {
 		t.Fatalf("leader has %d private keys, want %d", resp.Count, wins)
 	}
 	if s := kv.KVStats(); s.LocalWriteFallbacks != 0 {

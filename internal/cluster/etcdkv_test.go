@@ -45,15 +45,15 @@ func newEtcdKV(t *testing.T, o EtcdOptions) *EtcdKV {
 	return kv
 }
 
-// TestGroupCommitKeepsCAS: many writers increment shared counters with
-// compare-and-swap while others write private keys. With commits merged
-// into shared etcd transactions, no increment may be lost or doubled, and
-// merging must actually happen.
-func TestGroupCommitKeepsCAS(t *testing.T) {
-	kv := newEtcdKV(t, EtcdOptions{GroupCommit: true})
-	ctx := context.Background()
-	const writers, rounds, counters = 24, 40, 3
-	var wins [counters]atomic.Int64
+// casCounters runs writers that each increment counters[(w+i)%counters]
+// rounds times with compare-and-swap, plus a private key per successful
+// round, and checks that no increment was lost or doubled. It returns how
+// many increments won.
+func casCounters(t *testing.T, kv *EtcdKV, writers, rounds, counters int) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wins := make([]atomic.Int64, counters)
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -84,6 +84,7 @@ func TestGroupCommitKeepsCAS(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	var total int64
 	for c := range counters {
 		it, err := kv.Get(ctx, []byte(fmt.Sprintf("counter/%d", c)))
 		if err != nil {
@@ -92,7 +93,18 @@ func TestGroupCommitKeepsCAS(t *testing.T) {
 		if n, _ := strconv.Atoi(string(it.Value)); int64(n) != wins[c].Load() {
 			t.Fatalf("counter %d is %d after %d successful increments", c, n, wins[c].Load())
 		}
+		total += wins[c].Load()
 	}
+	return total
+}
+
+// TestGroupCommitKeepsCAS: many writers increment shared counters with
+// compare-and-swap while others write private keys. With commits merged
+// into shared etcd transactions, no increment may be lost or doubled, and
+// merging must actually happen.
+func TestGroupCommitKeepsCAS(t *testing.T) {
+	kv := newEtcdKV(t, EtcdOptions{GroupCommit: true})
+	casCounters(t, kv, 24, 40, 3)
 	commits, txns := kv.Stats()
 	t.Logf("%d commits in %d etcd transactions", commits, txns)
 	if txns >= commits {
