@@ -52,6 +52,30 @@ func startMembers(t *testing.T, n int) ([]*embed.Etcd, func(i int)) {
 	return members, stop
 }
 
+// waitLeader returns the index of the member every member agrees leads.
+func waitLeader(t *testing.T, members []*embed.Etcd) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lead := members[0].Server.Leader()
+		agree := lead != 0
+		for _, m := range members[1:] {
+			agree = agree && m.Server.Leader() == lead
+		}
+		if agree {
+			for i, m := range members {
+				if m.Server.MemberID() == lead {
+					return i
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the members did not agree on a leader within 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // unreachableClient is an etcd client whose only endpoint refuses
 // connections: anything sent through it fails.
 func unreachableClient(t *testing.T) *clientv3.Client {
@@ -72,13 +96,8 @@ func unreachableClient(t *testing.T) *clientv3.Client {
 func TestLocalWritesGoThroughTheMember(t *testing.T) {
 	members, _ := startMembers(t, 3)
 	// Pick a follower: its proposals must travel to the leader.
-	var follower *embed.Etcd
-	for _, m := range members {
-		if m.Server.Leader() != m.Server.MemberID() {
-			follower = m
-			break
-		}
-	}
+	leader := waitLeader(t, members)
+	follower := members[(leader+1)%len(members)]
 	kv := NewEtcdKVWith(unreachableClient(t), EtcdOptions{GroupCommit: true})
 	t.Cleanup(func() { kv.Close() })
 	kv.ReadLocally(v3client.New(follower.Server))
@@ -90,13 +109,7 @@ func TestLocalWritesGoThroughTheMember(t *testing.T) {
 	}
 	ctx := context.Background()
 	// The leader holds what the follower proposed.
-	var leader *embed.Etcd
-	for _, m := range members {
-		if m.Server.Leader() == m.Server.MemberID() {
-			leader = m
-		}
-	}
-	resp, err := v3client.New(leader.Server).Get(ctx, "private/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := v3client.New(members[waitLeader(t, members)].Server).Get(ctx, "private/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
