@@ -20,7 +20,7 @@ import (
 func TestPromotionsMatchTiering(t *testing.T) {
 	pol, _ := placement.New(placement.Config{Name: placement.NameFitness})
 	now := time.Unix(1_000_000, 0)
-	promoted := 0
+	promoted, refusedTotal := 0, 0
 	for seed := uint64(1); seed <= 300; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
 		var devs []model.Device
@@ -46,7 +46,7 @@ func TestPromotionsMatchTiering(t *testing.T) {
 		}
 		s := model.NewSnapshot(now, ns, devs)
 		o := TierOptions{HotWindow: time.Hour, PromoteReads: int64(1 + r.IntN(5))}
-		got := Promotions(s, egs, pol, o, rand.New(rand.NewPCG(seed, 1)))
+		got, refused := Promotions(s, egs, pol, o, rand.New(rand.NewPCG(seed, 1)))
 		var want []Task
 		for _, tk := range Tiering(s, egs, pol, o, rand.New(rand.NewPCG(seed, 1))) {
 			if tk.Kind == KindTierUp {
@@ -58,6 +58,8 @@ func TestPromotionsMatchTiering(t *testing.T) {
 		}
 		promoted += len(got)
 		o.EnsureDefaults()
+		checkRefused(t, seed, s, egs, o, len(got), refused)
+		refusedTotal += refused
 		byID := map[uint64]Egroup{}
 		for _, eg := range egs {
 			byID[eg.ID] = eg
@@ -74,5 +76,38 @@ func TestPromotionsMatchTiering(t *testing.T) {
 	}
 	if promoted < 50 {
 		t.Fatalf("only %d promotions over 300 seeds: the property is nearly vacuous", promoted)
+	}
+	if refusedTotal < 50 {
+		t.Fatalf("only %d refusals over 300 seeds: the refusal property is nearly vacuous", refusedTotal)
+	}
+}
+
+// checkRefused states what Promotions' refusal count means on an
+// ssd+hdd cluster: hot egroups on hdd are either promoted or refused or
+// failed placement; all of them are refused when the ssd starts at or
+// above f; none is when the ssd has room for all of them below f.
+func checkRefused(t *testing.T, seed uint64, s *model.Snapshot, egs []Egroup, o TierOptions, promoted, refused int) {
+	t.Helper()
+	var used, capacity, hotBytes int64
+	for _, d := range s.Devices {
+		if d.Tier == model.TierSSD {
+			used += d.UsedBytes
+			capacity += d.CapacityBytes
+		}
+	}
+	hot := 0
+	for _, eg := range egs {
+		if eg.Reads >= o.PromoteReads && s.Now.Sub(eg.Atime) <= o.HotWindow && eg.Replicas[0].Tier == model.TierHDD {
+			hot++
+			hotBytes += eg.Size
+		}
+	}
+	switch u := float64(used) / float64(capacity); {
+	case refused < 0 || promoted+refused > hot:
+		t.Fatalf("seed %d: %d promoted + %d refused of %d hot egroups on hdd", seed, promoted, refused, hot)
+	case u >= o.DownAbove && (promoted != 0 || refused != hot):
+		t.Fatalf("seed %d: ssd at %.2f ≥ f=%.2f: want all %d hot egroups refused, got %d promoted, %d refused", seed, u, o.DownAbove, hot, promoted, refused)
+	case float64(used+hotBytes) < o.DownAbove*float64(capacity) && refused != 0:
+		t.Fatalf("seed %d: ssd at %.2f has room below f for every hot egroup (%d bytes), yet %d refused", seed, u, hotBytes, refused)
 	}
 }

@@ -231,7 +231,7 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 	moved := map[uint64]bool{}
 	sealed := tierable(s, egs, o)
 	// Promotion first: hot data on slow tiers hurts clients now.
-	tasks := promote(s, sealed, pol, o, rng, u, moved)
+	tasks, _ := promote(s, sealed, pol, o, rng, u, moved)
 
 	// Demotion: for each tier over f, shed coldest unpinned replicas.
 	for _, src := range s.Tiers() {
@@ -278,7 +278,13 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 // PromoteReads times within HotWindow climb to the fastest tier with room
 // below DownAbove. The Curator master runs it on the egroups the access
 // tracker reported hot, between scans.
-func Promotions(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) []Task {
+//
+// refused counts the hot egroups left where they are for lack of room:
+// no move was planned for them and a faster tier was skipped because its
+// usage (with the moves planned before them) was at or above DownAbove.
+// A learned tiering scheduler that keeps the fast tier above f starves
+// promotion; this count is how it finds out (tiersched.Input).
+func Promotions(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) (tasks []Task, refused int) {
 	o.EnsureDefaults()
 	return promote(s, tierable(s, egs, o), pol, o, rng, newUsage(s), map[uint64]bool{})
 }
@@ -304,17 +310,25 @@ func tierable(s *model.Snapshot, egs []Egroup, o TierOptions) []*Egroup {
 
 // promote walks sealed hottest first and moves each hot egroup's replica
 // on its fastest tier up to the fastest tier with room, recording the
-// moves in u and moved.
-func promote(s *model.Snapshot, sealed []*Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand, u *usage, moved map[uint64]bool) []Task {
-	var tasks []Task
+// moves in u and moved. refused counts the hot egroups it left in place
+// because a faster tier had no room below DownAbove (see Promotions).
+func promote(s *model.Snapshot, sealed []*Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand, u *usage, moved map[uint64]bool) (tasks []Task, refused int) {
 	for i := len(sealed) - 1; i >= 0 && len(tasks) < o.MaxMoves; i-- {
 		if eg := sealed[i]; eg.Reads < o.PromoteReads || s.Now.Sub(eg.Atime) > o.HotWindow {
 			continue
 		}
 		eg := *sealed[i]
 		best := fastestReplicaTier(eg)
+		if len(movable(eg, best)) == 0 {
+			continue // pinned where it is: room would not move it
+		}
+		full, placed := false, false
 		for _, t := range s.Tiers() {
-			if t == model.TierMem || t.Rank() >= best.Rank() || u.tier(t) >= o.DownAbove {
+			if t == model.TierMem || t.Rank() >= best.Rank() {
+				continue
+			}
+			if u.tier(t) >= o.DownAbove {
+				full = full || u.tierCap[t] > 0 // a tier with no device up is not full
 				continue
 			}
 			src := movable(eg, best)
@@ -327,12 +341,16 @@ func promote(s *model.Snapshot, sealed []*Egroup, pol placement.Policy, o TierOp
 			}
 			u.move(s, src[0], dst, eg.Size)
 			moved[eg.ID] = true
+			placed = true
 			tasks = append(tasks, Task{Kind: KindTierUp, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst}, Remove: []model.Replica{src[0]},
 				Bytes: eg.Size, Reason: fmt.Sprintf("%d reads, last %s ago, %s→%s", eg.Reads, s.Now.Sub(eg.Atime).Round(time.Second), best, t)})
 			break
 		}
+		if full && !placed {
+			refused++
+		}
 	}
-	return tasks
+	return tasks, refused
 }
 
 func fastestReplicaTier(eg Egroup) model.Tier {

@@ -31,6 +31,12 @@ type Input struct {
 	Obs learn.Observation
 	// Base are the configured thresholds (f, d, h, ...).
 	Base decide.TierOptions
+	// PromotionsRefused counts the hot egroups that event-driven
+	// promotion left on a slower tier since the previous check because a
+	// faster tier had no room below f (decide.Promotions' refused). It is
+	// not a learned feature: QLearning's promotion-starvation rule acts
+	// on it.
+	PromotionsRefused int
 }
 
 // Decision says whether to run a tiering job now and with which options.
@@ -114,6 +120,18 @@ func (Threshold) JobOptions(_ *model.Snapshot, base decide.TierOptions) decide.T
 	return base
 }
 
+// Names of the rules that force the learned scheduler's action
+// (learn.Decision.ForcedBy).
+const (
+	ForcedCeiling   = "ceiling"
+	ForcedStarved   = "promotion-starved"
+	ForcedBehaviour = "behaviour"
+)
+
+// DefaultStarvedMin is QLearning.StarvedMin when unset: one refused
+// promotion since the agent's last decision is evidence enough.
+const DefaultStarvedMin = 1
+
 // DefaultForceAbove is the usage of the fastest tier above which the
 // learned scheduler runs tiering whatever its model says: below the
 // placement ceiling (95 %, where writes spill to slower tiers) with room
@@ -136,8 +154,19 @@ type QLearning struct {
 	// under the threshold policy this way (Curator §4.3.3). usage is the
 	// fastest tier's used fraction.
 	Behaviour func(usage float64, rng *rand.Rand) int
+	// StarvedMin is the promotion-starvation rule, a safety rule outside
+	// the learned values like ForceAbove: when at least StarvedMin hot
+	// egroups were refused promotion for lack of room since the agent's
+	// last decision (Input.PromotionsRefused), the fastest tier is still
+	// at or above f and the agent is not holding after a run, its next
+	// decision is a forced run that sheds the tier to f − h, the room the
+	// threshold rule leaves. The model's state cannot tell an ssd full of
+	// cold data from one full of hot data; refused promotions can.
+	// 0 means DefaultStarvedMin; negative turns the rule off.
+	StarvedMin int
 
 	stepped  bool
+	refused  int // promotions refused since the agent's last decision
 	lastStep time.Time
 	latSum   float64 // Σ latency × ops since the last step
 	ops      float64
@@ -170,8 +199,12 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 	}
 	u, _ := TierUsage(in.Snapshot, fast)
 	ceiling := q.ceiling(base)
+	if in.PromotionsRefused < 0 {
+		return Decision{}, fmt.Errorf("tiersched: %d promotions refused: want ≥ 0", in.PromotionsRefused)
+	}
 	q.latSum += in.Obs.LatencyMs * in.Obs.Ops
 	q.ops += in.Obs.Ops
+	q.refused += in.PromotionsRefused
 	d := Decision{Options: q.JobOptions(in.Snapshot, in.Base)}
 	due := !q.stepped || in.Now.Sub(q.lastStep) >= q.Poll
 	if due || u > ceiling {
@@ -186,30 +219,45 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		if q.ops > 0 {
 			obs.LatencyMs = q.latSum / q.ops
 		}
-		force := learn.NoForce
+		force, by := learn.NoForce, ""
 		m := q.agent.Model()
+		refused := q.refused
+		starved := q.starved(in.Now, u, base)
 		switch {
 		case u > ceiling:
-			force = biggest(m.Actions)
+			force, by = biggest(m.Actions), ForcedCeiling
 		case q.Behaviour != nil:
-			force = q.Behaviour(u, rng)
+			force, by = q.Behaviour(u, rng), ForcedBehaviour
+		case starved:
+			force, by = biggest(m.Actions), ForcedStarved
 		}
-		ad, err := q.agent.Step(in.Now, obs, force, rng)
+		ad, err := q.agent.StepForced(in.Now, obs, force, by, rng)
 		if err != nil {
 			return Decision{}, err
 		}
 		q.stepped, q.lastStep, q.latSum, q.ops = true, in.Now, 0, 0
+		if !ad.Held {
+			q.refused = 0 // counted anew for the next decision
+		}
 		d.Agent = &ad
 		if !ad.Held && ad.Reduce > 0 {
 			o := q.JobOptions(in.Snapshot, in.Base)
 			// Shed from the current usage: the tier demotes now, whatever f.
 			o.DemoteAbove[fast] = math.Max(0, u-1e-9)
 			o.Reduce = base.Reduce * ad.Reduce
+			if ad.Forced && starved {
+				// Promotions need room below f: shed to f − h.
+				o.Reduce = math.Max(o.Reduce, u-(base.DownAbove-base.Reduce))
+			}
 			d.Run, d.Options = true, o
 			how := "greedy"
 			switch {
+			case ad.Forced && u > ceiling && starved:
+				how = fmt.Sprintf("forced above %.0f%%, and promotion-starved: %d refused for room", 100*ceiling, refused)
 			case ad.Forced && u > ceiling:
 				how = fmt.Sprintf("forced above %.0f%%", 100*ceiling)
+			case ad.Forced && by == ForcedStarved:
+				how = fmt.Sprintf("forced: promotion-starved, %d promotion(s) refused for room since the last decision", refused)
 			case ad.Forced:
 				how = "behaviour policy"
 			case ad.Explored:
@@ -231,6 +279,20 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// starved is the promotion-starvation rule (StarvedMin): promotions were
+// refused for room since the last decision, the tier is still at or above
+// f, and no hold is in effect.
+func (q *QLearning) starved(now time.Time, u float64, base decide.TierOptions) bool {
+	k := q.StarvedMin
+	switch {
+	case k < 0:
+		return false
+	case k == 0:
+		k = DefaultStarvedMin
+	}
+	return q.refused >= k && u >= base.DownAbove && !q.agent.Holding(now)
 }
 
 // JobOptions leave the fastest tier's data in place unless it is over the
