@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -148,6 +149,23 @@ docs/design/0006-learned-tiering.md explains the model and its limits.`,
 	return cmd
 }
 
+// forcedBy prints the forced decisions by rule: ": 3 ceiling, 2 promotion-starved".
+func forcedBy(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return ": " + strings.Join(parts, ", ")
+}
+
 func uniqueWorkloads(rep *tiersim.Report) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -177,7 +195,10 @@ func printTieringStatus(w io.Writer, st *curator.TieringStatus) {
 			s.CPU, s.Mem, s.SSDUsage, s.IOPS, s.ReadIOPS, s.WriteIOPS, s.LatencyMs)
 	}
 	if a := st.AgentStats; a != nil {
-		fmt.Fprintf(w, "  agent: %d decisions, %d runs (%d explored, %d forced), %d updates\n", a.Decisions, a.Runs, a.Explored, a.Forced, a.Updates)
+		fmt.Fprintf(w, "  agent: %d decisions, %d runs (%d explored, %d forced%s), %d updates\n", a.Decisions, a.Runs, a.Explored, a.Forced, forcedBy(a.ForcedBy), a.Updates)
+	}
+	if st.PromotionsRefused > 0 {
+		fmt.Fprintf(w, "  promotions refused for lack of room on the faster tier: %d\n", st.PromotionsRefused)
 	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "  last check failed (threshold rule used): %s\n", st.Error)

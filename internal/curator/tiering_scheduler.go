@@ -45,6 +45,11 @@ type TieringStatus struct {
 	Agent      *learn.Decision   `json:"agent,omitempty"`
 	AgentStats *learn.AgentStats `json:"agent_stats,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	// PromotionsRefused counts the hot egroups event-driven promotion
+	// left on a slower tier for lack of room on a faster one, since this
+	// node became the master: the evidence the learned scheduler's
+	// promotion-starvation rule acts on.
+	PromotionsRefused int64 `json:"promotions_refused_for_room,omitempty"`
 }
 
 // tierState is the Curator's scheduler bookkeeping (guarded by c.mu).
@@ -54,6 +59,9 @@ type tierState struct {
 	status    TieringStatus
 	saved     int64 // model updates at the last save
 	restored  bool  // the saved model was loaded since this node became master
+	// refused counts hot egroups event-driven promotion left on a slower
+	// tier for lack of room since the last check (decide.Promotions).
+	refused int
 }
 
 // tieringModelKey holds the learned scheduler's model (JSON) in the
@@ -98,7 +106,9 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOp
 		obs = c.opts.TierSignals()
 	}
 	sched := c.scheduler()
-	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: base}
+	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: base, PromotionsRefused: c.tier.refused}
+	c.tier.status.PromotionsRefused += int64(c.tier.refused)
+	c.tier.refused = 0
 	d, err := sched.Check(in, c.rng)
 	st := &c.tier.status
 	st.Scheduler, st.LastCheck, st.Error = sched.Name(), now, ""
