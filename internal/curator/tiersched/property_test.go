@@ -79,12 +79,16 @@ func randScenario(rng *rand.Rand) scenario {
 // run plays sc through a learned scheduler and returns each check's
 // decision (or error text).
 func (sc scenario) run(t *testing.T, seed uint64, min int, dropRefused bool) ([]Decision, *QLearning) {
+	return sc.runWith(t, seed, min, dropRefused, nil)
+}
+
+func (sc scenario) runWith(t *testing.T, seed uint64, min int, dropRefused bool, behaviour func(float64, *rand.Rand) int) ([]Decision, *QLearning) {
 	a, err := learn.NewAgent(sc.model.Clone(), learn.AgentOptions{Hold: sc.hold})
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := NewQLearning(a)
-	q.ForceAbove, q.Poll, q.StarvedMin = sc.ceiling, sc.poll, min
+	q.ForceAbove, q.Poll, q.StarvedMin, q.Behaviour = sc.ceiling, sc.poll, min, behaviour
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var out []Decision
@@ -191,5 +195,32 @@ func TestPropertyStarvationRule(t *testing.T) {
 	}
 	if fired < 100 {
 		t.Fatalf("the rule fired only %d times in 400 scenarios: the property is nearly vacuous", fired)
+	}
+}
+
+// Under a behaviour policy (pre-training collects transitions that way)
+// the behaviour decides: refusal counts change no decision, so the rule
+// leaves pre-training data as it was.
+func TestPropertyStarvationRuleLeavesBehaviourAlone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seed(t), 10))
+	for it := range 200 {
+		sc := randScenario(rng)
+		sc.min = 1
+		s := rng.Uint64()
+		f := sc.base.DownAbove
+		behaviour := func(u float64, r *rand.Rand) int {
+			if r.Float64() < 0.2 {
+				return r.IntN(2)
+			}
+			if u > f {
+				return 1
+			}
+			return 0
+		}
+		with, _ := sc.runWith(t, s, sc.min, false, behaviour)
+		without, _ := sc.runWith(t, s, sc.min, true, behaviour)
+		if !reflect.DeepEqual(with, without) {
+			t.Fatalf("iteration %d: refusal counts changed the behaviour policy's decisions", it)
+		}
 	}
 }

@@ -245,7 +245,7 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 			// Shed from the current usage: the tier demotes now, whatever f.
 			o.DemoteAbove[fast] = math.Max(0, u-1e-9)
 			o.Reduce = base.Reduce * ad.Reduce
-			if ad.Forced && starved {
+			if by == ForcedStarved || by == ForcedCeiling && starved {
 				// Promotions need room below f: shed to f − h.
 				o.Reduce = math.Max(o.Reduce, u-(base.DownAbove-base.Reduce))
 			}
@@ -283,11 +283,14 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 
 // starved is the promotion-starvation rule (StarvedMin): promotions were
 // refused for room since the last decision, the tier is still at or above
-// f, and no hold is in effect.
+// f, no hold is in effect, and the agent (not a behaviour policy) acts.
 func (q *QLearning) starved(now time.Time, u float64, base decide.TierOptions) bool {
 	k := q.StarvedMin
 	switch {
-	case k < 0:
+	case k < 0 || q.Behaviour != nil:
+		// Off, or a behaviour policy (pre-training) chooses: it owns
+		// every decision below the ceiling, and the data it collects
+		// stays that policy's.
 		return false
 	case k == 0:
 		k = DefaultStarvedMin

@@ -47,10 +47,13 @@ type node struct {
 
 	// Signals: per-second ring of client counts for rates, and latency
 	// since the last check.
-	ring      [signalWindowSecs]secCounts
-	ringN     int
-	chkLat    float64
-	chkOps    float64
+	ring   [signalWindowSecs]secCounts
+	ringN  int
+	chkLat float64
+	chkOps float64
+	// refused counts hot egroups promotion refused for room since the
+	// last check (decide.Promotions).
+	refused   int
 	decisions []learn.Decision
 	// now is where prefill ended (the execution phase starts there).
 	now time.Time
@@ -129,7 +132,7 @@ func (n *node) clone() *node {
 		c.secs[i] = s
 	}
 	c.mover = mover{maxRate: n.mover.maxRate, rate: n.mover.maxRate, workers: n.mover.workers}
-	c.job, c.decisions = nil, nil
+	c.job, c.decisions, c.refused = nil, nil, 0
 	c.prefillPos = append([]int(nil), n.prefillPos...)
 	c.lat = n.lat
 	return &c
@@ -343,7 +346,14 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 			return !eg.open && n.l.devs[eg.dev].Tier != model.TierSSD && eg.winReads >= base.PromoteReads && now.Sub(eg.winStart) <= base.HotWindow
 		})
 		if len(hot) > 0 {
-			tasks := decide.Tiering(snap, hot, n.l.pol, n.sched.JobOptions(snap, base), n.drng)
+			// The master's PromoteHot: the same decision, and the same
+			// count of egroups refused for lack of room on the ssd, which
+			// the scheduler's next check receives.
+			tasks, refused := decide.Promotions(snap, hot, n.l.pol, n.sched.JobOptions(snap, base), n.drng)
+			n.refused += refused
+			if m != nil {
+				m.refused += refused
+			}
 			n.queue(now, tasks, m, false)
 		}
 	}
@@ -357,8 +367,9 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 		opts, reason = &o, "periodic"
 	} else if now.Sub(n.lastPartial) >= base.MinInterval && now.Sub(n.lastCheck) >= n.o.PollEvery {
 		obs := n.observation()
-		n.lastCheck, n.chkLat, n.chkOps = now, 0, 0
-		d, err := n.sched.Check(tiersched.Input{Now: now, Snapshot: snap, Obs: obs, Base: base}, n.drng)
+		refused := n.refused
+		n.lastCheck, n.chkLat, n.chkOps, n.refused = now, 0, 0, 0
+		d, err := n.sched.Check(tiersched.Input{Now: now, Snapshot: snap, Obs: obs, Base: base, PromotionsRefused: refused}, n.drng)
 		if err != nil {
 			return err
 		}
@@ -366,6 +377,9 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 			n.decisions = append(n.decisions, *d.Agent)
 			if m != nil {
 				m.lastAction = d.Agent.Name
+				if d.Agent.ForcedBy != "" {
+					m.lastAction += "/" + d.Agent.ForcedBy
+				}
 			}
 		}
 		if d.Run {
