@@ -204,7 +204,7 @@ func printTieringStatus(w io.Writer, st *curator.TieringStatus) {
 		fmt.Fprintf(w, "  agent: %d decisions, %d runs (%d explored, %d forced%s), %d updates\n", a.Decisions, a.Runs, a.Explored, a.Forced, forcedBy(a.ForcedBy), a.Updates)
 	}
 	if st.PromotionsRefused > 0 {
-		fmt.Fprintf(w, "  promotions refused for lack of room on the faster tier: %d\n", st.PromotionsRefused)
+		fmt.Fprintf(w, "  promotions refused for lack of room on the faster tier: %d (hot egroups starved at the last check: %d)\n", st.PromotionsRefused, st.Starved)
 	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "  last check failed (threshold rule used): %s\n", st.Error)

@@ -171,10 +171,10 @@ func TestTieringModelSurvivesFailover(t *testing.T) {
 
 // The promotion-starvation rule end to end: with the ssd over f but under
 // the safety ceiling and an agent that never runs, a hot object on hdd
-// is refused promotion for lack of room; the refusal reaches the
-// scheduler's next check, which forces a run (its reason and the status
-// say why) that sheds the ssd to f − h, after which the hot object is
-// promoted.
+// is refused promotion for lack of room. Read just past the promotion
+// threshold it is no evidence (lukewarm data); read ten times that, it
+// is: the next decision is a forced run (its reason and the status say
+// why) that sheds the ssd to f − h, after which the object is promoted.
 func TestLearnedSchedulerPromotionStarved(t *testing.T) {
 	e := newTierEnv(t, "hdd:%s:64MiB")
 	e.put("hot", data(7, 100<<10), "any=1")
@@ -199,19 +199,28 @@ func TestLearnedSchedulerPromotionStarved(t *testing.T) {
 	if rec == nil || rec.Planned[string(decide.KindTierUp)] != 0 || e.tiersOf("hot")[model.TierSSD] != 0 {
 		t.Fatalf("ssd at %.0f%% ≥ f, yet the hot object was promoted: %+v", 100*e.tierUse(model.TierSSD), rec)
 	}
-
-	// The agent's hold after its first decision does not apply (it
-	// skipped); its next decision is 30 s later.
+	// The agent decides again 30 s later (it skipped: no hold).
+	clock := time.Now().Add(time.Minute)
 	e.c.mu.Lock()
-	e.c.now = func() time.Time { return time.Now().Add(time.Minute) }
+	e.c.now = func() time.Time { return clock }
 	e.c.mu.Unlock()
+	e.quietSchedules()
+	if kind, why := e.c.due(); kind != "" {
+		t.Fatalf("refused with %d reads (below %d): due %q (%s), want a skip", decide.DefaultPromoteReads, decide.DefaultStarveFactor*decide.DefaultPromoteReads, kind, why)
+	}
+	if st := e.c.Status(context.Background()).Tiering; st == nil || st.PromotionsRefused != 1 || st.Starved != 0 {
+		t.Fatalf("status after a lukewarm refusal: %+v", st)
+	}
+
+	e.read("hot", decide.DefaultStarveFactor*decide.DefaultPromoteReads)
+	clock = clock.Add(time.Minute)
 	e.quietSchedules()
 	kind, why := e.c.due()
 	if kind != "partial" || !strings.Contains(why, "promotion-starved") {
-		t.Fatalf("after a refused promotion: due %q (%s), want a run forced by promotion starvation", kind, why)
+		t.Fatalf("hot object starved: due %q (%s), want a run forced by promotion starvation", kind, why)
 	}
 	st := e.c.Status(context.Background()).Tiering
-	if st == nil || st.PromotionsRefused != 1 || st.Agent == nil || st.Agent.ForcedBy != tiersched.ForcedStarved || !strings.Contains(st.LastReason, "promotion-starved") {
+	if st == nil || st.Starved != 1 || st.Agent == nil || st.Agent.ForcedBy != tiersched.ForcedStarved || !strings.Contains(st.LastReason, "promotion-starved") {
 		t.Fatalf("status does not show the starvation: %+v", st)
 	}
 	before := e.tierUse(model.TierSSD)
@@ -223,9 +232,24 @@ func TestLearnedSchedulerPromotionStarved(t *testing.T) {
 	if after > 0.62 {
 		t.Fatalf("a starved run shed the ssd from %.1f%% to %.1f%%, want f − h = 60%%", 100*before, 100*after)
 	}
-	// Room below f: the next job promotes the hot object.
+	// Room below f: the next job promotes the hot object, which then no
+	// longer counts as starved.
 	e.job()
 	if e.tiersOf("hot")[model.TierSSD] == 0 {
 		t.Fatalf("hot object still not on ssd (ssd %.0f%%): %v", 100*e.tierUse(model.TierSSD), e.tiersOf("hot"))
+	}
+	if n := e.c.starved(context.Background(), e.c.topo.Snapshot(), e.c.opts.Tier); n != 0 {
+		t.Fatalf("a promoted egroup still counts as starved (%d)", n)
+	}
+	// A hot window after the refusal it is forgotten.
+	clock = clock.Add(2 * time.Hour)
+	e.c.mu.Lock()
+	left := len(e.c.tier.refused)
+	e.c.mu.Unlock()
+	e.c.starved(context.Background(), e.c.topo.Snapshot(), e.c.opts.Tier)
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if left != 1 || len(e.c.tier.refused) != 0 {
+		t.Fatalf("refused egroups remembered: %d before the window ended, %d after (want 1, 0)", left, len(e.c.tier.refused))
 	}
 }

@@ -25,10 +25,10 @@ import (
 //	                            selects a learned scheduler whose model has one
 //	                            feature, ssd (mean 50, scale 10), and the paper's
 //	                            two actions; run's Q is run-bias + run-ssd·z(ssd)
-//	check at=D [seed=S] [refused=N]
+//	check at=D [seed=S] [starved=N]
 //	                            body: an observation (latency, ops, ...); one
-//	                            check, with N promotions refused for room since
-//	                            the previous one; prints the decision and its options
+//	                            check, with N hot egroups starved of promotion
+//	                            (Input.Starved); prints the decision and its options
 //	job                         prints the options of a job started for another reason
 //
 // Rewrite expectations with: go test ./internal/curator/tiersched -run DataDriven -rewrite
@@ -125,7 +125,7 @@ func TestDataDriven(t *testing.T) {
 				}
 				s := model.NewSnapshot(t0.Add(at), nil, snap.Devices)
 				rng := rand.New(rand.NewPCG(uint64(flt(t, d, args["seed"])), 0))
-				dec, err := sched.Check(Input{Now: s.Now, Snapshot: s, Obs: o, Base: base, PromotionsRefused: int(flt(t, d, args["refused"]))}, rng)
+				dec, err := sched.Check(Input{Now: s.Now, Snapshot: s, Obs: o, Base: base, Starved: int(flt(t, d, args["starved"]))}, rng)
 				if err != nil {
 					return "error: " + err.Error()
 				}

@@ -30,7 +30,7 @@ func seed(t *testing.T) uint64 {
 type step struct {
 	at      time.Duration
 	ssdUsed int64 // of 1000
-	refused int
+	starved int
 	obs     learn.Observation
 }
 
@@ -69,7 +69,7 @@ func randScenario(rng *rand.Rand) scenario {
 		at += time.Duration(1+rng.IntN(20)) * time.Second
 		st := step{at: at, ssdUsed: int64(rng.IntN(1001)), obs: learn.Observation{LatencyMs: 20 * rng.Float64(), Ops: float64(rng.IntN(500))}}
 		if rng.IntN(3) == 0 {
-			st.refused = rng.IntN(5)
+			st.starved = rng.IntN(5)
 		}
 		sc.steps = append(sc.steps, st)
 	}
@@ -78,11 +78,11 @@ func randScenario(rng *rand.Rand) scenario {
 
 // run plays sc through a learned scheduler and returns each check's
 // decision (or error text).
-func (sc scenario) run(t *testing.T, seed uint64, min int, dropRefused bool) ([]Decision, *QLearning) {
-	return sc.runWith(t, seed, min, dropRefused, nil)
+func (sc scenario) run(t *testing.T, seed uint64, min int, dropStarved bool) ([]Decision, *QLearning) {
+	return sc.runWith(t, seed, min, dropStarved, nil)
 }
 
-func (sc scenario) runWith(t *testing.T, seed uint64, min int, dropRefused bool, behaviour func(float64, *rand.Rand) int) ([]Decision, *QLearning) {
+func (sc scenario) runWith(t *testing.T, seed uint64, min int, dropStarved bool, behaviour func(float64, *rand.Rand) int) ([]Decision, *QLearning) {
 	a, err := learn.NewAgent(sc.model.Clone(), learn.AgentOptions{Hold: sc.hold})
 	if err != nil {
 		t.Fatal(err)
@@ -97,12 +97,12 @@ func (sc scenario) runWith(t *testing.T, seed uint64, min int, dropRefused bool,
 			{ID: "n1/ssd0", Node: "n1", Tier: model.TierSSD, CapacityBytes: 1000, UsedBytes: st.ssdUsed},
 			{ID: "n1/hdd0", Node: "n1", Tier: model.TierHDD, CapacityBytes: 100000, UsedBytes: 1000},
 		}
-		refused := st.refused
-		if dropRefused {
-			refused = 0
+		starved := st.starved
+		if dropStarved {
+			starved = 0
 		}
 		s := model.NewSnapshot(t0.Add(st.at), nil, devs)
-		d, err := q.Check(Input{Now: s.Now, Snapshot: s, Obs: st.obs, Base: sc.base, PromotionsRefused: refused}, rng)
+		d, err := q.Check(Input{Now: s.Now, Snapshot: s, Obs: st.obs, Base: sc.base, Starved: starved}, rng)
 		if err != nil {
 			t.Fatalf("check at %s: %v", st.at, err)
 		}
@@ -116,14 +116,14 @@ func (sc scenario) runWith(t *testing.T, seed uint64, min int, dropRefused bool,
 }
 
 // The promotion-starvation rule, against a reference model of when it
-// must fire: at every decision the agent makes (not held), with k ≥ 1
-// refusals since its previous decision, the ssd at or above f and no
-// hold from its last run in effect (a run forced above the ceiling is
-// decided within a hold), the
+// must fire: at every decision the agent makes (not held), with at least
+// k starved egroups at that check, the ssd at or above f and no hold from
+// its last run in effect (a run forced above the ceiling is decided
+// within a hold), the
 // action is a run — forced by the rule unless the ceiling forced it
 // first — that sheds the ssd to f − h (at least h); a run forced by the
 // rule never happens otherwise (below f, within a hold, without
-// refusals). With the rule off, the refusal counts change nothing.
+// starved egroups). With the rule off, the starved counts change nothing.
 func TestPropertyStarvationRule(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed(t), 9))
 	fired := 0
@@ -135,17 +135,15 @@ func TestPropertyStarvationRule(t *testing.T) {
 			k = DefaultStarvedMin
 		}
 		ds, q := sc.run(t, s, sc.min, false)
-		refused := 0
 		var holdUntil time.Duration // the agent's hold, from the runs it decided
 		for i, d := range ds {
 			st := sc.steps[i]
-			refused += st.refused
 			ad := d.Agent
 			if ad == nil {
 				continue // between polls: no decision
 			}
 			u := float64(st.ssdUsed) / 1000
-			where := fmt.Sprintf("iteration %d step %d (at %s, ssd %.3f, f %.3f, ceiling %.3f, %d refused, min %d): %s / %s", it, i, st.at, u, sc.base.DownAbove, sc.ceiling, refused, sc.min, ad, d.Reason)
+			where := fmt.Sprintf("iteration %d step %d (at %s, ssd %.3f, f %.3f, ceiling %.3f, %d starved, min %d): %s / %s", it, i, st.at, u, sc.base.DownAbove, sc.ceiling, st.starved, sc.min, ad, d.Reason)
 			starvedByRule := ad.Forced && ad.ForcedBy == ForcedStarved
 			if ad.Held {
 				// (A held decision repeats the run in effect, forced or not.)
@@ -154,7 +152,7 @@ func TestPropertyStarvationRule(t *testing.T) {
 				}
 				continue
 			}
-			want := sc.min >= 0 && refused >= k && u >= sc.base.DownAbove && st.at >= holdUntil
+			want := sc.min >= 0 && st.starved >= k && u >= sc.base.DownAbove && st.at >= holdUntil
 			switch {
 			case want && u > sc.ceiling:
 				if ad.ForcedBy != ForcedCeiling || !d.Run {
@@ -177,7 +175,6 @@ func TestPropertyStarvationRule(t *testing.T) {
 					t.Fatalf("%s: the reason does not name the rule", where)
 				}
 			}
-			refused = 0 // a decision: counted anew
 			if ad.Reduce > 0 {
 				holdUntil = st.at + sc.hold
 			}
@@ -186,10 +183,10 @@ func TestPropertyStarvationRule(t *testing.T) {
 			t.Fatalf("iteration %d: rule off, yet %d runs forced by it", it, st.ForcedBy[ForcedStarved])
 		}
 		if sc.min < 0 {
-			// Off: the same decisions as without any refusal.
+			// Off: the same decisions as without any starved egroup.
 			same, _ := sc.run(t, s, sc.min, true)
 			if !reflect.DeepEqual(ds, same) {
-				t.Fatalf("iteration %d: with the rule off, refusal counts changed the decisions", it)
+				t.Fatalf("iteration %d: with the rule off, starved counts changed the decisions", it)
 			}
 		}
 	}
@@ -199,7 +196,7 @@ func TestPropertyStarvationRule(t *testing.T) {
 }
 
 // Under a behaviour policy (pre-training collects transitions that way)
-// the behaviour decides: refusal counts change no decision, so the rule
+// the behaviour decides: starved counts change no decision, so the rule
 // leaves pre-training data as it was.
 func TestPropertyStarvationRuleLeavesBehaviourAlone(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed(t), 10))
@@ -220,7 +217,7 @@ func TestPropertyStarvationRuleLeavesBehaviourAlone(t *testing.T) {
 		with, _ := sc.runWith(t, s, sc.min, false, behaviour)
 		without, _ := sc.runWith(t, s, sc.min, true, behaviour)
 		if !reflect.DeepEqual(with, without) {
-			t.Fatalf("iteration %d: refusal counts changed the behaviour policy's decisions", it)
+			t.Fatalf("iteration %d: starved counts changed the behaviour policy's decisions", it)
 		}
 	}
 }

@@ -31,12 +31,12 @@ type Input struct {
 	Obs learn.Observation
 	// Base are the configured thresholds (f, d, h, ...).
 	Base decide.TierOptions
-	// PromotionsRefused counts the hot egroups that event-driven
-	// promotion left on a slower tier since the previous check because a
-	// faster tier had no room below f (decide.Promotions' refused). It is
-	// not a learned feature: QLearning's promotion-starvation rule acts
-	// on it.
-	PromotionsRefused int
+	// Starved counts the hot egroups promotion left on a slower tier for
+	// lack of room on a faster one within the last hot window that are
+	// still there and still hot (decide.Promotions' refused, filtered by
+	// decide.StillStarved at this check). It is not a learned feature:
+	// QLearning's promotion-starvation rule acts on it.
+	Starved int
 }
 
 // Decision says whether to run a tiering job now and with which options.
@@ -128,8 +128,8 @@ const (
 	ForcedBehaviour = "behaviour"
 )
 
-// DefaultStarvedMin is QLearning.StarvedMin when unset: one refused
-// promotion since the agent's last decision is evidence enough.
+// DefaultStarvedMin is QLearning.StarvedMin when unset: one starved hot
+// egroup (decide.StillStarved) is evidence enough.
 const DefaultStarvedMin = 1
 
 // DefaultForceAbove is the usage of the fastest tier above which the
@@ -155,18 +155,18 @@ type QLearning struct {
 	// fastest tier's used fraction.
 	Behaviour func(usage float64, rng *rand.Rand) int
 	// StarvedMin is the promotion-starvation rule, a safety rule outside
-	// the learned values like ForceAbove: when at least StarvedMin hot
-	// egroups were refused promotion for lack of room since the agent's
-	// last decision (Input.PromotionsRefused), the fastest tier is still
-	// at or above f and the agent is not holding after a run, its next
-	// decision is a forced run that sheds the tier to f − h, the room the
-	// threshold rule leaves. The model's state cannot tell an ssd full of
-	// cold data from one full of hot data; refused promotions can.
+	// the learned values like ForceAbove: when at a decision at least
+	// StarvedMin hot egroups are starved (Input.Starved: refused
+	// promotion for lack of room, still on a slower tier and still well
+	// above the promotion threshold), the fastest tier is at or above f
+	// and the agent is not holding after a run, the decision is a forced
+	// run that sheds the tier to f − h, the room the threshold rule
+	// leaves. The model's state cannot tell an ssd full of cold data from
+	// one full of hot data; starved promotions can.
 	// 0 means DefaultStarvedMin; negative turns the rule off.
 	StarvedMin int
 
 	stepped  bool
-	refused  int // promotions refused since the agent's last decision
 	lastStep time.Time
 	latSum   float64 // Σ latency × ops since the last step
 	ops      float64
@@ -199,12 +199,11 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 	}
 	u, _ := TierUsage(in.Snapshot, fast)
 	ceiling := q.ceiling(base)
-	if in.PromotionsRefused < 0 {
-		return Decision{}, fmt.Errorf("tiersched: %d promotions refused: want ≥ 0", in.PromotionsRefused)
+	if in.Starved < 0 {
+		return Decision{}, fmt.Errorf("tiersched: %d starved egroups: want ≥ 0", in.Starved)
 	}
 	q.latSum += in.Obs.LatencyMs * in.Obs.Ops
 	q.ops += in.Obs.Ops
-	q.refused += in.PromotionsRefused
 	d := Decision{Options: q.JobOptions(in.Snapshot, in.Base)}
 	due := !q.stepped || in.Now.Sub(q.lastStep) >= q.Poll
 	if due || u > ceiling {
@@ -221,8 +220,7 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		}
 		force, by := learn.NoForce, ""
 		m := q.agent.Model()
-		refused := q.refused
-		starved := q.starved(in.Now, u, base)
+		starved := q.starved(in.Now, u, in.Starved, base)
 		switch {
 		case u > ceiling:
 			force, by = biggest(m.Actions), ForcedCeiling
@@ -236,9 +234,6 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 			return Decision{}, err
 		}
 		q.stepped, q.lastStep, q.latSum, q.ops = true, in.Now, 0, 0
-		if !ad.Held {
-			q.refused = 0 // counted anew for the next decision
-		}
 		d.Agent = &ad
 		if !ad.Held && ad.Reduce > 0 {
 			o := q.JobOptions(in.Snapshot, in.Base)
@@ -253,11 +248,11 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 			how := "greedy"
 			switch {
 			case ad.Forced && u > ceiling && starved:
-				how = fmt.Sprintf("forced above %.0f%%, and promotion-starved: %d refused for room", 100*ceiling, refused)
+				how = fmt.Sprintf("forced above %.0f%%, and promotion-starved: %d hot egroup(s) refused for room", 100*ceiling, in.Starved)
 			case ad.Forced && u > ceiling:
 				how = fmt.Sprintf("forced above %.0f%%", 100*ceiling)
 			case ad.Forced && by == ForcedStarved:
-				how = fmt.Sprintf("forced: promotion-starved, %d promotion(s) refused for room since the last decision", refused)
+				how = fmt.Sprintf("forced: promotion-starved, %d hot egroup(s) refused promotion for room", in.Starved)
 			case ad.Forced:
 				how = "behaviour policy"
 			case ad.Explored:
@@ -281,10 +276,10 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 	return d, nil
 }
 
-// starved is the promotion-starvation rule (StarvedMin): promotions were
-// refused for room since the last decision, the tier is still at or above
-// f, no hold is in effect, and the agent (not a behaviour policy) acts.
-func (q *QLearning) starved(now time.Time, u float64, base decide.TierOptions) bool {
+// starved is the promotion-starvation rule (StarvedMin): enough hot
+// egroups are starved, the tier is at or above f, no hold is in effect,
+// and the agent (not a behaviour policy) acts.
+func (q *QLearning) starved(now time.Time, u float64, n int, base decide.TierOptions) bool {
 	k := q.StarvedMin
 	switch {
 	case k < 0 || q.Behaviour != nil:
@@ -295,7 +290,7 @@ func (q *QLearning) starved(now time.Time, u float64, base decide.TierOptions) b
 	case k == 0:
 		k = DefaultStarvedMin
 	}
-	return q.refused >= k && u >= base.DownAbove && !q.agent.Holding(now)
+	return n >= k && u >= base.DownAbove && !q.agent.Holding(now)
 }
 
 // JobOptions leave the fastest tier's data in place unless it is over the

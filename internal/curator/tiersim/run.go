@@ -132,7 +132,7 @@ func (n *node) clone() *node {
 		c.secs[i] = s
 	}
 	c.mover = mover{maxRate: n.mover.maxRate, rate: n.mover.maxRate, workers: n.mover.workers}
-	c.job, c.decisions, c.refused = nil, nil, 0
+	c.job, c.decisions = nil, nil
 	c.prefillPos = append([]int(nil), n.prefillPos...)
 	c.lat = n.lat
 	return &c
@@ -350,9 +350,11 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 			// count of egroups refused for lack of room on the ssd, which
 			// the scheduler's next check receives.
 			tasks, refused := decide.Promotions(snap, hot, n.l.pol, n.sched.JobOptions(snap, base), n.drng)
-			n.refused += refused
+			for _, id := range refused {
+				n.l.egs[int(id)-1].refusedAt = now // egroup IDs are 1 + their index
+			}
 			if m != nil {
-				m.refused += refused
+				m.refused += len(refused)
 			}
 			n.queue(now, tasks, m, false)
 		}
@@ -367,9 +369,8 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 		opts, reason = &o, "periodic"
 	} else if now.Sub(n.lastPartial) >= base.MinInterval && now.Sub(n.lastCheck) >= n.o.PollEvery {
 		obs := n.observation()
-		refused := n.refused
-		n.lastCheck, n.chkLat, n.chkOps, n.refused = now, 0, 0, 0
-		d, err := n.sched.Check(tiersched.Input{Now: now, Snapshot: snap, Obs: obs, Base: base, PromotionsRefused: refused}, n.drng)
+		n.lastCheck, n.chkLat, n.chkOps = now, 0, 0
+		d, err := n.sched.Check(tiersched.Input{Now: now, Snapshot: snap, Obs: obs, Base: base, Starved: n.starved(now, snap)}, n.drng)
 		if err != nil {
 			return err
 		}
@@ -398,6 +399,23 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 	}
 	n.queue(now, tasks, m, true)
 	return nil
+}
+
+// starved is the Curator master's count for the learned scheduler: the
+// egroups refused promotion for lack of room within the last hot window
+// that are still starved (decide.StillStarved).
+func (n *node) starved(now time.Time, snap *model.Snapshot) int {
+	if _, ok := n.sched.(*tiersched.QLearning); !ok {
+		return 0
+	}
+	window := n.o.Tier.HotWindow
+	k := 0
+	for _, eg := range n.l.egroups(now, func(eg *egroup) bool { return !eg.refusedAt.IsZero() && now.Sub(eg.refusedAt) <= window }) {
+		if decide.StillStarved(snap, eg, n.o.Tier) {
+			k++
+		}
+	}
+	return k
 }
 
 // queue hands tasks to the mover; tasks not started within the job time

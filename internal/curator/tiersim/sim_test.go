@@ -236,13 +236,14 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-// The simulator feeds the learned scheduler the same promotion-refusal
-// count the Curator master does (decide.Promotions in its event-driven
-// promotion). On oltp-skewed, an agent that never wants to run leaves the
-// ssd between f and the ceiling, where promotions are refused: without
-// the starvation rule the hot data stays on hdd; with it, forced runs
-// make room, promotions follow, and more reads hit the ssd. Each starved
-// run is recorded in the series as run/promotion-starved.
+// The simulator feeds the learned scheduler the same starvation count the
+// Curator master does (decide.Promotions' refusals in its event-driven
+// promotion, filtered by decide.StillStarved at each check). On
+// oltp-skewed, an agent that never wants to run leaves the ssd between f
+// and the ceiling, where promotions are refused: without the starvation
+// rule the hot data stays on hdd; with it, forced runs make room,
+// promotions follow, and more reads hit the ssd. Each starved run is
+// recorded in the series as run/promotion-starved.
 func TestPromotionStarvationRule(t *testing.T) {
 	o := small(seed(t))
 	o.Workloads = []string{"oltp-skewed"}
