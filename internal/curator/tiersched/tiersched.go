@@ -145,7 +145,8 @@ const DefaultForceAbove = 0.90
 // ceiling).
 type QLearning struct {
 	agent *learn.Agent
-	// ForceAbove is the safety ceiling (default DefaultForceAbove).
+	// ForceAbove is the safety ceiling (default DefaultForceAbove): above
+	// it a run is forced that sheds the tier to f − h.
 	ForceAbove float64
 	// Poll is the agent's decision period (default 30 s).
 	Poll time.Duration
@@ -240,8 +241,11 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 			// Shed from the current usage: the tier demotes now, whatever f.
 			o.DemoteAbove[fast] = math.Max(0, u-1e-9)
 			o.Reduce = base.Reduce * ad.Reduce
-			if by == ForcedStarved || by == ForcedCeiling && starved {
-				// Promotions need room below f: shed to f − h.
+			if by == ForcedStarved || by == ForcedCeiling {
+				// A safety rule fired: restore the room the threshold
+				// rule leaves, f − h, so promotions have room below f.
+				// Shedding h from above the ceiling would leave the
+				// tier above f, where promotions stop, for a whole hold.
 				o.Reduce = math.Max(o.Reduce, u-(base.DownAbove-base.Reduce))
 			}
 			d.Run, d.Options = true, o
