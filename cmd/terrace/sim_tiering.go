@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -48,7 +49,11 @@ with the fixed thresholds (f, d, h) and once with the Q-learning scheduler,
 which starts from a model pre-trained on simulator runs of the threshold
 policy (seeds disjoint from --seed) and keeps learning, ε-greedy with ε
 decaying from --epsilon as its experience (pre-training included) grows, and
-never exploring a run while the ssd is below --explore-min-ssd.
+never exploring a run while the ssd is below --explore-min-ssd. Two safety
+rules outside the learned values force a run: the ssd above --force-above,
+and promotion starvation (hot data refused promotion for lack of ssd room
+since the agent's last decision while the ssd is at or above f; see
+--starved-min).
 
 Devices follow the emulation profiles (hdd 150 MB/s and 4 ms per random
 request, one at a time; ssd 500 MB/s and 0.1 ms) with an M/G/1 queue per
@@ -62,7 +67,8 @@ docs/design/0006-learned-tiering.md explains the model and its limits.`,
   terrace sim tiering --json > table1.json
   terrace sim tiering --promotion scan          # promotion only in Curator jobs
   terrace sim tiering --epsilon-half-life -1 --explore-min-ssd -1 --hold 5m   # the paper's constant ε = 0.2, 5-minute hold
-  terrace sim tiering --model sim-out/tiering/model.json --workload oltp`,
+  terrace sim tiering --model sim-out/tiering/model.json --workload oltp
+  terrace sim tiering --starved-min -1          # without the promotion-starvation rule`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if features != "" {
@@ -141,11 +147,29 @@ docs/design/0006-learned-tiering.md explains the model and its limits.`,
 	f.Float64Var(&o.ExploreMinSSD, "explore-min-ssd", 0, "ssd usage in percent below which exploration never picks a run (default 70; negative: explore runs at any usage)")
 	f.DurationVar(&o.Hold, "hold", 0, "the agent's pause after a run, the interval its reward averages (default 10m; the paper's is 5m)")
 	f.Float64Var(&o.ForceAbove, "force-above", 0, "ssd usage above which tiering runs whatever the agent says (default 0.9; negative: f)")
+	f.IntVar(&o.StarvedMin, "starved-min", 0, "promotion-starvation rule: promotions refused for lack of ssd room since the agent's last decision that force a run shedding the ssd to f − h while it is at or above f (default 1; negative: off)")
 	f.IntVar(&o.PretrainSeeds, "pretrain-seeds", 0, "simulator runs per workload collected for pre-training (default 3)")
 	f.StringVar(&modelPath, "model", "", "start from this model (JSON from --out) instead of pre-training")
 	f.StringVar(&features, "features", "", "model features when pre-training (default the paper's cpu,mem,ssd,iops,riops,wiops; also lat_ms, hdd)")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
+}
+
+// forcedBy prints the forced decisions by rule: ": 3 ceiling, 2 promotion-starved".
+func forcedBy(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return ": " + strings.Join(parts, ", ")
 }
 
 func uniqueWorkloads(rep *tiersim.Report) []string {
@@ -177,7 +201,10 @@ func printTieringStatus(w io.Writer, st *curator.TieringStatus) {
 			s.CPU, s.Mem, s.SSDUsage, s.IOPS, s.ReadIOPS, s.WriteIOPS, s.LatencyMs)
 	}
 	if a := st.AgentStats; a != nil {
-		fmt.Fprintf(w, "  agent: %d decisions, %d runs (%d explored, %d forced), %d updates\n", a.Decisions, a.Runs, a.Explored, a.Forced, a.Updates)
+		fmt.Fprintf(w, "  agent: %d decisions, %d runs (%d explored, %d forced%s), %d updates\n", a.Decisions, a.Runs, a.Explored, a.Forced, forcedBy(a.ForcedBy), a.Updates)
+	}
+	if st.PromotionsRefused > 0 {
+		fmt.Fprintf(w, "  promotions refused for lack of room on the faster tier: %d (hot egroups starved at the last check: %d)\n", st.PromotionsRefused, st.Starved)
 	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "  last check failed (threshold rule used): %s\n", st.Error)

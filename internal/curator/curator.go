@@ -425,8 +425,11 @@ func (c *Curator) due() (kind, why string) {
 	// A tiering policy is consulted before taking c.mu: a policy call may
 	// take up to its deadline and must not hold up Status or Trigger.
 	to, tierRun := c.opts.Tier, false
+	starved := 0
 	if c.opts.Tiering {
 		to, tierRun = c.tierOptions(s, nil)
+		// Read before c.mu too: it looks egroups up in the metadata store.
+		starved = c.starved(context.Background(), s, to)
 	}
 	now := c.now()
 	c.mu.Lock()
@@ -461,7 +464,7 @@ func (c *Curator) due() (kind, why string) {
 	if tierRun && now.Sub(c.last["partial"]) >= to.MinInterval {
 		// The scheduler decides on the policy's thresholds (a tiering
 		// policy tunes them; the scheduler says when to act on them).
-		if run, why := c.tierCheck(s, now, to); run {
+		if run, why := c.tierCheck(s, now, to, starved); run {
 			return "partial", why
 		}
 	}

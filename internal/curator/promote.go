@@ -119,9 +119,11 @@ func (c *Curator) PromoteHot(ctx context.Context) (*JobRecord, error) {
 	rec.Records = len(egs)
 	snap := c.snapshotFor()
 	var tasks []decide.Task
+	var refused []uint64
 	if to, run := c.tierOptions(snap, egs); run {
 		c.mu.Lock()
-		tasks = decide.Promotions(snap, egs, c.policy, to, rng)
+		tasks, refused = decide.Promotions(snap, egs, c.policy, to, rng)
+		c.noteRefused(refused)
 		c.mu.Unlock()
 	}
 	for _, t := range tasks {
@@ -156,7 +158,7 @@ func (c *Curator) PromoteHot(ctx context.Context) (*JobRecord, error) {
 	if len(tasks) > 0 {
 		c.saveRecord(ctx, rec)
 	}
-	c.log.Info("curator promotion done", "requests", len(items), "egroups", len(egs), "planned", rec.Planned, "done", rec.Done,
+	c.log.Info("curator promotion done", "requests", len(items), "egroups", len(egs), "planned", rec.Planned, "refused_for_room", len(refused), "done", rec.Done,
 		"stale", rec.Stale, "failed", rec.Failed, "moved", rec.Moved, "took", rec.End.Sub(rec.Start).Round(time.Millisecond))
 	return rec, ctx.Err()
 }

@@ -45,6 +45,12 @@ type TieringStatus struct {
 	Agent      *learn.Decision   `json:"agent,omitempty"`
 	AgentStats *learn.AgentStats `json:"agent_stats,omitempty"`
 	Error      string            `json:"error,omitempty"`
+	// PromotionsRefused counts the hot egroups event-driven promotion
+	// left on a slower tier for lack of room on a faster one since this
+	// Curator started; the learned scheduler's promotion-starvation rule
+	// acts on those still starved (Starved at the last check).
+	PromotionsRefused int64 `json:"promotions_refused_for_room,omitempty"`
+	Starved           int   `json:"starved,omitempty"`
 }
 
 // tierState is the Curator's scheduler bookkeeping (guarded by c.mu).
@@ -54,6 +60,79 @@ type tierState struct {
 	status    TieringStatus
 	saved     int64 // model updates at the last save
 	restored  bool  // the saved model was loaded since this node became master
+	// refused holds the hot egroups event-driven promotion left on a
+	// slower tier for lack of room (decide.Promotions), with when; they
+	// are forgotten a hot window later.
+	refused map[uint64]time.Time
+}
+
+// maxRefusedTracked bounds the refused egroups remembered, and
+// maxStarvedLookups those looked up at one check: starvation needs a
+// little evidence, not a census.
+const (
+	maxRefusedTracked = 1024
+	maxStarvedLookups = 256
+)
+
+// noteRefused remembers egroups refused promotion for lack of room.
+// Called with c.mu held.
+func (c *Curator) noteRefused(ids []uint64) {
+	now := c.now()
+	if c.tier.refused == nil {
+		c.tier.refused = map[uint64]time.Time{}
+	}
+	for _, id := range ids {
+		if _, ok := c.tier.refused[id]; ok || len(c.tier.refused) < maxRefusedTracked {
+			c.tier.refused[id] = now
+		}
+	}
+	c.tier.status.PromotionsRefused += int64(len(ids))
+}
+
+// starved counts the egroups refused promotion within the last hot window
+// that are still starved now (decide.StillStarved: still on a slower tier,
+// still well above the promotion threshold), reading their records and
+// access counts. Only the learned scheduler uses the count; c.mu must NOT
+// be held (it reads the metadata store).
+func (c *Curator) starved(ctx context.Context, s *model.Snapshot, o decide.TierOptions) int {
+	if _, ok := c.scheduler().(*tiersched.QLearning); !ok || !c.leader.IsLeader() {
+		return 0
+	}
+	o.EnsureDefaults()
+	c.mu.Lock()
+	now := c.now()
+	ids := make([]uint64, 0, len(c.tier.refused))
+	for id, at := range c.tier.refused {
+		if now.Sub(at) > o.HotWindow {
+			delete(c.tier.refused, id)
+			continue
+		}
+		if len(ids) < maxStarvedLookups {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	if len(ids) == 0 {
+		return 0
+	}
+	snap := model.NewSnapshot(now, s.Nodes, s.Devices)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	n := 0
+	for _, id := range ids {
+		eg, rev, err := c.layer.Egroup(ctx, id)
+		if err != nil {
+			continue // removed, or unreadable now: no evidence either way
+		}
+		var a meta.Access
+		if _, err := meta.GetRecord(ctx, c.kv, meta.AccessKey(id), &a); err != nil {
+			continue
+		}
+		if decide.StillStarved(snap, egroupView(id, rev, eg, &a), o) {
+			n++
+		}
+	}
+	return n
 }
 
 // tieringModelKey holds the learned scheduler's model (JSON) in the
@@ -80,7 +159,7 @@ func (c *Curator) scheduler() TieringScheduler {
 // Curator master only). A scheduler error (a bad signal) falls back to the
 // threshold rule for this check. base are the thresholds in force (the
 // configured ones, or a tiering policy's). Called with c.mu held.
-func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOptions) (bool, string) {
+func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOptions, starved int) (bool, string) {
 	// Only the master acts on the answer; a learning agent on another node
 	// would learn from jobs it did not run.
 	if !c.leader.IsLeader() {
@@ -98,10 +177,10 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOp
 		obs = c.opts.TierSignals()
 	}
 	sched := c.scheduler()
-	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: base}
+	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: base, Starved: starved}
 	d, err := sched.Check(in, c.rng)
 	st := &c.tier.status
-	st.Scheduler, st.LastCheck, st.Error = sched.Name(), now, ""
+	st.Scheduler, st.LastCheck, st.Error, st.Starved = sched.Name(), now, "", starved
 	if err != nil {
 		c.log.Warn("tiering scheduler check failed; using the threshold rule", "scheduler", sched.Name(), "err", err)
 		st.Error = err.Error()

@@ -168,3 +168,88 @@ func TestTieringModelSurvivesFailover(t *testing.T) {
 		t.Fatalf("new master's model:\n%s\nwant the saved one:\n%s", got, learnedModel)
 	}
 }
+
+// The promotion-starvation rule end to end: with the ssd over f but under
+// the safety ceiling and an agent that never runs, a hot object on hdd
+// is refused promotion for lack of room. Read just past the promotion
+// threshold it is no evidence (lukewarm data); read ten times that, it
+// is: the next decision is a forced run (its reason and the status say
+// why) that sheds the ssd to f − h, after which the object is promoted.
+func TestLearnedSchedulerPromotionStarved(t *testing.T) {
+	e := newTierEnv(t, "hdd:%s:64MiB")
+	e.put("hot", data(7, 100<<10), "any=1")
+	e.l.SealIdle(context.Background(), -1)
+	e.close()
+	e.specs = append(e.specs, "ssd:%s:8MiB")
+	e.open()
+	defer e.close()
+	e.fillSSD(0.8)
+	e.l.SealIdle(context.Background(), -1)
+	e.c.opts.TieringScheduler = learned(t, -10)
+	e.quietSchedules()
+	if kind, why := e.c.due(); kind != "" {
+		t.Fatalf("agent says skip at %.0f%%, but due %q (%s)", 100*e.tierUse(model.TierSSD), kind, why)
+	}
+
+	e.read("hot", decide.DefaultPromoteReads)
+	rec, err := e.c.PromoteHot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec == nil || rec.Planned[string(decide.KindTierUp)] != 0 || e.tiersOf("hot")[model.TierSSD] != 0 {
+		t.Fatalf("ssd at %.0f%% ≥ f, yet the hot object was promoted: %+v", 100*e.tierUse(model.TierSSD), rec)
+	}
+	// The agent decides again 30 s later (it skipped: no hold).
+	clock := time.Now().Add(time.Minute)
+	e.c.mu.Lock()
+	e.c.now = func() time.Time { return clock }
+	e.c.mu.Unlock()
+	e.quietSchedules()
+	if kind, why := e.c.due(); kind != "" {
+		t.Fatalf("refused with %d reads (below %d): due %q (%s), want a skip", decide.DefaultPromoteReads, decide.DefaultStarveFactor*decide.DefaultPromoteReads, kind, why)
+	}
+	if st := e.c.Status(context.Background()).Tiering; st == nil || st.PromotionsRefused != 1 || st.Starved != 0 {
+		t.Fatalf("status after a lukewarm refusal: %+v", st)
+	}
+
+	e.read("hot", decide.DefaultStarveFactor*decide.DefaultPromoteReads)
+	clock = clock.Add(time.Minute)
+	e.quietSchedules()
+	kind, why := e.c.due()
+	if kind != "partial" || !strings.Contains(why, "promotion-starved") {
+		t.Fatalf("hot object starved: due %q (%s), want a run forced by promotion starvation", kind, why)
+	}
+	st := e.c.Status(context.Background()).Tiering
+	if st == nil || st.Starved != 1 || st.Agent == nil || st.Agent.ForcedBy != tiersched.ForcedStarved || !strings.Contains(st.LastReason, "promotion-starved") {
+		t.Fatalf("status does not show the starvation: %+v", st)
+	}
+	before := e.tierUse(model.TierSSD)
+	if _, err := e.c.RunJob(context.Background(), kind, why); err != nil {
+		t.Fatal(err)
+	}
+	after := e.tierUse(model.TierSSD)
+	t.Logf("ssd %.1f%% -> %.1f%%", 100*before, 100*after)
+	if after > 0.62 {
+		t.Fatalf("a starved run shed the ssd from %.1f%% to %.1f%%, want f − h = 60%%", 100*before, 100*after)
+	}
+	// Room below f: the next job promotes the hot object, which then no
+	// longer counts as starved.
+	e.job()
+	if e.tiersOf("hot")[model.TierSSD] == 0 {
+		t.Fatalf("hot object still not on ssd (ssd %.0f%%): %v", 100*e.tierUse(model.TierSSD), e.tiersOf("hot"))
+	}
+	if n := e.c.starved(context.Background(), e.c.topo.Snapshot(), e.c.opts.Tier); n != 0 {
+		t.Fatalf("a promoted egroup still counts as starved (%d)", n)
+	}
+	// A hot window after the refusal it is forgotten.
+	clock = clock.Add(2 * time.Hour)
+	e.c.mu.Lock()
+	left := len(e.c.tier.refused)
+	e.c.mu.Unlock()
+	e.c.starved(context.Background(), e.c.topo.Snapshot(), e.c.opts.Tier)
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	if left != 1 || len(e.c.tier.refused) != 0 {
+		t.Fatalf("refused egroups remembered: %d before the window ended, %d after (want 1, 0)", left, len(e.c.tier.refused))
+	}
+}

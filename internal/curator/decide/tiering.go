@@ -38,6 +38,11 @@ type TierOptions struct {
 	// DownAbove.
 	PromoteReads int64
 	HotWindow    time.Duration
+	// StarveReads is the window read count from which an egroup refused
+	// promotion for lack of room is evidence of promotion starvation
+	// (StillStarved): data clearly hotter than the promotion threshold,
+	// worth a tiering run to make room for.
+	StarveReads int64
 	// MaxMoves bounds tiering and balancing moves per job.
 	MaxMoves int
 	// MinInterval is the least time between tiering-triggered scans.
@@ -58,10 +63,14 @@ type TierOptions struct {
 	Skip map[uint64]bool `json:"-"`
 }
 
-// demoteAbove is the usage above which tier t sheds cold data.
 // DefaultPromoteReads is PromoteReads when unset.
 const DefaultPromoteReads = 3
 
+// DefaultStarveFactor sets StarveReads when unset: ten times the
+// promotion threshold.
+const DefaultStarveFactor = 10
+
+// demoteAbove is the usage above which tier t sheds cold data.
 func (o TierOptions) demoteAbove(t model.Tier) float64 {
 	if v, ok := o.DemoteAbove[t]; ok {
 		return v
@@ -92,6 +101,9 @@ func (o *TierOptions) EnsureDefaults() {
 	}
 	if o.HotWindow == 0 {
 		o.HotWindow = 10 * time.Minute
+	}
+	if o.StarveReads == 0 {
+		o.StarveReads = DefaultStarveFactor * o.PromoteReads
 	}
 	if o.MaxMoves == 0 {
 		o.MaxMoves = 2000
@@ -231,7 +243,7 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 	moved := map[uint64]bool{}
 	sealed := tierable(s, egs, o)
 	// Promotion first: hot data on slow tiers hurts clients now.
-	tasks := promote(s, sealed, pol, o, rng, u, moved)
+	tasks, _ := promote(s, sealed, pol, o, rng, u, moved)
 
 	// Demotion: for each tier over f, shed coldest unpinned replicas.
 	for _, src := range s.Tiers() {
@@ -278,9 +290,34 @@ func Tiering(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOption
 // PromoteReads times within HotWindow climb to the fastest tier with room
 // below DownAbove. The Curator master runs it on the egroups the access
 // tracker reported hot, between scans.
-func Promotions(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) []Task {
+//
+// refused are the hot egroups left where they are for lack of room: no
+// move was planned for them and a faster tier was skipped because its
+// usage (with the moves planned before them) was at or above DownAbove.
+// A learned tiering scheduler that keeps the fast tier above f starves
+// promotion; the callers keep these egroups for StillStarved.
+func Promotions(s *model.Snapshot, egs []Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand) (tasks []Task, refused []uint64) {
 	o.EnsureDefaults()
 	return promote(s, tierable(s, egs, o), pol, o, rng, newUsage(s), map[uint64]bool{})
+}
+
+// StillStarved reports whether eg, refused promotion for lack of room
+// (Promotions), is still evidence of promotion starvation at s.Now: its
+// reads in the current window reach StarveReads and none of its replicas
+// is on the fastest local tier. Refusals of lukewarm data (a scan passing
+// by, a hot set moving on) do not count: making room for them would cost
+// more moves than they save.
+func StillStarved(s *model.Snapshot, eg Egroup, o TierOptions) bool {
+	o.EnsureDefaults()
+	if windowReads(s.Now, o, &eg) < o.StarveReads {
+		return false
+	}
+	for _, t := range s.Tiers() {
+		if t != model.TierMem && t.ForAny(false) {
+			return fastestReplicaTier(eg).Rank() > t.Rank()
+		}
+	}
+	return false
 }
 
 // tierable returns the sealed, replicated, non-empty egroups not in
@@ -304,17 +341,25 @@ func tierable(s *model.Snapshot, egs []Egroup, o TierOptions) []*Egroup {
 
 // promote walks sealed hottest first and moves each hot egroup's replica
 // on its fastest tier up to the fastest tier with room, recording the
-// moves in u and moved.
-func promote(s *model.Snapshot, sealed []*Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand, u *usage, moved map[uint64]bool) []Task {
-	var tasks []Task
+// moves in u and moved. refused are the hot egroups it left in place
+// because a faster tier had no room below DownAbove (see Promotions).
+func promote(s *model.Snapshot, sealed []*Egroup, pol placement.Policy, o TierOptions, rng *rand.Rand, u *usage, moved map[uint64]bool) (tasks []Task, refused []uint64) {
 	for i := len(sealed) - 1; i >= 0 && len(tasks) < o.MaxMoves; i-- {
 		if eg := sealed[i]; eg.Reads < o.PromoteReads || s.Now.Sub(eg.Atime) > o.HotWindow {
 			continue
 		}
 		eg := *sealed[i]
 		best := fastestReplicaTier(eg)
+		if len(movable(eg, best)) == 0 {
+			continue // pinned where it is: room would not move it
+		}
+		full, placed := false, false
 		for _, t := range s.Tiers() {
-			if t == model.TierMem || t.Rank() >= best.Rank() || u.tier(t) >= o.DownAbove {
+			if t == model.TierMem || t.Rank() >= best.Rank() {
+				continue
+			}
+			if u.tier(t) >= o.DownAbove {
+				full = full || u.tierCap[t] > 0 // a tier with no device up is not full
 				continue
 			}
 			src := movable(eg, best)
@@ -327,12 +372,16 @@ func promote(s *model.Snapshot, sealed []*Egroup, pol placement.Policy, o TierOp
 			}
 			u.move(s, src[0], dst, eg.Size)
 			moved[eg.ID] = true
+			placed = true
 			tasks = append(tasks, Task{Kind: KindTierUp, Egroup: eg.ID, ModRev: eg.ModRev, Add: []model.Replica{dst}, Remove: []model.Replica{src[0]},
 				Bytes: eg.Size, Reason: fmt.Sprintf("%d reads, last %s ago, %s→%s", eg.Reads, s.Now.Sub(eg.Atime).Round(time.Second), best, t)})
 			break
 		}
+		if full && !placed {
+			refused = append(refused, eg.ID)
+		}
 	}
-	return tasks
+	return tasks, refused
 }
 
 func fastestReplicaTier(eg Egroup) model.Tier {

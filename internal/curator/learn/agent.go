@@ -58,6 +58,10 @@ type Decision struct {
 	// the caller imposed it (a safety ceiling).
 	Explored bool `json:"explored"`
 	Forced   bool `json:"forced"`
+	// ForcedBy says who forced the action (the caller's rule, e.g. a
+	// safety ceiling or promotion starvation); empty when not forced or
+	// not told.
+	ForcedBy string `json:"forced_by,omitempty"`
 	// Epsilon is the exploration rate the decision was made with (the
 	// model's schedule at its experience then).
 	Epsilon float64 `json:"epsilon"`
@@ -80,6 +84,8 @@ func (d Decision) String() string {
 	}
 	how := "greedy"
 	switch {
+	case d.Forced && d.ForcedBy != "":
+		how = "forced: " + d.ForcedBy
 	case d.Forced:
 		how = "forced"
 	case d.Explored:
@@ -111,9 +117,11 @@ type AgentStats struct {
 	Decisions int `json:"decisions"`
 	Explored  int `json:"explored"`
 	Forced    int `json:"forced"`
-	Runs      int `json:"runs"`
-	Updates   int `json:"updates"`
-	Rejected  int `json:"rejected_updates"`
+	// ForcedBy counts forced decisions by who forced them (StepForced).
+	ForcedBy map[string]int `json:"forced_by,omitempty"`
+	Runs     int            `json:"runs"`
+	Updates  int            `json:"updates"`
+	Rejected int            `json:"rejected_updates"`
 }
 
 // Agent is the deployed Q-learner as a state machine: the caller pushes
@@ -166,7 +174,20 @@ func (a *Agent) SetModel(m *Model) error {
 func (a *Agent) Last() Decision { return a.last }
 
 // Stats returns the agent's counters.
-func (a *Agent) Stats() AgentStats { return a.stats }
+func (a *Agent) Stats() AgentStats {
+	st := a.stats
+	if st.ForcedBy != nil {
+		st.ForcedBy = make(map[string]int, len(a.stats.ForcedBy))
+		for k, v := range a.stats.ForcedBy {
+			st.ForcedBy[k] = v
+		}
+	}
+	return st
+}
+
+// Holding reports whether a run's hold lasts at now: Step without a
+// forced action would not decide.
+func (a *Agent) Holding(now time.Time) bool { return now.Before(a.holdUntil) }
 
 // Step is one poll at logical time now. obs carries the state and the
 // client latency of the poll interval that just ended. force is NoForce
@@ -174,6 +195,13 @@ func (a *Agent) Stats() AgentStats { return a.stats }
 // other). Invalid observations are refused with an error and change
 // nothing.
 func (a *Agent) Step(now time.Time, obs Observation, force int, rng *rand.Rand) (Decision, error) {
+	return a.StepForced(now, obs, force, "", rng)
+}
+
+// StepForced is Step with the name of the rule that forced the action
+// (by, recorded in the decision and counted in the stats; ignored when
+// force is NoForce).
+func (a *Agent) StepForced(now time.Time, obs Observation, force int, by string, rng *rand.Rand) (Decision, error) {
 	if err := obs.Validate(); err != nil {
 		return Decision{}, err
 	}
@@ -206,8 +234,14 @@ func (a *Agent) Step(now time.Time, obs Observation, force int, rng *rand.Rand) 
 	}
 	a.latSum, a.latOps = 0, 0
 	if force != NoForce {
-		d.Action, d.Forced = force, true
+		d.Action, d.Forced, d.ForcedBy = force, true, by
 		a.stats.Forced++
+		if by != "" {
+			if a.stats.ForcedBy == nil {
+				a.stats.ForcedBy = map[string]int{}
+			}
+			a.stats.ForcedBy[by]++
+		}
 	} else {
 		d.Action, d.Explored = a.model.Choose(obs, rng)
 		if d.Explored {

@@ -23,7 +23,10 @@ import (
 //	choose seed=S n=N          body: an observation; counts ε-greedy choices over N draws
 //	update action=A reward=R   body: "s: obs" and "next: obs" lines; one TD update; prints δ and the model
 //	agent [hold=D] [frozen]    starts an agent on the current model
-//	step at=D seed=S [force=A] body: an observation; one agent step; prints the decision
+//	step at=D seed=S [force=A] [by=RULE] [holding-at=D]
+//	                           body: an observation; one agent step (forced by
+//	                           RULE when given); prints the decision, and with
+//	                           holding-at whether the agent then holds at D
 //	stats                      prints the agent's counters
 //	json                       marshals the model, parses it back and prints the JSON
 //	parse                      body: JSON; prints the model or the error
@@ -192,9 +195,16 @@ func TestDataDriven(t *testing.T) {
 				if err != nil {
 					return "error: " + err.Error()
 				}
-				dec, err := a.Step(t0.Add(at), o, force, rng)
+				dec, err := a.StepForced(t0.Add(at), o, force, args["by"], rng)
 				if err != nil {
 					return "error: " + err.Error()
+				}
+				if v, ok := args["holding-at"]; ok {
+					h, err := time.ParseDuration(v)
+					if err != nil {
+						d.Fatalf(t, "%v", err)
+					}
+					return fmt.Sprintf("%s\nholding at %s: %v", dec, v, a.Holding(t0.Add(h)))
 				}
 				return dec.String()
 			case "stats":

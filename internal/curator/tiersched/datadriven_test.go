@@ -21,12 +21,14 @@ import (
 //	cluster                     body: "device ID tier=T cap=N used=N" lines; prints tier usages
 //	options [f=] [d=] [h=]      sets the base thresholds
 //	threshold                   selects the threshold scheduler
-//	qlearning [run-bias=] [run-ssd=] [epsilon=] [force-above=] [poll=]
+//	qlearning [run-bias=] [run-ssd=] [epsilon=] [force-above=] [poll=] [hold=] [starved-min=]
 //	                            selects a learned scheduler whose model has one
 //	                            feature, ssd (mean 50, scale 10), and the paper's
 //	                            two actions; run's Q is run-bias + run-ssd·z(ssd)
-//	check at=D [seed=S]         body: an observation (latency, ops, ...); one
-//	                            check; prints the decision and its options
+//	check at=D [seed=S] [starved=N]
+//	                            body: an observation (latency, ops, ...); one
+//	                            check, with N hot egroups starved of promotion
+//	                            (Input.Starved); prints the decision and its options
 //	job                         prints the options of a job started for another reason
 //
 // Rewrite expectations with: go test ./internal/curator/tiersched -run DataDriven -rewrite
@@ -88,11 +90,20 @@ func TestDataDriven(t *testing.T) {
 				if v, ok := args["epsilon"]; ok {
 					m.Epsilon = flt(t, d, v)
 				}
-				a, err := learn.NewAgent(m, learn.AgentOptions{})
+				var ao learn.AgentOptions
+				if v, ok := args["hold"]; ok {
+					if ao.Hold, err = time.ParseDuration(v); err != nil {
+						d.Fatalf(t, "%v", err)
+					}
+				}
+				a, err := learn.NewAgent(m, ao)
 				if err != nil {
 					d.Fatalf(t, "%v", err)
 				}
 				q := NewQLearning(a)
+				if v, ok := args["starved-min"]; ok {
+					q.StarvedMin = int(flt(t, d, v))
+				}
 				if v, ok := args["force-above"]; ok {
 					q.ForceAbove = flt(t, d, v)
 				}
@@ -114,7 +125,7 @@ func TestDataDriven(t *testing.T) {
 				}
 				s := model.NewSnapshot(t0.Add(at), nil, snap.Devices)
 				rng := rand.New(rand.NewPCG(uint64(flt(t, d, args["seed"])), 0))
-				dec, err := sched.Check(Input{Now: s.Now, Snapshot: s, Obs: o, Base: base}, rng)
+				dec, err := sched.Check(Input{Now: s.Now, Snapshot: s, Obs: o, Base: base, Starved: int(flt(t, d, args["starved"]))}, rng)
 				if err != nil {
 					return "error: " + err.Error()
 				}
@@ -139,7 +150,7 @@ func TestDataDriven(t *testing.T) {
 }
 
 func fmtOptions(o decide.TierOptions) string {
-	s := fmt.Sprintf("f=%g h=%g", o.DownAbove, o.Reduce)
+	s := fmt.Sprintf("f=%.4g h=%.4g", o.DownAbove, o.Reduce)
 	var ks []string
 	for k := range o.DemoteAbove {
 		ks = append(ks, string(k))

@@ -31,6 +31,12 @@ type Input struct {
 	Obs learn.Observation
 	// Base are the configured thresholds (f, d, h, ...).
 	Base decide.TierOptions
+	// Starved counts the hot egroups promotion left on a slower tier for
+	// lack of room on a faster one within the last hot window that are
+	// still there and still hot (decide.Promotions' refused, filtered by
+	// decide.StillStarved at this check). It is not a learned feature:
+	// QLearning's promotion-starvation rule acts on it.
+	Starved int
 }
 
 // Decision says whether to run a tiering job now and with which options.
@@ -114,6 +120,18 @@ func (Threshold) JobOptions(_ *model.Snapshot, base decide.TierOptions) decide.T
 	return base
 }
 
+// Names of the rules that force the learned scheduler's action
+// (learn.Decision.ForcedBy).
+const (
+	ForcedCeiling   = "ceiling"
+	ForcedStarved   = "promotion-starved"
+	ForcedBehaviour = "behaviour"
+)
+
+// DefaultStarvedMin is QLearning.StarvedMin when unset: one starved hot
+// egroup (decide.StillStarved) is evidence enough.
+const DefaultStarvedMin = 1
+
 // DefaultForceAbove is the usage of the fastest tier above which the
 // learned scheduler runs tiering whatever its model says: below the
 // placement ceiling (95 %, where writes spill to slower tiers) with room
@@ -127,7 +145,8 @@ const DefaultForceAbove = 0.90
 // ceiling).
 type QLearning struct {
 	agent *learn.Agent
-	// ForceAbove is the safety ceiling (default DefaultForceAbove).
+	// ForceAbove is the safety ceiling (default DefaultForceAbove): above
+	// it a run is forced that sheds the tier to f − h.
 	ForceAbove float64
 	// Poll is the agent's decision period (default 30 s).
 	Poll time.Duration
@@ -136,6 +155,17 @@ type QLearning struct {
 	// under the threshold policy this way (Curator §4.3.3). usage is the
 	// fastest tier's used fraction.
 	Behaviour func(usage float64, rng *rand.Rand) int
+	// StarvedMin is the promotion-starvation rule, a safety rule outside
+	// the learned values like ForceAbove: when at a decision at least
+	// StarvedMin hot egroups are starved (Input.Starved: refused
+	// promotion for lack of room, still on a slower tier and still well
+	// above the promotion threshold), the fastest tier is at or above f
+	// and the agent is not holding after a run, the decision is a forced
+	// run that sheds the tier to f − h, the room the threshold rule
+	// leaves. The model's state cannot tell an ssd full of cold data from
+	// one full of hot data; starved promotions can.
+	// 0 means DefaultStarvedMin; negative turns the rule off.
+	StarvedMin int
 
 	stepped  bool
 	lastStep time.Time
@@ -170,6 +200,9 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 	}
 	u, _ := TierUsage(in.Snapshot, fast)
 	ceiling := q.ceiling(base)
+	if in.Starved < 0 {
+		return Decision{}, fmt.Errorf("tiersched: %d starved egroups: want ≥ 0", in.Starved)
+	}
 	q.latSum += in.Obs.LatencyMs * in.Obs.Ops
 	q.ops += in.Obs.Ops
 	d := Decision{Options: q.JobOptions(in.Snapshot, in.Base)}
@@ -186,15 +219,18 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		if q.ops > 0 {
 			obs.LatencyMs = q.latSum / q.ops
 		}
-		force := learn.NoForce
+		force, by := learn.NoForce, ""
 		m := q.agent.Model()
+		starved := q.starved(in.Now, u, in.Starved, base)
 		switch {
 		case u > ceiling:
-			force = biggest(m.Actions)
+			force, by = biggest(m.Actions), ForcedCeiling
 		case q.Behaviour != nil:
-			force = q.Behaviour(u, rng)
+			force, by = q.Behaviour(u, rng), ForcedBehaviour
+		case starved:
+			force, by = biggest(m.Actions), ForcedStarved
 		}
-		ad, err := q.agent.Step(in.Now, obs, force, rng)
+		ad, err := q.agent.StepForced(in.Now, obs, force, by, rng)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -205,11 +241,22 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 			// Shed from the current usage: the tier demotes now, whatever f.
 			o.DemoteAbove[fast] = math.Max(0, u-1e-9)
 			o.Reduce = base.Reduce * ad.Reduce
+			if by == ForcedStarved || by == ForcedCeiling {
+				// A safety rule fired: restore the room the threshold
+				// rule leaves, f − h, so promotions have room below f.
+				// Shedding h from above the ceiling would leave the
+				// tier above f, where promotions stop, for a whole hold.
+				o.Reduce = math.Max(o.Reduce, u-(base.DownAbove-base.Reduce))
+			}
 			d.Run, d.Options = true, o
 			how := "greedy"
 			switch {
+			case ad.Forced && u > ceiling && starved:
+				how = fmt.Sprintf("forced above %.0f%%, and promotion-starved: %d hot egroup(s) refused for room", 100*ceiling, in.Starved)
 			case ad.Forced && u > ceiling:
 				how = fmt.Sprintf("forced above %.0f%%", 100*ceiling)
+			case ad.Forced && by == ForcedStarved:
+				how = fmt.Sprintf("forced: promotion-starved, %d hot egroup(s) refused promotion for room", in.Starved)
 			case ad.Forced:
 				how = "behaviour policy"
 			case ad.Explored:
@@ -231,6 +278,23 @@ func (q *QLearning) Check(in Input, rng *rand.Rand) (Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// starved is the promotion-starvation rule (StarvedMin): enough hot
+// egroups are starved, the tier is at or above f, no hold is in effect,
+// and the agent (not a behaviour policy) acts.
+func (q *QLearning) starved(now time.Time, u float64, n int, base decide.TierOptions) bool {
+	k := q.StarvedMin
+	switch {
+	case k < 0 || q.Behaviour != nil:
+		// Off, or a behaviour policy (pre-training) chooses: it owns
+		// every decision below the ceiling, and the data it collects
+		// stays that policy's.
+		return false
+	case k == 0:
+		k = DefaultStarvedMin
+	}
+	return n >= k && u >= base.DownAbove && !q.agent.Holding(now)
 }
 
 // JobOptions leave the fastest tier's data in place unless it is over the

@@ -151,6 +151,9 @@ type egroup struct {
 	atime    time.Time
 	winStart time.Time
 	winReads int64
+	// refusedAt is when promotion last refused the egroup for lack of
+	// room on the ssd (decide.Promotions).
+	refusedAt time.Time
 }
 
 // layout is the node's data: devices, egroups and each section's block

@@ -13,6 +13,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/terrace-storage/terrace/internal/curator/tiersched"
 )
 
 // Write puts the report's files in dir: table1.csv (Table 1's metrics
@@ -25,16 +27,17 @@ func (r *Report) Write(dir string) error {
 		return err
 	}
 	t1 := [][]string{{"workload", "scheduler", "mean_latency_ms", "ssd_read_bytes", "read_bytes", "client_iops", "device_iops",
-		"tiering_jobs", "promotions_planned", "demotions_planned", "moved_bytes", "agent_decisions", "agent_explored", "agent_forced", "agent_runs"}}
+		"tiering_jobs", "promotions_planned", "demotions_planned", "moved_bytes", "agent_decisions", "agent_explored", "agent_forced", "agent_runs", "agent_forced_starved", "promotions_refused"}}
 	ser := [][]string{{"workload", "scheduler", "minutes", "latency_ms", "ssd_usage", "iops", "ssd_read_gb", "move_mbps", "action"}}
 	for _, x := range r.Results {
 		row := []string{x.Workload, x.Scheduler, f6(x.MeanLatencyMs), i64(x.SSDReadBytes), i64(x.ReadBytes), f6(x.ClientIOPS), f6(x.DeviceIOPS),
 			strconv.Itoa(x.Jobs), strconv.Itoa(x.Promotions), strconv.Itoa(x.Demotions), i64(x.MovedBytes)}
 		if a := x.Agent; a != nil {
-			row = append(row, strconv.Itoa(a.Decisions), strconv.Itoa(a.Explored), strconv.Itoa(a.Forced), strconv.Itoa(a.Runs))
+			row = append(row, strconv.Itoa(a.Decisions), strconv.Itoa(a.Explored), strconv.Itoa(a.Forced), strconv.Itoa(a.Runs), strconv.Itoa(a.ForcedBy[tiersched.ForcedStarved]))
 		} else {
-			row = append(row, "", "", "", "")
+			row = append(row, "", "", "", "", "")
 		}
+		row = append(row, strconv.Itoa(x.Refused))
 		t1 = append(t1, row)
 		for _, s := range x.Series {
 			ser = append(ser, []string{x.Workload, x.Scheduler, f6(s.Minutes), f6(s.LatencyMs), f6(s.SSDUsage), f6(s.IOPS), f6(s.SSDReadGB), f6(s.MoveMBps), s.Action})
@@ -142,7 +145,8 @@ func (r *Report) Summary() string {
 	}
 	for _, x := range r.Results {
 		if x.Agent != nil {
-			fmt.Fprintf(&b, "\nAgent on %s: %d decisions, %d runs (%d explored, %d forced by the ceiling), %d updates.", x.Workload, x.Agent.Decisions, x.Agent.Runs, x.Agent.Explored, x.Agent.Forced, x.Agent.Updates)
+			fmt.Fprintf(&b, "\nAgent on %s: %d decisions, %d runs (%d explored, %d forced: %d by the ceiling, %d by promotion starvation), %d updates.", x.Workload, x.Agent.Decisions, x.Agent.Runs, x.Agent.Explored,
+				x.Agent.Forced, x.Agent.ForcedBy[tiersched.ForcedCeiling], x.Agent.ForcedBy[tiersched.ForcedStarved], x.Agent.Updates)
 		}
 	}
 	b.WriteString("\n")

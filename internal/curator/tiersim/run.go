@@ -47,10 +47,13 @@ type node struct {
 
 	// Signals: per-second ring of client counts for rates, and latency
 	// since the last check.
-	ring      [signalWindowSecs]secCounts
-	ringN     int
-	chkLat    float64
-	chkOps    float64
+	ring   [signalWindowSecs]secCounts
+	ringN  int
+	chkLat float64
+	chkOps float64
+	// refused counts hot egroups promotion refused for room since the
+	// last check (decide.Promotions).
+	refused   int
 	decisions []learn.Decision
 	// now is where prefill ended (the execution phase starts there).
 	now time.Time
@@ -343,7 +346,16 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 			return !eg.open && n.l.devs[eg.dev].Tier != model.TierSSD && eg.winReads >= base.PromoteReads && now.Sub(eg.winStart) <= base.HotWindow
 		})
 		if len(hot) > 0 {
-			tasks := decide.Tiering(snap, hot, n.l.pol, n.sched.JobOptions(snap, base), n.drng)
+			// The master's PromoteHot: the same decision, and the same
+			// count of egroups refused for lack of room on the ssd, which
+			// the scheduler's next check receives.
+			tasks, refused := decide.Promotions(snap, hot, n.l.pol, n.sched.JobOptions(snap, base), n.drng)
+			for _, id := range refused {
+				n.l.egs[int(id)-1].refusedAt = now // egroup IDs are 1 + their index
+			}
+			if m != nil {
+				m.refused += len(refused)
+			}
 			n.queue(now, tasks, m, false)
 		}
 	}
@@ -358,7 +370,7 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 	} else if now.Sub(n.lastPartial) >= base.MinInterval && now.Sub(n.lastCheck) >= n.o.PollEvery {
 		obs := n.observation()
 		n.lastCheck, n.chkLat, n.chkOps = now, 0, 0
-		d, err := n.sched.Check(tiersched.Input{Now: now, Snapshot: snap, Obs: obs, Base: base}, n.drng)
+		d, err := n.sched.Check(tiersched.Input{Now: now, Snapshot: snap, Obs: obs, Base: base, Starved: n.starved(now, snap)}, n.drng)
 		if err != nil {
 			return err
 		}
@@ -366,6 +378,9 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 			n.decisions = append(n.decisions, *d.Agent)
 			if m != nil {
 				m.lastAction = d.Agent.Name
+				if d.Agent.ForcedBy != "" {
+					m.lastAction += "/" + d.Agent.ForcedBy
+				}
 			}
 		}
 		if d.Run {
@@ -384,6 +399,23 @@ func (n *node) curatorStep(now time.Time, snap *model.Snapshot, m *metrics) erro
 	}
 	n.queue(now, tasks, m, true)
 	return nil
+}
+
+// starved is the Curator master's count for the learned scheduler: the
+// egroups refused promotion for lack of room within the last hot window
+// that are still starved (decide.StillStarved).
+func (n *node) starved(now time.Time, snap *model.Snapshot) int {
+	if _, ok := n.sched.(*tiersched.QLearning); !ok {
+		return 0
+	}
+	window := n.o.Tier.HotWindow
+	k := 0
+	for _, eg := range n.l.egroups(now, func(eg *egroup) bool { return !eg.refusedAt.IsZero() && now.Sub(eg.refusedAt) <= window }) {
+		if decide.StillStarved(snap, eg, n.o.Tier) {
+			k++
+		}
+	}
+	return k
 }
 
 // queue hands tasks to the mover; tasks not started within the job time

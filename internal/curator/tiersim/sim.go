@@ -71,6 +71,9 @@ type Options struct {
 	// ForceAbove is the learned scheduler's safety ceiling (0: its
 	// default; see tiersched.QLearning).
 	ForceAbove float64
+	// StarvedMin is the learned scheduler's promotion-starvation rule
+	// (tiersched.QLearning.StarvedMin: 0 its default, negative off).
+	StarvedMin int
 	// Epsilon is the deployed agent's exploration rate (default 0.2, the
 	// paper's; it overrides the model's), the start of its schedule.
 	Epsilon float64
@@ -207,10 +210,10 @@ func (o Options) Validate() error {
 
 // String prints the options that determine the results.
 func (o Options) String() string {
-	return fmt.Sprintf("seed=%d scale=1/%.0f iops_scale=1/%.0f exec=%s step=%s egroup=%dMiB prefill=%.0fMB/s promotion=%s f=%.2f d=%.2f h=%.2f move=%.0fMB/s job_limit=%s partial_every=%s pretrain_seeds=%d features=%s actions=%s epsilon=%g epsilon_floor=%g epsilon_half_life=%g explore_min_ssd=%g hold=%s",
+	return fmt.Sprintf("seed=%d scale=1/%.0f iops_scale=1/%.0f exec=%s step=%s egroup=%dMiB prefill=%.0fMB/s promotion=%s f=%.2f d=%.2f h=%.2f move=%.0fMB/s job_limit=%s partial_every=%s pretrain_seeds=%d features=%s actions=%s epsilon=%g epsilon_floor=%g epsilon_half_life=%g explore_min_ssd=%g hold=%s starved_min=%d",
 		o.Seed, 1/o.Scale, 1/o.IOPSScale, o.Exec, o.Step, o.EgroupBytes>>20, o.PrefillMBps, o.Promotion, o.Tier.DownAbove, o.Tier.DestBelow, o.Tier.Reduce,
 		o.MoveBytesPerSec/1e6, o.JobTimeLimit, o.PartialEvery, o.PretrainSeeds, strings.Join(o.Features, ","), actionNames(o.Actions),
-		o.Epsilon, o.EpsilonFloor, o.EpsilonHalfLife, o.ExploreMinSSD, o.Hold)
+		o.Epsilon, o.EpsilonFloor, o.EpsilonHalfLife, o.ExploreMinSSD, o.Hold, o.StarvedMin)
 }
 
 func actionNames(as []learn.ActionSpec) string {
@@ -247,8 +250,11 @@ type Result struct {
 	DeviceIOPS float64 `json:"device_iops"`
 	Jobs       int     `json:"tiering_jobs"`
 	Promotions int     `json:"promotions"`
-	Demotions  int     `json:"demotions"`
-	MovedBytes int64   `json:"moved_bytes"`
+	// Refused counts event-driven promotion's refusals for lack of room
+	// on the ssd (an egroup counts at every poll it stays refused).
+	Refused    int   `json:"promotions_refused"`
+	Demotions  int   `json:"demotions"`
+	MovedBytes int64 `json:"moved_bytes"`
 	// Agent counters (qlearning only).
 	Agent  *learn.AgentStats `json:"agent,omitempty"`
 	Series []Sample          `json:"-"`
@@ -275,6 +281,7 @@ type metrics struct {
 	promotions, demotions   int
 	lastAction              string
 	series                  []Sample
+	refused                 int
 }
 
 func wlSeed(name string) uint64 {
@@ -399,7 +406,7 @@ func execute(n *node, sched tiersched.Scheduler, o Options, seed uint64) (*Resul
 	secs := o.Exec.Seconds()
 	r := &Result{Workload: n.w.Name, Scheduler: sched.Name(), SSDReadBytes: m.ssdReadBytes, ReadBytes: m.readBytes,
 		ClientIOPS: m.ops / secs, DeviceIOPS: (devReqs - devReqs0) / secs, Jobs: m.jobs, Promotions: m.promotions,
-		Demotions: m.demotions, MovedBytes: m.moved, Series: m.series}
+		Demotions: m.demotions, MovedBytes: m.moved, Series: m.series, Refused: m.refused}
 	if m.ops > 0 {
 		r.MeanLatencyMs = m.latSum / m.ops
 	}
@@ -586,6 +593,7 @@ func (o Options) scheduler(name string, m *learn.Model) (tiersched.Scheduler, er
 		if o.ForceAbove != 0 {
 			q.ForceAbove = o.ForceAbove
 		}
+		q.StarvedMin = o.StarvedMin
 	}
 	return s, nil
 }

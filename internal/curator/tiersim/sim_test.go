@@ -235,3 +235,63 @@ func TestOptionsValidate(t *testing.T) {
 		t.Error("unknown workload accepted")
 	}
 }
+
+// The simulator feeds the learned scheduler the same starvation count the
+// Curator master does (decide.Promotions' refusals in its event-driven
+// promotion, filtered by decide.StillStarved at each check). On
+// oltp-skewed, an agent that never wants to run leaves the ssd between f
+// and the ceiling, where promotions are refused: without the starvation
+// rule the hot data stays on hdd; with it, forced runs make room,
+// promotions follow, and more reads hit the ssd. Each starved run is
+// recorded in the series as run/promotion-starved.
+func TestPromotionStarvationRule(t *testing.T) {
+	o := small(seed(t))
+	o.Workloads = []string{"oltp-skewed"}
+	o.Exec = 30 * time.Minute
+	o.EnsureDefaults()
+	n, err := prefill(Workloads["oltp-skewed"], o, o.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	never := func(starvedMin int) *Result {
+		m := smallModel(t)
+		m.Bias[1], m.Epsilon, m.EpsilonFloor = -100, 0, 0
+		o := o
+		o.StarvedMin = starvedMin
+		sched, err := o.scheduler(tiersched.NameQLearning, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := execute(n.clone(), sched, o, o.Seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	off, on := never(-1), never(0)
+	t.Logf("off: refused %d, ssd reads %.2f GB, %.3f ms, agent %+v", off.Refused, float64(off.SSDReadBytes)/1e9, off.MeanLatencyMs, *off.Agent)
+	t.Logf("on:  refused %d, ssd reads %.2f GB, %.3f ms, agent %+v", on.Refused, float64(on.SSDReadBytes)/1e9, on.MeanLatencyMs, *on.Agent)
+	if off.Refused == 0 {
+		t.Fatal("the never-running agent was never refused a promotion: the scenario does not starve")
+	}
+	if n := off.Agent.ForcedBy[tiersched.ForcedStarved]; n != 0 {
+		t.Fatalf("rule off, yet %d runs forced by it", n)
+	}
+	starved := on.Agent.ForcedBy[tiersched.ForcedStarved]
+	if starved == 0 {
+		t.Fatal("rule on: no run forced by promotion starvation")
+	}
+	marked := 0
+	for _, s := range on.Series {
+		if s.Action == "run/"+tiersched.ForcedStarved {
+			marked++
+		}
+	}
+	if marked == 0 {
+		t.Fatal("no series sample records a starved run")
+	}
+	if on.SSDReadBytes <= off.SSDReadBytes || on.Refused >= off.Refused {
+		t.Fatalf("with the rule: ssd reads %d (without %d), refusals %d (without %d); want more ssd reads and fewer refusals",
+			on.SSDReadBytes, off.SSDReadBytes, on.Refused, off.Refused)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,6 +177,14 @@ type ModeResult struct {
 	UsedBeforeDest  int64
 	UsedAfterDest   int64
 	Reclaimed       int64
+	// Tiering work of the jobs that started during the execution phase
+	// (from the Curator's history): replicas moved up and down, bytes
+	// moved, and the tiering runs the scheduler started, of them those
+	// forced by promotion starvation.
+	ExecUp, ExecDown int
+	ExecMovedBytes   int64
+	ExecRuns         int
+	ExecStarvedRuns  int
 }
 
 // Result is the whole experiment.
@@ -525,7 +534,8 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 			_ = c.putAt(arrival, r, keys[i], sizes[i], o.Seed+gen.Add(1))
 		}
 	}
-	deadline := time.Now().Add(o.Exec)
+	execFrom := time.Now()
+	deadline := execFrom.Add(o.Exec)
 	execStart := c.lat.ops.Load()
 	errStart := c.lat.err.Load()
 	if o.Rate > 0 {
@@ -544,6 +554,7 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 		}
 		ewg.Wait()
 	}
+	execTo := time.Now()
 	c.lat.mu.Lock()
 	c.lat.on = false
 	all := append([]float64(nil), c.lat.all...)
@@ -590,8 +601,9 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 	mr.Reclaimed = mr.UsedBeforeDest - mr.UsedAfterDest
 	stopSampler()
 	// Keep the Curator's job history next to the results.
-	if h, err := c.do("GET", "http://"+cl.Nodes[0].Admin+"/v1/curator/history?n=100", nil); err == nil {
+	if h, err := c.do("GET", "http://"+cl.Nodes[0].Admin+"/v1/curator/history?n=1000", nil); err == nil {
 		_ = os.WriteFile(filepath.Join(o.Out, "curator_history_"+mode+".json"), h, 0o644)
+		execTiering(&mr, h, execFrom, execTo)
 	}
 	for _, s := range samples {
 		if s.SSDCap > 0 {
@@ -603,6 +615,34 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 		}
 	}
 	return mr, samples, nil
+}
+
+// execTiering adds up the tiering work of the history's jobs that started
+// in [from, to) (a history that does not parse adds nothing).
+func execTiering(mr *ModeResult, history []byte, from, to time.Time) {
+	var recs []struct {
+		Trigger string         `json:"trigger"`
+		Start   time.Time      `json:"start"`
+		Done    map[string]int `json:"tasks_done"`
+		Moved   int64          `json:"bytes_moved"`
+	}
+	if json.Unmarshal(history, &recs) != nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Start.Before(from) || !r.Start.Before(to) {
+			continue
+		}
+		mr.ExecUp += r.Done["tier-up"]
+		mr.ExecDown += r.Done["tier-down"]
+		mr.ExecMovedBytes += r.Moved
+		if strings.HasPrefix(r.Trigger, "q-learning: run") || strings.HasPrefix(r.Trigger, "tier ") {
+			mr.ExecRuns++
+		}
+		if strings.Contains(r.Trigger, "promotion-starved") {
+			mr.ExecStarvedRuns++
+		}
+	}
 }
 
 // openLoop issues operations at o.Rate per second with exponential gaps

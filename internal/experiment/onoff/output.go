@@ -127,6 +127,10 @@ func summary(o Options, res *Result) string {
 	row("operations, execution", func(m ModeResult) string { return fmt.Sprintf("%d (%d errors)", m.ExecOps, m.ExecErrors) })
 	row("peak ssd usage", func(m ModeResult) string { return fmt.Sprintf("%.0f%%", 100*m.PeakSSDUse) })
 	row("ssd usage at end of execution", func(m ModeResult) string { return fmt.Sprintf("%.0f%%", 100*m.EndSSDUse) })
+	row("tiering moves in execution (up / down), MB moved", func(m ModeResult) string {
+		return fmt.Sprintf("%d / %d, %.1f", m.ExecUp, m.ExecDown, float64(m.ExecMovedBytes)/(1<<20))
+	})
+	row("tiering runs in execution (forced by promotion starvation)", func(m ModeResult) string { return fmt.Sprintf("%d (%d)", m.ExecRuns, m.ExecStarvedRuns) })
 	row("space used before destroy (MiB)", func(m ModeResult) string { return fmt.Sprintf("%.1f", float64(m.UsedBeforeDest)/(1<<20)) })
 	row("space used after destroy (MiB)", func(m ModeResult) string { return fmt.Sprintf("%.1f", float64(m.UsedAfterDest)/(1<<20)) })
 	if left == "threshold" && on.ExecMeanLatMs > 0 && off.ExecMeanLatMs > 0 {
