@@ -47,13 +47,10 @@ type node struct {
 
 	// Signals: per-second ring of client counts for rates, and latency
 	// since the last check.
-	ring   [signalWindowSecs]secCounts
-	ringN  int
-	chkLat float64
-	chkOps float64
-	// refused counts hot egroups promotion refused for room since the
-	// last check (decide.Promotions).
-	refused   int
+	ring      [signalWindowSecs]secCounts
+	ringN     int
+	chkLat    float64
+	chkOps    float64
 	decisions []learn.Decision
 	// now is where prefill ended (the execution phase starts there).
 	now time.Time
