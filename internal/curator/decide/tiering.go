@@ -1,9 +1,10 @@
 package decide
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/model"
@@ -183,20 +184,6 @@ func windowReads(now time.Time, o TierOptions, eg *Egroup) int64 {
 	return eg.Reads
 }
 
-// colder orders egroups for demotion.
-func colder(now time.Time, o TierOptions, a, b *Egroup) bool {
-	if o.Rank != nil {
-		if ka, kb := o.Rank(*a), o.Rank(*b); ka != kb {
-			return ka < kb
-		}
-	}
-	ra, rb := windowReads(now, o, a), windowReads(now, o, b)
-	if ra != rb {
-		return ra < rb
-	}
-	return lastTouchOf(a).Before(lastTouchOf(b))
-}
-
 // lastTouchOf is lastTouch without copying the egroup.
 func lastTouchOf(eg *Egroup) time.Time {
 	if eg.Atime.After(eg.Mtime) {
@@ -335,8 +322,59 @@ func tierable(s *model.Snapshot, egs []Egroup, o TierOptions) []*Egroup {
 			sealed = append(sealed, eg)
 		}
 	}
-	sort.SliceStable(sealed, func(i, j int) bool { return colder(s.Now, o, sealed[i], sealed[j]) })
+	// The ordering keys are computed once per egroup, not in every
+	// comparison (a sort makes n·log n comparisons, and a rank hook — a
+	// policy — runs once per egroup instead of 2·log n times), and ties
+	// are broken by position, which makes an unstable sort (pdqsort,
+	// n·log n moves) give the stable order (symMerge moves n·log² n).
+	keyed := make([]keyedEgroup, len(sealed))
+	for i, eg := range sealed {
+		keyed[i] = keyedEgroup{key: coldKeyOf(s.Now, o, eg), pos: i, eg: eg}
+	}
+	slices.SortFunc(keyed, func(a, b keyedEgroup) int {
+		if c := a.key.compare(b.key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.pos, b.pos)
+	})
+	for i := range keyed {
+		sealed[i] = keyed[i].eg
+	}
 	return sealed
+}
+
+// coldKey orders egroups for demotion, coldest first: by the rank hook's
+// value if there is one (a NaN ranks coldest, as cmp.Compare orders
+// floats), then by reads in the current window, then by the last touch
+// (the later of last access and last write).
+type coldKey struct {
+	rank  float64
+	reads int64
+	touch time.Time
+}
+
+type keyedEgroup struct {
+	key coldKey
+	pos int
+	eg  *Egroup
+}
+
+func coldKeyOf(now time.Time, o TierOptions, eg *Egroup) coldKey {
+	k := coldKey{reads: windowReads(now, o, eg), touch: lastTouchOf(eg)}
+	if o.Rank != nil {
+		k.rank = o.Rank(*eg)
+	}
+	return k
+}
+
+func (a coldKey) compare(b coldKey) int {
+	if c := cmp.Compare(a.rank, b.rank); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.reads, b.reads); c != 0 {
+		return c
+	}
+	return a.touch.Compare(b.touch)
 }
 
 // promote walks sealed hottest first and moves each hot egroup's replica
