@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
@@ -382,9 +385,20 @@ func Encode(v any) []byte {
 	return b
 }
 
-// Decode parses a record.
+// v1Semantics makes the v2 decoder behave exactly as encoding/json
+// (case-insensitive names, duplicate names allowed, invalid UTF-8
+// replaced, durations as nanoseconds, legacy merging): records written
+// by any version decode as they always have.
+var v1Semantics = jsonv1.DefaultOptionsV1()
+
+// Decode parses a record. It decodes with the v2 implementation of JSON
+// (github.com/go-json-experiment/json, the code Go's encoding/json runs
+// on under GOEXPERIMENT=jsonv2) set to v1 semantics: the same results as
+// encoding/json (FuzzDecodeMatchesStd), with less time and a third of the
+// allocations per record — every scan, GET and metadata read decodes
+// records (docs/perf.md, "Decoding records").
 func Decode(b []byte, v any) error {
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := jsonv2.Unmarshal(b, v, v1Semantics); err != nil {
 		return fmt.Errorf("meta: decode %T: %w", v, err)
 	}
 	return nil

@@ -1,6 +1,9 @@
 package model
 
-import "testing"
+import (
+	"regexp"
+	"testing"
+)
 
 // FuzzParseVector: any string either fails with ErrInvalidVector or gives
 // a valid vector whose printed form parses back to the same vector (the
@@ -29,6 +32,20 @@ func FuzzParseVector(f *testing.F) {
 		back, err := ParseVector(v.String())
 		if err != nil || !back.Equal(v) {
 			t.Fatalf("%q -> %q does not parse back: %v", s, v.String(), err)
+		}
+	})
+}
+
+// FuzzValidTierName: the hand-written check accepts exactly the names the
+// regular expression it replaced accepts.
+func FuzzValidTierName(f *testing.F) {
+	re := regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	for _, s := range []string{"ssd", "hdd", "any", "nvme-2", "a_b", "", "A", "1ssd", "ssd\n", "abcdefghijklmnopqrstuvwxyz012345", "abcdefghijklmnopqrstuvwxyz0123456", "é", "s d", "x-", "x\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := ValidTierName(s), re.MatchString(s); got != want {
+			t.Fatalf("ValidTierName(%q) = %v, the expression says %v", s, got, want)
 		}
 	})
 }
