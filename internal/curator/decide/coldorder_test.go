@@ -51,6 +51,9 @@ func TestTierableOrderMatchesReference(t *testing.T) {
 			if rng.IntN(20) == 0 {
 				eg.Open = true
 			}
+			if rng.IntN(10) == 0 {
+				eg.Mtime = time.Time{} // a view without times: sorts first
+			}
 			egs[i] = eg
 		}
 		o := TierOptions{}
