@@ -71,6 +71,14 @@ func partitionNames() []string {
 			out = append(out, p.Name)
 		}
 	}
+	// An owner map has up to 16 partitions (one per bucket with fewer
+	// than 16 buckets): all 16 names are offered, those a scan does not
+	// have are not used.
+	for _, m := range ownerMaps {
+		for i := range 16 {
+			out = append(out, m+"/"+"0123456789abcdef"[i:i+1])
+		}
+	}
 	sort.Strings(out)
 	return out
 }

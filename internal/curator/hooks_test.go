@@ -91,7 +91,9 @@ func TestBalancedScanReadsAssignedPartitionsRemotely(t *testing.T) {
 	if got, want := summarizeScan(bal), summarizeScan(plain); got != want {
 		t.Fatalf("balanced scan differs:\n got %s\nwant %s", got, want)
 	}
-	if len(bal.partitions) != 32 || bal.partitions["egroups/0"] != "n2" || bal.partitions["egroups/1"] != "n1" {
+	// 16 + 16 ID partitions and, with one bucket, one partition of each
+	// owner map.
+	if len(bal.partitions) != 35 || bal.partitions["egroups/0"] != "n2" || bal.partitions["egroups/1"] != "n1" || bal.partitions["objects/0"] != "n2" {
 		t.Fatalf("partitions: %v", bal.partitions)
 	}
 	if a := e.c.Assignment(); a["extents/2"] != "n2" {

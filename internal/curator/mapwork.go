@@ -30,16 +30,41 @@ import (
 // another node mapped — and the master's reduce joins the partitions'
 // outputs. The master runs the same function for the partitions it
 // keeps, so a partition's output does not depend on where it ran.
+//
+// A full scan also maps the owner maps — objects, versions and upload
+// parts, keyed by bucket and name — in partitions cut at bucket
+// boundaries ("objects/3" holds the buckets in [From, To)). The worker
+// decodes each record and ships only what the reduce uses: its bucket,
+// the extent IDs it references, and whether it is history to collect
+// (the filter stage of Curator §3.1). A record moves only from the object
+// map to the version map, so every object partition is mapped before any
+// version partition (scanOwners): one of the two sees it.
 
 // MapRecord is one record of a partition's map output: an egroup with its
 // access record (nil: never read) or an extent, with the metadata revision
 // it was read at.
 type MapRecord struct {
-	ID     uint64
+	ID     uint64 // for an owner record: its position in the partition, from 1
 	Rev    int64
 	Egroup *meta.Egroup
 	Access *meta.Access
 	Extent *meta.Extent
+	Owner  *OwnerRecord
+}
+
+// OwnerRecord is an object, version or upload part record as the reduce
+// of a full scan needs it.
+type OwnerRecord struct {
+	// Bucket holds the record ("" for an upload part: parts set no
+	// bucket's policy or ownership).
+	Bucket string
+	// Extents are the IDs of the extents it references, in its order.
+	Extents []uint64
+	// History is set, with Key, when the record is history to collect: a
+	// tombstone in the object map, or the first version of a key the
+	// version map keeps only for snapshots.
+	History bool
+	Key     string
 }
 
 // MapOutput is a partition's map output: its records and how many
@@ -55,9 +80,53 @@ type PageScanner = pageScanner
 
 // Partition is one sixteenth of a map's ID space: the records whose IDs
 // are in [Lo, Hi]. Name is "egroups/H" or "extents/H", H the hex index.
+// An owner map's partition ("objects/H", "versions/H", "uploads/H") is
+// instead the records of the buckets in [From, To) (To "": through the
+// end of the map).
 type Partition struct {
-	Name   string `json:"name"`
-	Lo, Hi uint64
+	Name     string `json:"name"`
+	Lo, Hi   uint64
+	From, To string
+}
+
+// ownerMaps are the maps that reference extents, in the order a full scan
+// reads them.
+var ownerMaps = []string{"objects", "versions", "uploads"}
+
+// ownerPrefix is the key prefix of an owner map.
+func ownerPrefix(mapName string) string {
+	switch mapName {
+	case "objects":
+		return meta.PrefixObject
+	case "versions":
+		return meta.PrefixVersion
+	}
+	return meta.PrefixUpload
+}
+
+func isOwnerMap(mapName string) bool { return mapName != "egroups" && mapName != "extents" }
+
+// ownerPartitions splits an owner map at bucket boundaries into up to 16
+// partitions of consecutive buckets (names sorted), equal in bucket count;
+// the first starts at the beginning of the map and the last runs to its
+// end, so the partitions tile the map whatever buckets exist by the time
+// it is read. Keys are PREFIX + bucket + NUL + …, so a bucket's records
+// all lie in the partition whose range holds its name.
+func ownerPartitions(mapName string, buckets []string) []Partition {
+	const hex = "0123456789abcdef"
+	buckets = slices.Clone(buckets)
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	n := min(max(len(buckets), 1), 16)
+	out := make([]Partition, n)
+	for i := range out {
+		out[i].Name = mapName + "/" + hex[i:i+1]
+		if i > 0 {
+			out[i].From = buckets[i*len(buckets)/n]
+			out[i-1].To = out[i].From
+		}
+	}
+	return out
 }
 
 // partitionsOf splits a map whose IDs present lie in [lo, hi] into its 16
@@ -112,8 +181,16 @@ func idBounds(ctx context.Context, kv PageScanner, prefix string) (lo, hi uint64
 }
 
 // keyRange returns the partition's key range in a map under prefix. Keys
-// of the map that are not 16 hex digits are outside every partition.
+// of the map that are not 16 hex digits are outside every partition. An
+// owner partition's range is that of its buckets.
 func (p Partition) keyRange(prefix string) (start, end []byte) {
+	if m, _ := ParsePartition(p.Name); isOwnerMap(m) {
+		start = []byte(prefix + p.From)
+		if p.To == "" {
+			return start, meta.PrefixEnd([]byte(prefix))
+		}
+		return start, []byte(prefix + p.To)
+	}
 	start = []byte(prefix + meta.FormatID(p.Lo))
 	if p.Hi == math.MaxUint64 {
 		return start, []byte(prefix + meta.FormatID(p.Hi) + "\x00")
@@ -121,20 +198,30 @@ func (p Partition) keyRange(prefix string) (start, end []byte) {
 	return start, []byte(prefix + meta.FormatID(p.Hi+1))
 }
 
-// ParsePartition checks a partition name ("egroups/3", "extents/f") and
-// returns its map.
+// ParsePartition checks a partition name ("egroups/3", "extents/f",
+// "objects/0", "versions/2", "uploads/1") and returns its map.
 func ParsePartition(part string) (mapName string, err error) {
 	m, d, ok := strings.Cut(part, "/")
-	if !ok || (m != "egroups" && m != "extents") || len(d) != 1 || !strings.Contains("0123456789abcdef", d) {
-		return "", fmt.Errorf("curator: bad partition %q: want egroups/H or extents/H with H one hex digit", part)
+	if !ok || !slices.Contains([]string{"egroups", "extents", "objects", "versions", "uploads"}, m) || len(d) != 1 || !strings.Contains("0123456789abcdef", d) {
+		return "", fmt.Errorf("curator: bad partition %q: want MAP/H, MAP one of egroups, extents, objects, versions, uploads and H one hex digit", part)
 	}
 	return m, nil
 }
 
 // Check validates a partition received from a peer.
 func (p Partition) Check() error {
-	if _, err := ParsePartition(p.Name); err != nil {
+	m, err := ParsePartition(p.Name)
+	if err != nil {
 		return err
+	}
+	if isOwnerMap(m) {
+		if p.To != "" && p.From >= p.To {
+			return fmt.Errorf("curator: partition %s: bucket range [%q, %q) is empty", p.Name, p.From, p.To)
+		}
+		return nil
+	}
+	if p.From != "" || p.To != "" {
+		return fmt.Errorf("curator: partition %s: an ID range takes no bucket bounds", p.Name)
 	}
 	if p.Lo > p.Hi {
 		return fmt.Errorf("curator: partition %s: range [%d, %d] is empty", p.Name, p.Lo, p.Hi)
@@ -150,6 +237,9 @@ func MapPartition(ctx context.Context, kv PageScanner, p Partition, emit func(Ma
 		return 0, err
 	}
 	mapName, _ := ParsePartition(p.Name)
+	if isOwnerMap(mapName) {
+		return mapOwners(ctx, kv, mapName, p, emit)
+	}
 	if mapName == "extents" {
 		s, e := p.keyRange(meta.PrefixExtent)
 		return scanRange(ctx, kv, s, e, func(it meta.Item) error {
@@ -201,6 +291,75 @@ func MapPartition(ctx context.Context, kv PageScanner, p Partition, emit func(Ma
 		return emit(r)
 	})
 	return read + n, err
+}
+
+// mapOwners is the map of an owner partition: each record that
+// references extents or is history to collect becomes an OwnerRecord.
+// Upload records (as opposed to their parts) reference nothing and are
+// only counted.
+func mapOwners(ctx context.Context, kv PageScanner, mapName string, p Partition, emit func(MapRecord) error) (int, error) {
+	s, e := p.keyRange(ownerPrefix(mapName))
+	seq := uint64(0)
+	out := func(o OwnerRecord) error {
+		seq++
+		return emit(MapRecord{ID: seq, Owner: &o})
+	}
+	ids := func(xs []meta.ExtentRef) []uint64 {
+		if len(xs) == 0 {
+			return nil
+		}
+		out := make([]uint64, len(xs))
+		for i, x := range xs {
+			out[i] = x.ID
+		}
+		return out
+	}
+	switch mapName {
+	case "objects":
+		return scanRange(ctx, kv, s, e, func(it meta.Item) error {
+			var o meta.Object
+			if err := meta.Decode(it.Value, &o); err != nil {
+				return err
+			}
+			b, k, _ := meta.SplitObjectKey(it.Key)
+			r := OwnerRecord{Bucket: b, Extents: ids(o.Extents)}
+			if o.DeleteMarker && o.VersionID == "" {
+				r.History, r.Key = true, k // a tombstone
+			}
+			if len(r.Extents) == 0 && !r.History {
+				return nil
+			}
+			return out(r)
+		})
+	case "versions":
+		var lastHidden [2]string
+		return scanRange(ctx, kv, s, e, func(it meta.Item) error {
+			var v meta.Version
+			if err := meta.Decode(it.Value, &v); err != nil {
+				return err
+			}
+			b, k, _, ok := meta.SplitVersionKey(it.Key)
+			if !ok {
+				return fmt.Errorf("curator: bad version key %q", it.Key)
+			}
+			r := OwnerRecord{Bucket: b, Extents: ids(v.Extents)}
+			if !v.S3 && (lastHidden != [2]string{b, k}) {
+				lastHidden = [2]string{b, k}
+				r.History, r.Key = true, k
+			}
+			if len(r.Extents) == 0 && !r.History {
+				return nil
+			}
+			return out(r)
+		})
+	}
+	return scanRange(ctx, kv, s, e, func(it meta.Item) error {
+		var pt meta.Part
+		if meta.Decode(it.Value, &pt) == nil && len(pt.Extents) > 0 {
+			return out(OwnerRecord{Extents: ids(pt.Extents)})
+		}
+		return nil
+	})
 }
 
 // mapFrame is one frame of the map output stream a worker sends: records,
@@ -356,6 +515,23 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 
 // checkMapRecord verifies a decoded record belongs to the partition.
 func checkMapRecord(r MapRecord, mapName string, p Partition) error {
+	if isOwnerMap(mapName) {
+		o := r.Owner
+		switch {
+		case o == nil || r.Egroup != nil || r.Extent != nil || r.Access != nil:
+			return fmt.Errorf("record %d is not an owner record", r.ID)
+		case mapName == "uploads" && (o.Bucket != "" || o.History):
+			return fmt.Errorf("record %d: an upload part names a bucket or history", r.ID)
+		case mapName != "uploads" && (o.Bucket < p.From || p.To != "" && o.Bucket >= p.To):
+			return fmt.Errorf("record %d: bucket %q is not in partition %s [%q, %q)", r.ID, o.Bucket, p.Name, p.From, p.To)
+		case len(o.Extents) == 0 && !o.History:
+			return fmt.Errorf("record %d references nothing", r.ID)
+		}
+		return nil
+	}
+	if r.Owner != nil {
+		return fmt.Errorf("record %016x is an owner record", r.ID)
+	}
 	if r.ID < p.Lo || r.ID > p.Hi {
 		return fmt.Errorf("record %016x is not in partition %s [%016x, %016x]", r.ID, p.Name, p.Lo, p.Hi)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,18 +15,86 @@ import (
 )
 
 func TestParsePartition(t *testing.T) {
-	for _, ok := range []string{"egroups/0", "egroups/f", "extents/a"} {
+	for _, ok := range []string{"egroups/0", "egroups/f", "extents/a", "objects/1", "versions/f", "uploads/0"} {
 		if _, err := ParsePartition(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "egroups", "egroups/", "egroups/g", "egroups/A", "egroups/00", "objects/1", "../x/1", "egroups/1/2"} {
+	for _, bad := range []string{"", "egroups", "egroups/", "egroups/g", "egroups/A", "egroups/00", "owners/1", "buckets/0", "../x/1", "egroups/1/2"} {
 		if _, err := ParsePartition(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	if err := (Partition{Name: "egroups/1", Lo: 5, Hi: 4}).Check(); err == nil {
 		t.Error("an empty range accepted")
+	}
+	if err := (Partition{Name: "egroups/1", Lo: 1, Hi: 4, From: "a"}).Check(); err == nil {
+		t.Error("an ID partition with bucket bounds accepted")
+	}
+	if err := (Partition{Name: "objects/1", From: "b", To: "a"}).Check(); err == nil {
+		t.Error("an empty bucket range accepted")
+	}
+	if err := (Partition{Name: "objects/1", From: "b", To: "b"}).Check(); err == nil {
+		t.Error("an empty bucket range accepted")
+	}
+	if err := (Partition{Name: "objects/1", From: "b"}).Check(); err != nil {
+		t.Errorf("an open-ended bucket range refused: %v", err)
+	}
+}
+
+// TestOwnerPartitionsTileTheMap: for any set of buckets (with names that
+// are prefixes of others, and buckets created after the split), the
+// owner partitions of a map are at most 16, cut between buckets, and
+// every key of the map — PREFIX + bucket + NUL + name, or any other key
+// under the prefix — falls in exactly one of them.
+func TestOwnerPartitionsTileTheMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	alphabet := "ab-.0"
+	name := func() string {
+		b := make([]byte, 1+rng.IntN(4))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for round := range 300 {
+		var buckets []string
+		for range rng.IntN(40) {
+			buckets = append(buckets, name())
+		}
+		m := ownerMaps[round%len(ownerMaps)]
+		parts := ownerPartitions(m, buckets)
+		if len(parts) < 1 || len(parts) > 16 {
+			t.Fatalf("%d partitions for %d buckets", len(parts), len(buckets))
+		}
+		for _, p := range parts {
+			if err := p.Check(); err != nil {
+				t.Fatalf("buckets %q: %v", buckets, err)
+			}
+		}
+		prefix := ownerPrefix(m)
+		keys := []string{prefix, prefix + "\x00", prefix + "\xff\xff"}
+		for range 50 {
+			keys = append(keys, prefix+name()+"\x00"+name()) // existing or new buckets
+		}
+		for _, b := range buckets {
+			keys = append(keys, prefix+b+"\x00", prefix+b+"\x00\xff")
+		}
+		for _, k := range keys {
+			in := 0
+			for _, p := range parts {
+				s, e := p.keyRange(prefix)
+				if k >= string(s) && k < string(e) {
+					in++
+					if b, _, ok := strings.Cut(strings.TrimPrefix(k, prefix), "\x00"); ok && (b < p.From || p.To != "" && b >= p.To) {
+						t.Fatalf("key %q of bucket %q is in %s [%q, %q)", k, b, p.Name, p.From, p.To)
+					}
+				}
+			}
+			if in != 1 {
+				t.Fatalf("buckets %q: key %q is in %d partitions", buckets, k, in)
+			}
+		}
 	}
 }
 
@@ -221,13 +290,26 @@ func FuzzReadMapStream(f *testing.F) {
 	_ = enc.Encode(mapFrame{Recs: []MapRecord{{ID: 0xa000000000000001, Egroup: &meta.Egroup{Size: 1}}}})
 	_ = enc.Encode(mapFrame{End: true, N: 1})
 	f.Add(b.Bytes())
+	b.Reset()
+	enc = gob.NewEncoder(&b)
+	_ = enc.Encode(mapFrame{Recs: []MapRecord{{ID: 1, Owner: &OwnerRecord{Bucket: "c", Extents: []uint64{7}}}, {ID: 2, Owner: &OwnerRecord{Bucket: "d", History: true, Key: "k"}}}})
+	_ = enc.Encode(mapFrame{End: true, N: 2, Read: 5})
+	f.Add(b.Bytes())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := ReadMapStream(bytes.NewReader(in), Partition{Name: "egroups/a", Lo: 0xa000000000000000, Hi: 0xafffffffffffffff})
 		if err == nil {
 			for _, r := range out.Records {
-				if r.Egroup == nil {
+				if r.Egroup == nil || r.Owner != nil {
 					t.Fatalf("accepted a record without its egroup: %+v", r)
+				}
+			}
+		}
+		out, err = ReadMapStream(bytes.NewReader(in), Partition{Name: "objects/2", From: "b", To: "e"})
+		if err == nil {
+			for _, r := range out.Records {
+				if r.Owner == nil || r.Egroup != nil || r.Extent != nil || r.Owner.Bucket < "b" || r.Owner.Bucket >= "e" {
+					t.Fatalf("accepted a record that is not one of the partition's owners: %+v", r)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -125,7 +126,11 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	res.maps = append(res.maps, "egroups", "access")
 	var egParts [16]egroupRecs
 	var interners [16]*shapeInterner
-	err := c.scanPartitions(ctx, "egroups", assign, res, &mu, func(i int, r MapRecord) {
+	parts, err := c.idPartitions(ctx, "egroups")
+	if err != nil {
+		return nil, err
+	}
+	err = c.scanPartitions(ctx, parts, assign, res, &mu, func(i int, r MapRecord) {
 		if interners[i] == nil {
 			interners[i] = newShapeInterner()
 		}
@@ -152,33 +157,20 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	}
 
 	if full {
-		// Map: object and part records emit referenced extent IDs.
-		res.maps = append(res.maps, "objects", "uploads", "extents")
-		var refs []extentRef
-		var bucketNames []string
-		bucketIdx := map[string]uint32{}
-		err = walkOwners(ctx, kv, res, func(bucket string, upload bool, _ func() string, xs []meta.ExtentRef) {
-			var bi uint32
-			if !upload {
-				if bi = bucketIdx[bucket]; bi == 0 {
-					bucketNames = append(bucketNames, bucket)
-					bi = uint32(len(bucketNames))
-					bucketIdx[bucket] = bi
-				}
-			}
-			for _, x := range xs {
-				refs = append(refs, extentRef{id: x.ID, seq: uint32(len(refs)), bucket: bi})
-			}
-		})
+		// Map: object, version and part records emit the extent IDs they
+		// reference (scanOwners).
+		res.maps = append(res.maps, "objects", "versions", "uploads", "extents")
+		refs, bucketNames, err := c.scanOwners(ctx, assign, res, &mu)
 		if err != nil {
 			return nil, err
 		}
-		if len(refs) >= math.MaxUint32 {
-			return nil, fmt.Errorf("curator: a full scan holds at most %d extent references, found %d", uint32(math.MaxUint32), len(refs))
-		}
 		// Map: extents, joined with refs (reduce by extent ID).
 		var extParts [16]extentRecs
-		err = c.scanPartitions(ctx, "extents", assign, res, &mu, func(i int, r MapRecord) {
+		parts, err := c.idPartitions(ctx, "extents")
+		if err != nil {
+			return nil, err
+		}
+		err = c.scanPartitions(ctx, parts, assign, res, &mu, func(i int, r MapRecord) {
 			extParts[i].add(r)
 		}, func(i int) { extParts[i] = extentRecs{} })
 		if err != nil {
@@ -217,16 +209,101 @@ func egroupView(id uint64, rev int64, eg meta.Egroup, a *meta.Access) decide.Egr
 	return d
 }
 
-// scanPartitions maps the 16 partitions of a map in parallel and hands
-// each partition's output records to emit with the partition's index, in
-// key order, from that partition's goroutine: calls for one index never
+// idPartitions returns the 16 partitions of the egroup (with access) or
+// extent map, cut from the IDs in use.
+func (c *Curator) idPartitions(ctx context.Context, mapName string) ([]Partition, error) {
+	prefix := map[string]string{"egroups": meta.PrefixEgroup, "extents": meta.PrefixExtent}[mapName]
+	lo, hi, err := idBounds(ctx, c.kv, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return partitionsOf(mapName, lo, hi), nil
+}
+
+// scanOwners maps the object, version and upload maps of a full scan, in
+// partitions cut at bucket boundaries, and returns the extent references
+// in scan order (key order within a map; objects, then versions, then
+// upload parts) with their buckets interned in bucketNames, collecting
+// history in res. The version map is read only after every object
+// partition is done: a record moves only from the object map to the
+// version map (in one transaction), and a version partition read before
+// an object partition could miss a record moving between them.
+func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex) ([]extentRef, []string, error) {
+	var buckets []string
+	if _, err := scanRange(ctx, c.kv, []byte(meta.PrefixBucket), meta.PrefixEnd([]byte(meta.PrefixBucket)), func(it meta.Item) error {
+		buckets = append(buckets, strings.TrimPrefix(string(it.Key), meta.PrefixBucket))
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	// Buckets are interned across partitions (emit runs on every
+	// partition's goroutine); an upload part's bucket index is 0.
+	var bucketNames []string
+	bucketIdx := map[string]uint32{}
+	var internMu sync.Mutex
+	intern := func(b string) uint32 {
+		internMu.Lock()
+		defer internMu.Unlock()
+		bi := bucketIdx[b]
+		if bi == 0 {
+			bucketNames = append(bucketNames, b)
+			bi = uint32(len(bucketNames))
+			bucketIdx[b] = bi
+		}
+		return bi
+	}
+	type partOut struct {
+		refs    []extentRef // seq: position within the partition
+		history [][2]string
+	}
+	var refs []extentRef
+	for _, m := range ownerMaps {
+		parts := ownerPartitions(m, buckets)
+		outs := make([]partOut, len(parts))
+		err := c.scanPartitions(ctx, parts, assign, res, mu, func(i int, r MapRecord) {
+			o, out := r.Owner, &outs[i]
+			var bi uint32
+			if m != "uploads" {
+				bi = intern(o.Bucket)
+			}
+			for _, id := range o.Extents {
+				out.refs = append(out.refs, extentRef{id: id, seq: uint32(len(out.refs)), bucket: bi})
+			}
+			if o.History {
+				out.history = append(out.history, [2]string{o.Bucket, o.Key})
+			}
+		}, func(i int) { outs[i] = partOut{} })
+		if err != nil {
+			return nil, nil, err
+		}
+		// The partitions tile the map in key order: their outputs
+		// concatenated are the map in key order.
+		for i := range outs {
+			if len(refs)+len(outs[i].refs) >= math.MaxUint32 {
+				return nil, nil, fmt.Errorf("curator: a full scan holds at most %d extent references", uint32(math.MaxUint32))
+			}
+			base := uint32(len(refs))
+			for _, r := range outs[i].refs {
+				r.seq += base
+				refs = append(refs, r)
+			}
+			res.history = append(res.history, outs[i].history...)
+			outs[i] = partOut{}
+		}
+	}
+	return refs, bucketNames, nil
+}
+
+// scanPartitions maps partitions of a map in parallel and hands each
+// partition's output records to emit with the partition's index, in key
+// order, from that partition's goroutine: calls for one index never
 // overlap; discard(i) drops what emit got for partition i when a remote
 // map of it fails part way (it is then mapped here from the start). A
 // partition assigned to another node is mapped there; if that fails —
 // the node is down, dies mid-stream, or sends a bad stream — it is mapped
 // here, so an assignment can slow a scan but never lose or duplicate
 // records.
-func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map[string]model.NodeID,
+func (c *Curator) scanPartitions(ctx context.Context, parts []Partition, assign map[string]model.NodeID,
 	res *scanResult, mu *sync.Mutex, emit func(part int, r MapRecord), discard func(part int)) error {
 	self := c.opts.Self
 	if self == "" {
@@ -239,12 +316,6 @@ func (c *Curator) scanPartitions(ctx context.Context, mapName string, assign map
 		workers[n] = true
 	}
 	par := min(c.opts.ScanParallelism*len(workers), 16)
-	prefix := map[string]string{"egroups": meta.PrefixEgroup, "extents": meta.PrefixExtent}[mapName]
-	lo, hi, err := idBounds(ctx, c.kv, prefix)
-	if err != nil {
-		return err
-	}
-	parts := partitionsOf(mapName, lo, hi)
 	index := make(map[string]int, len(parts))
 	for i, p := range parts {
 		index[p.Name] = i

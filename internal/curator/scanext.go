@@ -102,36 +102,23 @@ type extentRef struct {
 }
 
 // walkOwners reads the object, version and upload maps in that order and
-// calls visit with each record's extent references, its bucket ("" and
-// upload set for an upload part) and a function that names the record
-// (built only if called). With res set it also collects history to
-// collect and counts the records read.
-func walkOwners(ctx context.Context, kv meta.KV, res *scanResult,
-	visit func(bucket string, upload bool, owner func() string, xs []meta.ExtentRef)) error {
+// calls visit with each record's extent references and a function that
+// names the record (built only if called). A full scan maps these maps in
+// partitions (scanOwners); this is the second, rare pass that names the
+// owners of dangling references.
+func walkOwners(ctx context.Context, kv meta.KV, visit func(owner func() string, xs []meta.ExtentRef)) error {
 	_, err := scanRange(ctx, kv, []byte(meta.PrefixObject), meta.PrefixEnd([]byte(meta.PrefixObject)), func(it meta.Item) error {
 		var o meta.Object
 		if err := meta.Decode(it.Value, &o); err != nil {
 			return err
 		}
 		b, k, _ := meta.SplitObjectKey(it.Key)
-		visit(b, false, func() string { return b + "/" + k }, o.Extents)
-		if res != nil {
-			if o.DeleteMarker && o.VersionID == "" {
-				res.history = append(res.history, [2]string{b, k}) // a tombstone
-			}
-			res.records0++
-		}
+		visit(func() string { return b + "/" + k }, o.Extents)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	// Versions after objects: a record only ever moves from the object
-	// map to the version map, so one of the two scans sees it.
-	if res != nil {
-		res.maps = append(res.maps, "versions")
-	}
-	lastHidden := [2]string{}
 	_, err = scanRange(ctx, kv, []byte(meta.PrefixVersion), meta.PrefixEnd([]byte(meta.PrefixVersion)), func(it meta.Item) error {
 		var v meta.Version
 		if err := meta.Decode(it.Value, &v); err != nil {
@@ -141,14 +128,7 @@ func walkOwners(ctx context.Context, kv meta.KV, res *scanResult,
 		if !ok {
 			return fmt.Errorf("curator: bad version key %q", it.Key)
 		}
-		visit(b, false, func() string { return b + "/" + k + " (version " + v.VersionID + ")" }, v.Extents)
-		if res != nil {
-			if !v.S3 && (lastHidden != [2]string{b, k}) {
-				lastHidden = [2]string{b, k}
-				res.history = append(res.history, lastHidden)
-			}
-			res.records0++
-		}
+		visit(func() string { return b + "/" + k + " (version " + v.VersionID + ")" }, v.Extents)
 		return nil
 	})
 	if err != nil {
@@ -158,10 +138,7 @@ func walkOwners(ctx context.Context, kv meta.KV, res *scanResult,
 		var p meta.Part
 		if meta.Decode(it.Value, &p) == nil && len(p.Extents) > 0 {
 			key := it.Key
-			visit("", true, func() string { return "upload part " + string(key) }, p.Extents)
-		}
-		if res != nil {
-			res.records0++
+			visit(func() string { return "upload part " + string(key) }, p.Extents)
 		}
 		return nil
 	})
@@ -379,7 +356,7 @@ func (c *Curator) joinFull(ctx context.Context, kv meta.KV, res *scanResult, xs 
 	if len(why) == 0 {
 		return nil
 	}
-	return walkOwners(ctx, kv, nil, func(_ string, _ bool, owner func() string, refs []meta.ExtentRef) {
+	return walkOwners(ctx, kv, func(owner func() string, refs []meta.ExtentRef) {
 		for _, r := range refs {
 			if w, ok := why[r.ID]; ok {
 				res.dangling = append(res.dangling, owner()+" → "+w)

@@ -258,3 +258,65 @@ func TestJoinExtentPartsSortsAndRenumbersFingerprints(t *testing.T) {
 		}
 	}
 }
+
+// TestSpreadFullScanMatchesMasterAlone: with the owner maps (objects,
+// versions with hidden history, tombstones, upload parts, four buckets)
+// and the ID maps mapped on a peer — streamed, failing, or cut off mid
+// stream — a full scan finds exactly what the master finds alone: the
+// same references in the same order (first-reference buckets), garbage,
+// dangling references, history and record count.
+func TestSpreadFullScanMatchesMasterAlone(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		kv, local, pol, l := benchNode(t)
+		loadRandomFull(t, kv, seed)
+		c := New(l, kv, local, pol, nil, nil, Options{Decide: decide.Options{GarbageGrace: time.Hour}})
+		ctx := context.Background()
+		alone, err := c.scan(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := dumpFullScan(alone)
+		for _, mode := range []string{"streamed", "failed", "cut"} {
+			sb := &streamingBalancer{fakeBalancer: &fakeBalancer{kv: kv}}
+			switch mode {
+			case "failed":
+				sb.fail = map[model.NodeID]bool{"n2": true}
+			case "cut":
+				sb.cut = map[model.NodeID]bool{"n2": true}
+			}
+			c.opts.Balancer, c.opts.Self = sb, "n1"
+			c.mu.Lock()
+			c.mapFailed = map[model.NodeID]time.Time{}
+			c.mu.Unlock()
+			spread, err := c.scan(ctx, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			owners := 0
+			for name, who := range spread.partitions {
+				if m, _ := ParsePartition(name); isOwnerMap(m) {
+					owners++
+					if mode == "streamed" && who != "n2" && who != "n1" {
+						t.Fatalf("seed %d: %s mapped by %q", seed, name, who)
+					}
+				}
+			}
+			// Four buckets: four partitions of each owner map.
+			if owners != 12 {
+				t.Fatalf("seed %d %s: %d owner partitions, want 12: %v", seed, mode, owners, spread.partitions)
+			}
+			if mode == "streamed" && spread.partitions["objects/0"] != "n2" {
+				t.Fatalf("seed %d: objects/0 mapped by %q, not the peer", seed, spread.partitions["objects/0"])
+			}
+			if got := dumpFullScan(spread); got != want {
+				gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+				for i := range min(len(gl), len(wl)) {
+					if gl[i] != wl[i] {
+						t.Fatalf("seed %d %s: line %d:\n got %s\nwant %s", seed, mode, i+1, gl[i], wl[i])
+					}
+				}
+				t.Fatalf("seed %d %s: got %d lines, want %d", seed, mode, len(gl), len(wl))
+			}
+		}
+	}
+}

@@ -98,8 +98,14 @@ func (b scanBalancer) MapPartitionTo(ctx context.Context, node model.NodeID, par
 	idle := time.AfterFunc(mapIdleTimeout, cancel)
 	defer idle.Stop()
 	hc, scheme := b.n.peerHTTP()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+url.Values{"part": {part.Name},
-		"lo": {strconv.FormatUint(part.Lo, 10)}, "hi": {strconv.FormatUint(part.Hi, 10)}}.Encode(), nil)
+	q := url.Values{"part": {part.Name}, "lo": {strconv.FormatUint(part.Lo, 10)}, "hi": {strconv.FormatUint(part.Hi, 10)}}
+	if part.From != "" {
+		q.Set("from", part.From)
+	}
+	if part.To != "" {
+		q.Set("to", part.To)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+q.Encode(), nil)
 	if err != nil {
 		return 0, err
 	}
@@ -204,7 +210,8 @@ func (n *Node) policyEnv() policy.Env {
 //	GET    /v1/policies/swaps[?name=N]          recent swaps on this node
 //	GET    /v1/policies/events[?name=N&n=K]     the cluster-wide policy event log
 //	POST   /v1/object/exec?bucket=B&key=K&method=CLASS.METHOD  body: the argument
-//	GET    /v1/curator/map?part=egroups/3&lo=L&hi=H  one scan partition's map output (for the master)
+//	GET    /v1/curator/map?part=egroups/3&lo=L&hi=H  one scan partition's map output (for the master;
+//	                                                 objects/H, versions/H, uploads/H take from=B&to=B, bucket bounds)
 func (n *Node) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/policies", n.handlePolicyList)
 	mux.HandleFunc("GET /v1/policies/swaps", n.handlePolicySwaps)
@@ -575,7 +582,7 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	lo, err1 := strconv.ParseUint(q.Get("lo"), 10, 64)
 	hi, err2 := strconv.ParseUint(q.Get("hi"), 10, 64)
-	part := curator.Partition{Name: q.Get("part"), Lo: lo, Hi: hi}
+	part := curator.Partition{Name: q.Get("part"), Lo: lo, Hi: hi, From: q.Get("from"), To: q.Get("to")}
 	err := part.Check()
 	if err == nil && (err1 != nil || err2 != nil) {
 		err = fmt.Errorf("map needs lo and hi, the partition's ID range (decimal)")
