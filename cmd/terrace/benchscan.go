@@ -29,7 +29,9 @@ func newBenchScanCmd() *cobra.Command {
 server' processes (etcd metadata, up to 3 members), load --egroups synthetic
 egroup records straight into etcd (sealed, at their vector, on the nodes'
 real devices, with dense IDs as the egroup sequence hands them out;
---access-fraction of them with an access record), and time --runs partial scans ('curator run
+--access-fraction of them with an access record; with --full also
+--extents extent records per egroup and an object record referencing each,
+in four buckets), and time --runs partial (or full) scans ('curator run
 partial --wait' on the Curator master, after one untimed warm-up scan):
 first with every partition mapped by the master (a balancer policy that
 assigns everything to it), then with the default spread, which deals the
@@ -43,7 +45,9 @@ records/s for the cluster, and per node the records it mapped and its rate
 		Example: `  # the run docs/perf.md reports
   nice -n 10 terrace bench scan
   # a quick look
-  terrace bench scan --sizes 3 --egroups 20000 --runs 1`,
+  terrace bench scan --sizes 3 --egroups 20000 --runs 1
+  # full scans: the owner and extent maps too
+  terrace bench scan --sizes 3 --egroups 20000 --full`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -78,6 +82,9 @@ records/s for the cluster, and per node the records it mapped and its rate
 	f.IntVar(&o.Egroups, "egroups", 100_000, "synthetic egroup records to load")
 	f.Float64Var(&o.AccessFraction, "access-fraction", 0.5, "fraction of the egroups with an access record")
 	f.IntVar(&o.Runs, "runs", 3, "timed scans per size and mode (the median is reported)")
+	f.StringVar(&o.Binary, "binary", "", "terrace binary the cluster's servers run (default: this one), e.g. an older build to compare with")
+	f.BoolVar(&o.Full, "full", false, "time full scans: also load --extents extent records per egroup, each referenced by an object in one of four buckets")
+	f.IntVar(&o.Extents, "extents", 0, "extent records per egroup with --full (default 4)")
 	f.IntVar(&o.BasePort, "base-port", 21000, "first port of the clusters' block (10 per node)")
 	f.StringVar(&o.Dir, "dir", "", "working directory of the clusters, removed afterwards (default a temporary directory)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the synthetic records")

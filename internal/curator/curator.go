@@ -223,6 +223,10 @@ type Curator struct {
 	assigned  map[string]model.NodeID
 	// mapFailed is when a node's partition map last failed.
 	mapFailed map[model.NodeID]time.Time
+	// ownerCuts are, per owner map, the cut points its partitions sampled
+	// in the last full scan (every ownerCutEvery-th record), in key
+	// order: where the next full scan cuts that map (ownerPartitions).
+	ownerCuts map[string][]string
 	tier      tierState
 }
 

@@ -32,8 +32,10 @@ import (
 // keeps, so a partition's output does not depend on where it ran.
 //
 // A full scan also maps the owner maps — objects, versions and upload
-// parts, keyed by bucket and name — in partitions cut at bucket
-// boundaries ("objects/3" holds the buckets in [From, To)). The worker
+// parts, keyed by bucket and name — in partitions of key ranges
+// ("objects/3" holds the keys in [PREFIX+From, PREFIX+To)), cut where the
+// last full scan's records divide into equal parts, or at bucket
+// boundaries before there is one (ownerPartitions). The worker
 // decodes each record and ships only what the reduce uses: its bucket,
 // the extent IDs it references, and whether it is history to collect
 // (the filter stage of Curator §3.1). A record moves only from the object
@@ -65,7 +67,15 @@ type OwnerRecord struct {
 	// version map keeps only for snapshots.
 	History bool
 	Key     string
+	// Cut, alone in a record, is a sample of the partition's keys (every
+	// ownerCutEvery-th record; the key after the map's prefix, a version
+	// key without its sequence number so that a key's versions are never
+	// split): where the next full scan may cut the map.
+	Cut string
 }
+
+// ownerCutEvery is how many owner records one cut point samples.
+var ownerCutEvery = 1024
 
 // MapOutput is a partition's map output: its records and how many
 // metadata records the map read to produce them.
@@ -106,27 +116,64 @@ func ownerPrefix(mapName string) string {
 
 func isOwnerMap(mapName string) bool { return mapName != "egroups" && mapName != "extents" }
 
-// ownerPartitions splits an owner map at bucket boundaries into up to 16
-// partitions of consecutive buckets (names sorted), equal in bucket count;
-// the first starts at the beginning of the map and the last runs to its
-// end, so the partitions tile the map whatever buckets exist by the time
-// it is read. Keys are PREFIX + bucket + NUL + …, so a bucket's records
-// all lie in the partition whose range holds its name.
-func ownerPartitions(mapName string, buckets []string) []Partition {
+// ownerPartitions splits an owner map into up to 16 partitions that tile
+// it: the first starts at the beginning of the map and the last runs to
+// its end, whatever keys exist by the time it is read. With cut points
+// from the last full scan (sampled every ownerCutEvery records, in key
+// order) the map is cut at their quantiles, so the partitions hold about
+// equal numbers of records even in one big bucket; without (the first
+// scan, or a map too small to sample 16 times), at bucket boundaries, in
+// runs of equal bucket counts. Keys are PREFIX + bucket + NUL + name, so
+// a bucket boundary ("b") falls before all of a bucket's keys, and a cut
+// ("b" NUL "name") before all of that name's versions.
+func ownerPartitions(mapName string, buckets, cuts []string) []Partition {
 	const hex = "0123456789abcdef"
-	buckets = slices.Clone(buckets)
-	slices.Sort(buckets)
-	buckets = slices.Compact(buckets)
-	n := min(max(len(buckets), 1), 16)
-	out := make([]Partition, n)
+	var bounds []string
+	if len(cuts) >= 16 {
+		for i := 1; i < 16; i++ {
+			bounds = append(bounds, cuts[i*len(cuts)/16])
+		}
+	} else {
+		buckets = slices.Clone(buckets)
+		slices.Sort(buckets)
+		buckets = slices.Compact(buckets)
+		n := min(len(buckets), 16)
+		for i := 1; i < n; i++ {
+			bounds = append(bounds, buckets[i*len(buckets)/n])
+		}
+	}
+	slices.Sort(bounds)
+	bounds = slices.Compact(bounds)
+	bounds = slices.DeleteFunc(bounds, func(b string) bool { return b == "" })
+	out := make([]Partition, len(bounds)+1)
 	for i := range out {
 		out[i].Name = mapName + "/" + hex[i:i+1]
 		if i > 0 {
-			out[i].From = buckets[i*len(buckets)/n]
-			out[i-1].To = out[i].From
+			out[i].From = bounds[i-1]
+			out[i-1].To = bounds[i-1]
 		}
 	}
 	return out
+}
+
+// bucketOfBound is the bucket part of a partition bound ("b" or
+// "b" NUL "name"), and whether the bound is a whole bucket's start.
+func bucketOfBound(b string) (bucket string, whole bool) {
+	bucket, _, cut := strings.Cut(b, "\x00")
+	return bucket, !cut
+}
+
+// holdsBucket reports whether records of bucket can lie in the owner
+// partition's key range.
+func (p Partition) holdsBucket(bucket string) bool {
+	if lo, _ := bucketOfBound(p.From); bucket < lo {
+		return false
+	}
+	if p.To == "" {
+		return true
+	}
+	hi, whole := bucketOfBound(p.To)
+	return bucket < hi || !whole && bucket == hi
 }
 
 // partitionsOf splits a map whose IDs present lie in [lo, hi] into its 16
@@ -304,6 +351,16 @@ func mapOwners(ctx context.Context, kv PageScanner, mapName string, p Partition,
 		seq++
 		return emit(MapRecord{ID: seq, Owner: &o})
 	}
+	n := 0
+	// sample emits every ownerCutEvery-th record's cut point, the first
+	// record excepted (a cut there would not divide anything).
+	sample := func(cut string) error {
+		n++
+		if n%ownerCutEvery != 0 || mapName == "uploads" {
+			return nil
+		}
+		return out(OwnerRecord{Cut: cut})
+	}
 	ids := func(xs []meta.ExtentRef) []uint64 {
 		if len(xs) == 0 {
 			return nil
@@ -322,6 +379,9 @@ func mapOwners(ctx context.Context, kv PageScanner, mapName string, p Partition,
 				return err
 			}
 			b, k, _ := meta.SplitObjectKey(it.Key)
+			if err := sample(string(it.Key[len(meta.PrefixObject):])); err != nil {
+				return err
+			}
 			r := OwnerRecord{Bucket: b, Extents: ids(o.Extents)}
 			if o.DeleteMarker && o.VersionID == "" {
 				r.History, r.Key = true, k // a tombstone
@@ -341,6 +401,9 @@ func mapOwners(ctx context.Context, kv PageScanner, mapName string, p Partition,
 			b, k, _, ok := meta.SplitVersionKey(it.Key)
 			if !ok {
 				return fmt.Errorf("curator: bad version key %q", it.Key)
+			}
+			if err := sample(b + "\x00" + k); err != nil {
+				return err
 			}
 			r := OwnerRecord{Bucket: b, Extents: ids(v.Extents)}
 			if !v.S3 && (lastHidden != [2]string{b, k}) {
@@ -520,9 +583,16 @@ func checkMapRecord(r MapRecord, mapName string, p Partition) error {
 		switch {
 		case o == nil || r.Egroup != nil || r.Extent != nil || r.Access != nil:
 			return fmt.Errorf("record %d is not an owner record", r.ID)
+		case o.Cut != "":
+			if o.Bucket != "" || len(o.Extents) > 0 || o.History || mapName == "uploads" {
+				return fmt.Errorf("record %d: a cut point with more in it", r.ID)
+			}
+			if o.Cut < p.From || p.To != "" && o.Cut >= p.To {
+				return fmt.Errorf("record %d: cut point %q is not in partition %s [%q, %q)", r.ID, o.Cut, p.Name, p.From, p.To)
+			}
 		case mapName == "uploads" && (o.Bucket != "" || o.History):
 			return fmt.Errorf("record %d: an upload part names a bucket or history", r.ID)
-		case mapName != "uploads" && (o.Bucket < p.From || p.To != "" && o.Bucket >= p.To):
+		case mapName != "uploads" && !p.holdsBucket(o.Bucket):
 			return fmt.Errorf("record %d: bucket %q is not in partition %s [%q, %q)", r.ID, o.Bucket, p.Name, p.From, p.To)
 		case len(o.Extents) == 0 && !o.History:
 			return fmt.Errorf("record %d references nothing", r.ID)

@@ -6,6 +6,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,10 +44,11 @@ func TestParsePartition(t *testing.T) {
 }
 
 // TestOwnerPartitionsTileTheMap: for any set of buckets (with names that
-// are prefixes of others, and buckets created after the split), the
-// owner partitions of a map are at most 16, cut between buckets, and
-// every key of the map — PREFIX + bucket + NUL + name, or any other key
-// under the prefix — falls in exactly one of them.
+// are prefixes of others, and buckets created after the split) and any
+// cut points sampled by a last scan, the owner partitions of a map are at
+// most 16, every key of the map falls in exactly one of them, a record's
+// bucket passes the partition's check, and all versions of one key fall
+// in the same partition.
 func TestOwnerPartitionsTileTheMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	alphabet := "ab-.0"
@@ -57,15 +59,25 @@ func TestOwnerPartitionsTileTheMap(t *testing.T) {
 		}
 		return string(b)
 	}
-	for round := range 300 {
+	for round := range 400 {
 		var buckets []string
 		for range rng.IntN(40) {
 			buckets = append(buckets, name())
 		}
+		var cuts []string
+		if round%2 == 1 {
+			for range rng.IntN(200) {
+				cuts = append(cuts, name()+"\x00"+name())
+			}
+			slices.Sort(cuts) // a scan's cuts are in key order
+		}
 		m := ownerMaps[round%len(ownerMaps)]
-		parts := ownerPartitions(m, buckets)
+		parts := ownerPartitions(m, buckets, cuts)
 		if len(parts) < 1 || len(parts) > 16 {
-			t.Fatalf("%d partitions for %d buckets", len(parts), len(buckets))
+			t.Fatalf("%d partitions for %d buckets, %d cuts", len(parts), len(buckets), len(cuts))
+		}
+		if len(cuts) >= 64 && len(parts) < 8 {
+			t.Fatalf("%d cuts gave only %d partitions", len(cuts), len(parts))
 		}
 		for _, p := range parts {
 			if err := p.Check(); err != nil {
@@ -80,19 +92,37 @@ func TestOwnerPartitionsTileTheMap(t *testing.T) {
 		for _, b := range buckets {
 			keys = append(keys, prefix+b+"\x00", prefix+b+"\x00\xff")
 		}
-		for _, k := range keys {
-			in := 0
-			for _, p := range parts {
+		for _, c := range cuts {
+			keys = append(keys, prefix+c, prefix+c+"\x00")
+		}
+		where := func(k string) int {
+			at, in := -1, 0
+			for i, p := range parts {
 				s, e := p.keyRange(prefix)
 				if k >= string(s) && k < string(e) {
-					in++
-					if b, _, ok := strings.Cut(strings.TrimPrefix(k, prefix), "\x00"); ok && (b < p.From || p.To != "" && b >= p.To) {
-						t.Fatalf("key %q of bucket %q is in %s [%q, %q)", k, b, p.Name, p.From, p.To)
-					}
+					at, in = i, in+1
 				}
 			}
 			if in != 1 {
-				t.Fatalf("buckets %q: key %q is in %d partitions", buckets, k, in)
+				t.Fatalf("buckets %q cuts %q: key %q is in %d partitions", buckets, cuts, k, in)
+			}
+			return at
+		}
+		for _, k := range keys {
+			p := parts[where(k)]
+			if b, _, ok := strings.Cut(strings.TrimPrefix(k, prefix), "\x00"); ok && !p.holdsBucket(b) {
+				t.Fatalf("key %q of bucket %q is in %s [%q, %q), which refuses the bucket", k, b, p.Name, p.From, p.To)
+			}
+		}
+		if m == "versions" {
+			for range 30 {
+				key := prefix + name() + "\x00" + name() + "\x00"
+				first := where(key + "0000000000000000")
+				for _, seq := range []string{"00000000000000ff", "7fffffffffffffff", "ffffffffffffffff"} {
+					if where(key+seq) != first {
+						t.Fatalf("versions of %q split across partitions (cuts %q)", key, cuts)
+					}
+				}
 			}
 		}
 	}

@@ -255,13 +255,21 @@ func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID
 	type partOut struct {
 		refs    []extentRef // seq: position within the partition
 		history [][2]string
+		cuts    []string
 	}
 	var refs []extentRef
 	for _, m := range ownerMaps {
-		parts := ownerPartitions(m, buckets)
+		c.mu.Lock()
+		cuts := c.ownerCuts[m]
+		c.mu.Unlock()
+		parts := ownerPartitions(m, buckets, cuts)
 		outs := make([]partOut, len(parts))
 		err := c.scanPartitions(ctx, parts, assign, res, mu, func(i int, r MapRecord) {
 			o, out := r.Owner, &outs[i]
+			if o.Cut != "" {
+				out.cuts = append(out.cuts, o.Cut)
+				return
+			}
 			var bi uint32
 			if m != "uploads" {
 				bi = intern(o.Bucket)
@@ -278,6 +286,16 @@ func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID
 		}
 		// The partitions tile the map in key order: their outputs
 		// concatenated are the map in key order.
+		cuts = nil
+		for i := range outs {
+			cuts = append(cuts, outs[i].cuts...)
+		}
+		c.mu.Lock()
+		if c.ownerCuts == nil {
+			c.ownerCuts = map[string][]string{}
+		}
+		c.ownerCuts[m] = cuts
+		c.mu.Unlock()
 		for i := range outs {
 			if len(refs)+len(outs[i].refs) >= math.MaxUint32 {
 				return nil, nil, fmt.Errorf("curator: a full scan holds at most %d extent references", uint32(math.MaxUint32))

@@ -320,3 +320,75 @@ func TestSpreadFullScanMatchesMasterAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerCutsSplitBuckets: a full scan samples cut points, and the next
+// full scan cuts the owner maps at their quantiles — more partitions than
+// buckets, keys of one bucket spread over several — and finds exactly
+// what the first found, here and with the partitions mapped by a peer.
+func TestOwnerCutsSplitBuckets(t *testing.T) {
+	defer func(n int) { ownerCutEvery = n }(ownerCutEvery)
+	ownerCutEvery = 8
+	kv, local, pol, l := benchNode(t)
+	loadRandomFull(t, kv, 1)
+	c := New(l, kv, local, pol, nil, nil, Options{Decide: decide.Options{GarbageGrace: time.Hour}})
+	ctx := context.Background()
+	first, err := c.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	cuts := map[string]int{}
+	for m, cs := range c.ownerCuts {
+		cuts[m] = len(cs)
+		if !slices.IsSorted(cs) {
+			t.Fatalf("%s cut points out of order", m)
+		}
+	}
+	c.mu.Unlock()
+	// 1,200 objects and about as many versions, sampled every 8th.
+	if cuts["objects"] < 100 || cuts["versions"] < 16 || cuts["uploads"] != 0 {
+		t.Fatalf("cut points per map: %v", cuts)
+	}
+	sb := &streamingBalancer{fakeBalancer: &fakeBalancer{kv: kv}}
+	for _, balanced := range []bool{false, true} {
+		if balanced {
+			c.opts.Balancer, c.opts.Self = sb, "n1"
+		}
+		again, err := c.scan(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := dumpFullScan(again), dumpFullScan(first); got != want {
+			t.Fatalf("balanced=%v: the scan cut at sampled keys differs from the first", balanced)
+		}
+		c.mu.Lock()
+		parts := ownerPartitions("objects", nil, c.ownerCuts["objects"])
+		c.mu.Unlock()
+		if len(parts) != 16 {
+			t.Fatalf("objects cut into %d partitions, want 16", len(parts))
+		}
+		if balanced {
+			n := 0
+			for name := range again.partitions {
+				if strings.HasPrefix(name, "objects/") {
+					n++
+				}
+			}
+			if n != 16 {
+				t.Fatalf("%d object partitions mapped, want 16: %v", n, again.partitions)
+			}
+		}
+	}
+	// Objects of one bucket now span several partitions.
+	spans := map[string]int{}
+	for _, p := range ownerPartitions("objects", nil, c.ownerCuts["objects"]) {
+		for _, b := range []string{"b0", "b1", "b2", "b3"} {
+			if p.holdsBucket(b) {
+				spans[b]++
+			}
+		}
+	}
+	if spans["b1"] < 2 {
+		t.Fatalf("bucket b1 is in %d partitions", spans["b1"])
+	}
+}

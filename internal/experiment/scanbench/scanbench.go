@@ -34,10 +34,15 @@ type Options struct {
 	// get an access record too (as egroups that were read).
 	Egroups        int
 	AccessFraction float64
-	// Runs partial scans are timed per mode (the median is reported).
+	// Runs scans are timed per mode (the median is reported).
 	Runs int
-	Seed uint64
-	Log  func(format string, args ...any)
+	// Full times full scans: each egroup also gets Extents extent
+	// records, each referenced by one object record in one of four
+	// buckets (default: partial scans of the egroup and access maps).
+	Full    bool
+	Extents int
+	Seed    uint64
+	Log     func(format string, args ...any)
 }
 
 // EnsureDefaults fills zero fields.
@@ -60,6 +65,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
+	if o.Full && o.Extents == 0 {
+		o.Extents = 4
+	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
@@ -76,6 +84,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("scanbench: access fraction %v: want 0..1", o.AccessFraction)
 	case o.Runs < 1 || o.Runs > 100:
 		return fmt.Errorf("scanbench: %d runs: want 1..100", o.Runs)
+	case o.Extents < 0 || o.Extents > 16 || o.Extents > 0 && !o.Full:
+		return fmt.Errorf("scanbench: %d extents per egroup: want 1..16, with a full scan", o.Extents)
 	}
 	for _, n := range o.Sizes {
 		if n < 1 || n > 9 {
@@ -109,6 +119,8 @@ type Row struct {
 // Result is the whole measurement.
 type Result struct {
 	Egroups int   `json:"egroups"`
+	Full    bool  `json:"full"`
+	Extents int   `json:"extents_per_egroup,omitempty"`
 	Rows    []Row `json:"rows"`
 }
 
@@ -118,7 +130,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	res := &Result{Egroups: o.Egroups}
+	res := &Result{Egroups: o.Egroups, Full: o.Full, Extents: o.Extents}
 	for _, n := range o.Sizes {
 		rows, err := runSize(ctx, o, n)
 		res.Rows = append(res.Rows, rows...)
@@ -203,7 +215,11 @@ func runSize(ctx context.Context, o Options, nodes int) ([]Row, error) {
 				return rows, err
 			}
 			var rec curator.JobRecord
-			if err := r.call(ctx, "POST", master, "/v1/curator/run?wait=1&kind=partial", nil, &rec); err != nil {
+			kind := "partial"
+			if o.Full {
+				kind = "full"
+			}
+			if err := r.call(ctx, "POST", master, "/v1/curator/run?wait=1&kind="+kind, nil, &rec); err != nil {
 				return rows, err
 			}
 			after, err := r.cpu()
@@ -281,7 +297,11 @@ const idBase = 1 << 32
 
 // load writes the synthetic records: sealed egroups of the vector on the
 // cluster's real devices (on distinct nodes) with dense IDs, as the egroup
-// sequence allocates them, a fraction with access records.
+// sequence allocates them, a fraction with access records; for a full
+// scan, o.Extents extent records per egroup tiling it, each referenced by
+// one object in one of four buckets. Everything is written now, so it is
+// younger than the garbage grace period: a full scan finds no garbage to
+// remove or egroups to compact or truncate, and times the scan.
 func load(ctx context.Context, kv *cluster.EtcdKV, o Options, devs []model.Replica, v model.Vector) error {
 	byNode := map[model.NodeID][]model.Replica{}
 	var nodes []model.NodeID
@@ -294,7 +314,10 @@ func load(ctx context.Context, kv *cluster.EtcdKV, o Options, devs []model.Repli
 	slices.Sort(nodes)
 	copies := min(v.Total(), len(nodes))
 	now := time.Now().UnixNano()
-	const perTxn = 60 // two puts per egroup at most; etcd refuses more than 128 operations in one transaction
+	perTxn := 60 // two puts per egroup at most; etcd refuses more than 128 operations in one transaction
+	if o.Full {
+		perTxn = 120 / (2 + 2*o.Extents)
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for first := 0; first < o.Egroups; first += perTxn {
@@ -312,6 +335,13 @@ func load(ctx context.Context, kv *cluster.EtcdKV, o Options, devs []model.Repli
 					eg.Replicas = append(eg.Replicas, meta.EgroupReplica{Device: d.Device, Node: d.Node, Tier: d.Tier})
 				}
 				t.Put(meta.EgroupKey(id), meta.Encode(eg))
+				for j := range o.Extents {
+					xid := idBase + uint64(i*o.Extents+j)
+					xlen := eg.Size / int64(o.Extents)
+					t.Put(meta.ExtentKey(xid), meta.Encode(meta.Extent{Egroup: id, Off: int64(j) * xlen, Len: xlen, Ctime: now}))
+					t.Put(meta.ObjectKey(fmt.Sprintf("bench-%d", xid%4), fmt.Sprintf("obj/%016x", xid)),
+						meta.Encode(meta.Object{Size: xlen, ETag: "x", Mtime: now, Vector: v, Extents: []meta.ExtentRef{{ID: xid, Len: xlen}}}))
+				}
 				if rng.Float64() < o.AccessFraction {
 					t.Put(meta.AccessKey(id), meta.Encode(meta.Access{Atime: now, Reads: int64(1 + rng.IntN(50))}))
 				}
@@ -387,7 +417,11 @@ func (r *runner) call(ctx context.Context, method string, n *devcluster.Node, pa
 // Table renders the result for a terminal and docs/perf.md.
 func Table(res *Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "partial scan of %d egroup records (+ access records)\n\n", res.Egroups)
+	if res.Full {
+		fmt.Fprintf(&b, "full scan of %d egroup records (+ access records, %d extent and %d object records)\n\n", res.Egroups, res.Egroups*res.Extents, res.Egroups*res.Extents)
+	} else {
+		fmt.Fprintf(&b, "partial scan of %d egroup records (+ access records)\n\n", res.Egroups)
+	}
 	b.WriteString("| nodes | map stage | scan (median s) | egroup records/s | records/s | CPU s per scan: master / all nodes | per node: records, records/s |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Rows {
 		var per []string

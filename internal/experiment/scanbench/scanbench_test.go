@@ -14,12 +14,14 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	for name, mod := range map[string]func(*Options){
-		"no binary":     func(o *Options) { o.Binary = "" },
-		"no egroups":    func(o *Options) { o.Egroups = -1 },
-		"fraction > 1":  func(o *Options) { o.AccessFraction = 1.5 },
-		"zero runs":     func(o *Options) { o.Runs = -2 },
-		"a 0-node size": func(o *Options) { o.Sizes = []int{3, 0} },
-		"10 nodes":      func(o *Options) { o.Sizes = []int{10} },
+		"no binary":        func(o *Options) { o.Binary = "" },
+		"no egroups":       func(o *Options) { o.Egroups = -1 },
+		"fraction > 1":     func(o *Options) { o.AccessFraction = 1.5 },
+		"zero runs":        func(o *Options) { o.Runs = -2 },
+		"a 0-node size":    func(o *Options) { o.Sizes = []int{3, 0} },
+		"10 nodes":         func(o *Options) { o.Sizes = []int{10} },
+		"extents, partial": func(o *Options) { o.Extents = 2 },
+		"17 extents":       func(o *Options) { o.Full, o.Extents = true, 17 },
 	} {
 		o := ok
 		mod(&o)
