@@ -394,13 +394,9 @@ func mapOwners(ctx context.Context, kv PageScanner, mapName string, p Partition,
 	case "versions":
 		var lastHidden [2]string
 		return scanRange(ctx, kv, s, e, func(it meta.Item) error {
-			var v meta.Version
-			if err := meta.Decode(it.Value, &v); err != nil {
+			v, b, k, err := decodeVersion(it)
+			if err != nil {
 				return err
-			}
-			b, k, _, ok := meta.SplitVersionKey(it.Key)
-			if !ok {
-				return fmt.Errorf("curator: bad version key %q", it.Key)
 			}
 			if err := sample(b + "\x00" + k); err != nil {
 				return err
@@ -423,6 +419,18 @@ func mapOwners(ctx context.Context, kv PageScanner, mapName string, p Partition,
 		}
 		return nil
 	})
+}
+
+// decodeVersion decodes a version record and names its bucket and key.
+func decodeVersion(it meta.Item) (v meta.Version, bucket, key string, err error) {
+	if err := meta.Decode(it.Value, &v); err != nil {
+		return v, "", "", err
+	}
+	bucket, key, _, ok := meta.SplitVersionKey(it.Key)
+	if !ok {
+		return v, "", "", fmt.Errorf("curator: bad version key %q", it.Key)
+	}
+	return v, bucket, key, nil
 }
 
 // mapFrame is one frame of the map output stream a worker sends: records,

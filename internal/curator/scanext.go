@@ -3,7 +3,6 @@ package curator
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -120,13 +119,9 @@ func walkOwners(ctx context.Context, kv meta.KV, visit func(owner func() string,
 		return err
 	}
 	_, err = scanRange(ctx, kv, []byte(meta.PrefixVersion), meta.PrefixEnd([]byte(meta.PrefixVersion)), func(it meta.Item) error {
-		var v meta.Version
-		if err := meta.Decode(it.Value, &v); err != nil {
+		v, b, k, err := decodeVersion(it)
+		if err != nil {
 			return err
-		}
-		b, k, _, ok := meta.SplitVersionKey(it.Key)
-		if !ok {
-			return fmt.Errorf("curator: bad version key %q", it.Key)
 		}
 		visit(func() string { return b + "/" + k + " (version " + v.VersionID + ")" }, v.Extents)
 		return nil

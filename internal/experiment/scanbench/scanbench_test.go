@@ -44,6 +44,9 @@ func TestSpreadOverAndTable(t *testing.T) {
 	if !strings.Contains(tab, "| 3 | spread | 1.50 | 7 |") || !strings.Contains(tab, "0.50 / 1.20") || !strings.Contains(tab, "n1 4 @ 2/s") {
 		t.Fatalf("table:\n%s", tab)
 	}
+	if full := Table(&Result{Egroups: 10, Full: true, Extents: 4}); !strings.Contains(full, "full scan of 10 egroup records (+ access records, 40 extent and 40 object records)") {
+		t.Fatalf("full-scan table:\n%s", full)
+	}
 	if median([]float64{3, 1, 2}) != 2 || median([]float64{5}) != 5 {
 		t.Fatal("median")
 	}
