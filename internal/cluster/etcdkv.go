@@ -210,7 +210,11 @@ var _ meta.StaleReader = (*EtcdKV)(nil)
 
 // Scan implements meta.KV.
 func (e *EtcdKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
-	opts := []clientv3.OpOption{clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+	return e.scan(ctx, start, end, limit)
+}
+
+func (e *EtcdKV) scan(ctx context.Context, start, end []byte, limit int, extra ...clientv3.OpOption) ([]meta.Item, error) {
+	opts := append([]clientv3.OpOption{clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}, extra...)
 	if end == nil {
 		opts = append(opts, clientv3.WithFromKey())
 	} else {
@@ -228,6 +232,42 @@ func (e *EtcdKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta
 		out = append(out, meta.Item{Key: kv.Key, Value: kv.Value, ModRev: kv.ModRevision})
 	}
 	return out, nil
+}
+
+var _ meta.Snapshotter = (*EtcdKV)(nil)
+
+// Snapshot implements meta.Snapshotter: the revision a linearizable read
+// returns now, read with WithRev. etcd keeps every revision until it is
+// compacted (auto-compaction keeps an hour), so a snapshot outliving that
+// fails its reads with etcd's "required revision has been compacted".
+func (e *EtcdKV) Snapshot(ctx context.Context) (meta.Snapshot, error) {
+	resp, err := e.get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return nil, fmt.Errorf("meta: etcd snapshot: %w", err)
+	}
+	return etcdSnapshot{e: e, rev: resp.Header.Revision}, nil
+}
+
+// SnapshotAt implements meta.Snapshotter: any member reads the state of a
+// revision the cluster has reached.
+func (e *EtcdKV) SnapshotAt(ctx context.Context, rev int64) (meta.Snapshot, error) {
+	if rev <= 0 {
+		return nil, fmt.Errorf("meta: etcd snapshot at revision %d", rev)
+	}
+	return etcdSnapshot{e: e, rev: rev}, nil
+}
+
+type etcdSnapshot struct {
+	e   *EtcdKV
+	rev int64
+}
+
+func (s etcdSnapshot) Rev() int64   { return s.rev }
+func (s etcdSnapshot) Close() error { return nil }
+
+// Scan implements meta.Snapshot.
+func (s etcdSnapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
+	return s.e.scan(ctx, start, end, limit, clientv3.WithRev(s.rev))
 }
 
 // Commit implements meta.KV.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -160,5 +161,33 @@ func TestGroupCommitNeverMergesDependentParts(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestEtcdSnapshots(t *testing.T) {
+	kv := newEtcdKV(t, EtcdOptions{})
+	ctx := context.Background()
+	if err := meta.CheckSnapshots(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.SnapshotAt(ctx, 0); err == nil {
+		t.Fatal("SnapshotAt(0) succeeded")
+	}
+	// A revision compacted away fails the read, clearly.
+	s, err := kv.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tx meta.Txn
+	tx.Put([]byte("snap/z"), []byte("1"))
+	rev, err := kv.Commit(ctx, &tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Client().Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Scan(ctx, []byte("snap/"), []byte("snap0"), 10); err == nil || !strings.Contains(err.Error(), "compacted") {
+		t.Fatalf("scan of a compacted revision: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ import (
 // the extent IDs it references, and whether it is history to collect
 // (the filter stage of Curator §3.1). A record moves only from the object
 // map to the version map, so every object partition is mapped before any
-// version partition (scanOwners): one of the two sees it.
+// version partition (scanOwners), and all of them read one snapshot.
 
 // MapRecord is one record of a partition's map output: an egroup with its
 // access record (nil: never read) or an extent, with the metadata revision
@@ -97,11 +97,17 @@ type Partition struct {
 	Name     string `json:"name"`
 	Lo, Hi   uint64
 	From, To string
+	// Rev, when set, is the metadata revision to read the partition at:
+	// a full scan reads the owner maps as of one snapshot (scanOwners),
+	// and a worker reads the master's snapshot from its own member.
+	Rev int64
 }
 
 // ownerMaps are the maps that reference extents, in the order a full scan
-// reads them.
-var ownerMaps = []string{"objects", "versions", "uploads"}
+// reads them: references move from upload parts to objects and from
+// objects to versions, never back, so a store read without a snapshot
+// (scanOwners) sees a moving reference at one place at least.
+var ownerMaps = []string{"uploads", "objects", "versions"}
 
 // ownerPrefix is the key prefix of an owner map.
 func ownerPrefix(mapName string) string {
@@ -260,6 +266,9 @@ func (p Partition) Check() error {
 	m, err := ParsePartition(p.Name)
 	if err != nil {
 		return err
+	}
+	if p.Rev < 0 {
+		return fmt.Errorf("curator: partition %s: negative revision %d", p.Name, p.Rev)
 	}
 	if isOwnerMap(m) {
 		if p.To != "" && p.From >= p.To {
@@ -463,6 +472,19 @@ const mapHeartbeat = time.Second
 // reason, not a truncated stream. Every frame is one Write (flush it, on
 // HTTP, so heartbeats are not held in a buffer).
 func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition) error {
+	if part.Rev > 0 {
+		// The master's snapshot: read the same revision here.
+		ss, ok := kv.(meta.Snapshotter)
+		if !ok {
+			return fmt.Errorf("curator: partition %s is at revision %d, and this store cannot read a revision", part.Name, part.Rev)
+		}
+		snap, err := ss.SnapshotAt(ctx, part.Rev)
+		if err != nil {
+			return fmt.Errorf("curator: partition %s: %w", part.Name, err)
+		}
+		defer snap.Close()
+		kv = snap
+	}
 	var mu sync.Mutex // the encoder is shared with the heartbeat
 	enc := gob.NewEncoder(w)
 	last := time.Now()

@@ -130,7 +130,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	if err != nil {
 		return nil, err
 	}
-	err = c.scanPartitions(ctx, parts, assign, res, &mu, func(i int, r MapRecord) {
+	err = c.scanPartitions(ctx, c.kv, parts, assign, res, &mu, func(i int, r MapRecord) {
 		if interners[i] == nil {
 			interners[i] = newShapeInterner()
 		}
@@ -159,7 +159,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	if full {
 		// Map: object, version and part records emit the extent IDs they
 		// reference (scanOwners).
-		res.maps = append(res.maps, "objects", "versions", "uploads", "extents")
+		res.maps = append(res.maps, "uploads", "objects", "versions", "extents")
 		refs, bucketNames, err := c.scanOwners(ctx, assign, res, &mu)
 		if err != nil {
 			return nil, err
@@ -170,7 +170,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		if err != nil {
 			return nil, err
 		}
-		err = c.scanPartitions(ctx, parts, assign, res, &mu, func(i int, r MapRecord) {
+		err = c.scanPartitions(ctx, c.kv, parts, assign, res, &mu, func(i int, r MapRecord) {
 			extParts[i].add(r)
 		}, func(i int) { extParts[i] = extentRecs{} })
 		if err != nil {
@@ -221,16 +221,35 @@ func (c *Curator) idPartitions(ctx context.Context, mapName string) ([]Partition
 }
 
 // scanOwners maps the object, version and upload maps of a full scan, in
-// partitions cut at bucket boundaries, and returns the extent references
-// in scan order (key order within a map; objects, then versions, then
-// upload parts) with their buckets interned in bucketNames, collecting
-// history in res. The version map is read only after every object
-// partition is done: a record moves only from the object map to the
-// version map (in one transaction), and a version partition read before
-// an object partition could miss a record moving between them.
+// key-range partitions, and returns the extent references in scan order
+// (key order within a map; upload parts, then objects, then versions)
+// with their buckets interned in bucketNames, collecting history in res.
+//
+// The three maps are read as of one snapshot (every partition, here or on
+// a worker, at the snapshot's revision): references move between keys
+// while a scan runs — an S3 rename copies an object to a new key sharing
+// its extents and deletes the old one, a completed upload's parts become
+// an object, an overwrite moves the current object to the version map —
+// and a scan reading the maps over time could see the reference at
+// neither place, take its extents for garbage and let data removal
+// delete them. In a snapshot every extent referenced then is seen
+// referenced; the extents are read afterwards, and an extent written
+// since is younger than the garbage grace period. A store without
+// snapshots is read as it goes, one map after another in the order
+// references move (ownerMaps).
 func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex) ([]extentRef, []string, error) {
+	var kv PageScanner = c.kv
+	rev := int64(0)
+	if ss, ok := c.kv.(meta.Snapshotter); ok {
+		snap, err := ss.Snapshot(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer snap.Close()
+		kv, rev = snap, snap.Rev()
+	}
 	var buckets []string
-	if _, err := scanRange(ctx, c.kv, []byte(meta.PrefixBucket), meta.PrefixEnd([]byte(meta.PrefixBucket)), func(it meta.Item) error {
+	if _, err := scanRange(ctx, kv, []byte(meta.PrefixBucket), meta.PrefixEnd([]byte(meta.PrefixBucket)), func(it meta.Item) error {
 		buckets = append(buckets, strings.TrimPrefix(string(it.Key), meta.PrefixBucket))
 		return nil
 	}); err != nil {
@@ -263,8 +282,16 @@ func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID
 		cuts := c.ownerCuts[m]
 		c.mu.Unlock()
 		parts := ownerPartitions(m, buckets, cuts)
+		for i := range parts {
+			parts[i].Rev = rev
+		}
+		if rev == 0 && assign != nil {
+			// Without a snapshot revision to read at, a worker would read
+			// its store as it is by then: map here.
+			assign = nil
+		}
 		outs := make([]partOut, len(parts))
-		err := c.scanPartitions(ctx, parts, assign, res, mu, func(i int, r MapRecord) {
+		err := c.scanPartitions(ctx, kv, parts, assign, res, mu, func(i int, r MapRecord) {
 			o, out := r.Owner, &outs[i]
 			if o.Cut != "" {
 				out.cuts = append(out.cuts, o.Cut)
@@ -312,7 +339,8 @@ func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID
 	return refs, bucketNames, nil
 }
 
-// scanPartitions maps partitions of a map in parallel and hands each
+// scanPartitions maps partitions of a map in parallel (here through
+// local) and hands each
 // partition's output records to emit with the partition's index, in key
 // order, from that partition's goroutine: calls for one index never
 // overlap; discard(i) drops what emit got for partition i when a remote
@@ -321,7 +349,7 @@ func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID
 // the node is down, dies mid-stream, or sends a bad stream — it is mapped
 // here, so an assignment can slow a scan but never lose or duplicate
 // records.
-func (c *Curator) scanPartitions(ctx context.Context, parts []Partition, assign map[string]model.NodeID,
+func (c *Curator) scanPartitions(ctx context.Context, local PageScanner, parts []Partition, assign map[string]model.NodeID,
 	res *scanResult, mu *sync.Mutex, emit func(part int, r MapRecord), discard func(part int)) error {
 	self := c.opts.Self
 	if self == "" {
@@ -375,7 +403,7 @@ func (c *Curator) scanPartitions(ctx context.Context, parts []Partition, assign 
 		}
 		if !remote {
 			out = MapOutput{Part: name}
-			out.Read, err = MapPartition(ctx, c.kv, part, func(r MapRecord) error {
+			out.Read, err = MapPartition(ctx, local, part, func(r MapRecord) error {
 				emit(i, r)
 				return nil
 			})

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Errors returned by every KV implementation.
@@ -91,6 +92,31 @@ type KV interface {
 	Close() error
 }
 
+// Snapshot reads a store as of one moment: every Scan sees the same
+// state, whatever commits land meanwhile. Close releases it.
+type Snapshot interface {
+	// Scan is KV.Scan against the snapshot.
+	Scan(ctx context.Context, start, end []byte, limit int) ([]Item, error)
+	// Rev is the revision the snapshot reads at; another node's store
+	// reads the same state with SnapshotAt(Rev) (0: a store whose
+	// snapshots cannot be shared).
+	Rev() int64
+	Close() error
+}
+
+// Snapshotter is implemented by stores that can read a consistent
+// snapshot. A scan that must not miss a record moving between keys while
+// it reads (the Curator's full scan of the maps that reference extents)
+// reads through one.
+type Snapshotter interface {
+	// Snapshot returns a snapshot of everything committed so far.
+	Snapshot(ctx context.Context) (Snapshot, error)
+	// SnapshotAt returns a snapshot at a revision another snapshot of the
+	// same replicated store reported (an error if it cannot, e.g. a
+	// store of its own, or the revision is compacted away).
+	SnapshotAt(ctx context.Context, rev int64) (Snapshot, error)
+}
+
 // StaleReader is implemented by stores that can answer a read from a
 // possibly stale local copy without a consensus round (etcd's serializable
 // reads). Callers use it only where a stale answer is detected and retried
@@ -120,6 +146,89 @@ func PrefixEnd(p []byte) []byte {
 			end[i]++
 			return end[:i+1]
 		}
+	}
+	return nil
+}
+
+// CheckSnapshots exercises a store's Snapshotter: a snapshot keeps
+// reading what was committed when it was taken while puts, deletes and
+// moves land, SnapshotAt(Rev) reads the same state while it is open, and
+// a fresh snapshot sees the new state. Store tests call it (the meta and
+// cluster packages); it is in the package so that both run one contract.
+func CheckSnapshots(ctx context.Context, kv KV) error {
+	ss, ok := kv.(Snapshotter)
+	if !ok {
+		return errors.New("meta: the store has no snapshots")
+	}
+	put := func(k, v string) error {
+		var t Txn
+		t.Put([]byte(k), []byte(v))
+		_, err := kv.Commit(ctx, &t)
+		return err
+	}
+	for _, k := range []string{"snap/a", "snap/b", "snap/c"} {
+		if err := put(k, "1"); err != nil {
+			return err
+		}
+	}
+	snap, err := ss.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer snap.Close()
+	// After the snapshot: b moves to d (one transaction), c changes, e appears.
+	var mv Txn
+	mv.Del([]byte("snap/b"))
+	mv.Put([]byte("snap/d"), []byte("1"))
+	if _, err := kv.Commit(ctx, &mv); err != nil {
+		return err
+	}
+	if err := put("snap/c", "2"); err != nil {
+		return err
+	}
+	if err := put("snap/e", "1"); err != nil {
+		return err
+	}
+	dump := func(s interface {
+		Scan(context.Context, []byte, []byte, int) ([]Item, error)
+	}) (string, error) {
+		var out []string
+		start := []byte("snap/")
+		for {
+			items, err := s.Scan(ctx, start, PrefixEnd([]byte("snap/")), 2) // pages, as scans read
+			if err != nil {
+				return "", err
+			}
+			for _, it := range items {
+				out = append(out, string(it.Key)+"="+string(it.Value))
+			}
+			if len(items) < 2 {
+				return fmt.Sprint(out), nil
+			}
+			start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+		}
+	}
+	if got, err := dump(snap); err != nil || got != "[snap/a=1 snap/b=1 snap/c=1]" {
+		return fmt.Errorf("meta: the snapshot reads %s (%v), want the state when it was taken", got, err)
+	}
+	if snap.Rev() > 0 {
+		at, err := ss.SnapshotAt(ctx, snap.Rev())
+		if err != nil {
+			return fmt.Errorf("meta: SnapshotAt(%d): %w", snap.Rev(), err)
+		}
+		got, err := dump(at)
+		at.Close()
+		if err != nil || got != "[snap/a=1 snap/b=1 snap/c=1]" {
+			return fmt.Errorf("meta: SnapshotAt(%d) reads %s (%v)", snap.Rev(), got, err)
+		}
+	}
+	now, err := ss.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer now.Close()
+	if got, err := dump(now); err != nil || got != "[snap/a=1 snap/c=2 snap/d=1 snap/e=1]" {
+		return fmt.Errorf("meta: a fresh snapshot reads %s (%v)", got, err)
 	}
 	return nil
 }

@@ -37,6 +37,10 @@ type Pebble struct {
 	closed  bool
 
 	reads, commits atomic.Int64
+
+	// snaps are the open snapshots (SnapshotAt shares them).
+	snapMu sync.Mutex
+	snaps  map[*pebbleSnapshot]struct{}
 }
 
 // enter guards a call against a concurrent Close.
@@ -143,6 +147,12 @@ func (p *Pebble) Scan(ctx context.Context, start, end []byte, limit int) ([]Item
 		return nil, err
 	}
 	defer p.exit()
+	return scanIter(ctx, p.db.NewIter, start, end, limit)
+}
+
+// scanIter is Scan over the iterators newIter makes (the store's or a
+// snapshot's).
+func scanIter(ctx context.Context, newIter func(*pebble.IterOptions) (*pebble.Iterator, error), start, end []byte, limit int) ([]Item, error) {
 	if end == nil || bytes.Compare(end, revKey) > 0 {
 		end = revKey
 	}
@@ -151,7 +161,7 @@ func (p *Pebble) Scan(ctx context.Context, start, end []byte, limit int) ([]Item
 		// checks, on in -race builds, index key[0] and panic.)
 		start = nil
 	}
-	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	it, err := newIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return nil, fmt.Errorf("meta: scan: %w", err)
 	}
@@ -290,6 +300,83 @@ func (p *Pebble) Close() error {
 	p.watchers = map[*watcher]struct{}{}
 	p.watchMu.Unlock()
 	return p.db.Close()
+}
+
+var _ Snapshotter = (*Pebble)(nil)
+
+// Snapshot implements Snapshotter with a Pebble snapshot: a view of the
+// store as of the last commit, kept (with the versions it needs) until
+// Close.
+func (p *Pebble) Snapshot(ctx context.Context) (Snapshot, error) {
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	defer p.exit()
+	p.mu.Lock() // no commit half applied
+	defer p.mu.Unlock()
+	s := &pebbleSnapshot{p: p, s: p.db.NewSnapshot(), rev: p.rev}
+	p.snapMu.Lock()
+	if p.snaps == nil {
+		p.snaps = map[*pebbleSnapshot]struct{}{}
+	}
+	p.snaps[s] = struct{}{}
+	p.snapMu.Unlock()
+	return s, nil
+}
+
+// SnapshotAt implements Snapshotter. A Pebble store keeps no past
+// revisions: it can share only a snapshot still open at rev (a second
+// reader of the same snapshot, e.g. a scan's partitions mapped by
+// another goroutine); it answers for as long as that one is open.
+func (p *Pebble) SnapshotAt(ctx context.Context, rev int64) (Snapshot, error) {
+	p.snapMu.Lock()
+	defer p.snapMu.Unlock()
+	for s := range p.snaps {
+		if s.rev == rev {
+			return sharedSnapshot{s}, nil
+		}
+	}
+	return nil, fmt.Errorf("meta: no open snapshot at revision %d (a local store keeps no past revisions)", rev)
+}
+
+type pebbleSnapshot struct {
+	p    *Pebble
+	s    *pebble.Snapshot
+	rev  int64
+	once sync.Once
+}
+
+func (s *pebbleSnapshot) Rev() int64 { return s.rev }
+
+func (s *pebbleSnapshot) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.p.snapMu.Lock()
+		delete(s.p.snaps, s)
+		s.p.snapMu.Unlock()
+		if e := s.p.enter(); e != nil {
+			return // the store closed and released it
+		}
+		defer s.p.exit()
+		err = s.s.Close()
+	})
+	return err
+}
+
+// sharedSnapshot reads an open snapshot it does not own: closing it
+// leaves the snapshot to its owner.
+type sharedSnapshot struct{ *pebbleSnapshot }
+
+func (sharedSnapshot) Close() error { return nil }
+
+// Scan implements Snapshot.
+func (s *pebbleSnapshot) Scan(ctx context.Context, start, end []byte, limit int) ([]Item, error) {
+	s.p.reads.Add(1)
+	if err := s.p.enter(); err != nil {
+		return nil, err
+	}
+	defer s.p.exit()
+	return scanIter(ctx, func(o *pebble.IterOptions) (*pebble.Iterator, error) { return s.s.NewIter(o) }, start, end, limit)
 }
 
 // Rev returns the latest committed revision.

@@ -551,3 +551,27 @@ func TestPebbleBlockCacheOption(t *testing.T) {
 		t.Errorf("stats %+v, want 2 reads, 1 commit, 1 txn", s)
 	}
 }
+
+func TestPebbleSnapshots(t *testing.T) {
+	kv, _ := openTest(t)
+	ctx := context.Background()
+	if err := CheckSnapshots(ctx, kv); err != nil {
+		t.Fatal(err)
+	}
+	// A revision no open snapshot holds cannot be read: the store keeps
+	// no past revisions.
+	if _, err := kv.SnapshotAt(ctx, 1); err == nil {
+		t.Fatal("SnapshotAt a revision without an open snapshot succeeded")
+	}
+	// Closing twice, and after the store, is harmless.
+	s, err := kv.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

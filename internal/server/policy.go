@@ -105,6 +105,9 @@ func (b scanBalancer) MapPartitionTo(ctx context.Context, node model.NodeID, par
 	if part.To != "" {
 		q.Set("to", part.To)
 	}
+	if part.Rev > 0 {
+		q.Set("rev", strconv.FormatInt(part.Rev, 10))
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+q.Encode(), nil)
 	if err != nil {
 		return 0, err
@@ -211,7 +214,8 @@ func (n *Node) policyEnv() policy.Env {
 //	GET    /v1/policies/events[?name=N&n=K]     the cluster-wide policy event log
 //	POST   /v1/object/exec?bucket=B&key=K&method=CLASS.METHOD  body: the argument
 //	GET    /v1/curator/map?part=egroups/3&lo=L&hi=H  one scan partition's map output (for the master;
-//	                                                 objects/H, versions/H, uploads/H take from=B&to=B, bucket bounds)
+//	                                                 objects/H, versions/H, uploads/H take from=K&to=K, key bounds,
+//	                                                 and rev=R, the master's snapshot revision)
 func (n *Node) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/policies", n.handlePolicyList)
 	mux.HandleFunc("GET /v1/policies/swaps", n.handlePolicySwaps)
@@ -583,9 +587,16 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	lo, err1 := strconv.ParseUint(q.Get("lo"), 10, 64)
 	hi, err2 := strconv.ParseUint(q.Get("hi"), 10, 64)
 	part := curator.Partition{Name: q.Get("part"), Lo: lo, Hi: hi, From: q.Get("from"), To: q.Get("to")}
+	var err3 error
+	if r := q.Get("rev"); r != "" {
+		part.Rev, err3 = strconv.ParseInt(r, 10, 64)
+	}
 	err := part.Check()
 	if err == nil && (err1 != nil || err2 != nil) {
 		err = fmt.Errorf("map needs lo and hi, the partition's ID range (decimal)")
+	}
+	if err == nil && err3 != nil {
+		err = fmt.Errorf("map: rev %q is not a revision (decimal)", q.Get("rev"))
 	}
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, APIError{Error: err.Error(), Code: "InvalidArgument"})
