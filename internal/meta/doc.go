@@ -16,8 +16,8 @@
 //
 // Records are JSON. They are decoded with github.com/go-json-experiment/json
 // under its v1 options — the implementation Go's encoding/json itself runs
-// on under GOEXPERIMENT=jsonv2, already in the module graph through etcd's
-// dependencies — because decoding is most of a Curator scan's map work and
+// on under GOEXPERIMENT=jsonv2, already in the module graph through the
+// console tests' chromedp — because decoding is most of a Curator scan's map work and
 // it is about 1.5× faster with a third of the allocations, with results
 // held to encoding/json's by a fuzz test (FuzzDecodeMatchesStd).
 package meta
