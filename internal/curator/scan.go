@@ -90,6 +90,9 @@ type scanResult struct {
 	liveStart []int32
 	dangling  []string
 	records0  int // records scanned
+	// start is when the scan began, just before its snapshot: the
+	// garbage grace period is measured to it.
+	start time.Time
 	maps      []string
 	// partitions names who scanned each partition (with a balancer).
 	partitions map[string]string
@@ -111,12 +114,38 @@ func (c *Curator) scan(ctx context.Context, full bool) (*scanResult, error) {
 // scanAssigned is scan with a given partition assignment (nil: every
 // partition here).
 func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string]model.NodeID) (*scanResult, error) {
+	start := c.now()
 	c.mu.Lock()
-	c.scanStart = c.now()
+	c.scanStart = start
 	c.mu.Unlock()
 	kv := c.kv
-	res := &scanResult{}
+	res := &scanResult{start: start}
 	var mu sync.Mutex
+
+	// A full scan reads every map as of one snapshot (docs/design/0000
+	// invariant 7): references move between owner records while it runs
+	// (scanOwners), and an extent written after the owner maps were read
+	// must not be seen without the record that references it — it would
+	// look unreferenced, and a scan that outlasts the garbage grace
+	// period would remove it. Every partition, here or on a worker, is
+	// read at the snapshot's revision. A partial scan needs no snapshot:
+	// it joins egroups with their access records only.
+	var scanKV PageScanner = kv
+	rev := int64(0)
+	if ss, ok := kv.(meta.Snapshotter); ok && full {
+		snap, err := ss.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer snap.Close()
+		scanKV, rev = snap, snap.Rev()
+	}
+	if full && rev == 0 && assign != nil {
+		// Without a revision to read at, a worker would read its store
+		// as it is by then: map everything here, one map after another in
+		// the order references move (ownerMaps).
+		assign = nil
+	}
 
 	// Map: egroups joined with their access records, partition by
 	// partition (mapwork.go), here or on the node the partition is
@@ -126,11 +155,11 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	res.maps = append(res.maps, "egroups", "access")
 	var egParts [16]egroupRecs
 	var interners [16]*shapeInterner
-	parts, err := c.idPartitions(ctx, "egroups")
+	parts, err := idPartitions(ctx, scanKV, "egroups", rev)
 	if err != nil {
 		return nil, err
 	}
-	err = c.scanPartitions(ctx, c.kv, parts, assign, res, &mu, func(i int, r MapRecord) {
+	err = c.scanPartitions(ctx, scanKV, parts, assign, res, &mu, func(i int, r MapRecord) {
 		if interners[i] == nil {
 			interners[i] = newShapeInterner()
 		}
@@ -160,17 +189,17 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		// Map: object, version and part records emit the extent IDs they
 		// reference (scanOwners).
 		res.maps = append(res.maps, "uploads", "objects", "versions", "extents")
-		refs, bucketNames, err := c.scanOwners(ctx, assign, res, &mu)
+		refs, bucketNames, err := c.scanOwners(ctx, scanKV, rev, assign, res, &mu)
 		if err != nil {
 			return nil, err
 		}
 		// Map: extents, joined with refs (reduce by extent ID).
 		var extParts [16]extentRecs
-		parts, err := c.idPartitions(ctx, "extents")
+		parts, err := idPartitions(ctx, scanKV, "extents", rev)
 		if err != nil {
 			return nil, err
 		}
-		err = c.scanPartitions(ctx, c.kv, parts, assign, res, &mu, func(i int, r MapRecord) {
+		err = c.scanPartitions(ctx, scanKV, parts, assign, res, &mu, func(i int, r MapRecord) {
 			extParts[i].add(r)
 		}, func(i int) { extParts[i] = extentRecs{} })
 		if err != nil {
@@ -210,14 +239,19 @@ func egroupView(id uint64, rev int64, eg meta.Egroup, a *meta.Access) decide.Egr
 }
 
 // idPartitions returns the 16 partitions of the egroup (with access) or
-// extent map, cut from the IDs in use.
-func (c *Curator) idPartitions(ctx context.Context, mapName string) ([]Partition, error) {
+// extent map, cut from the IDs in use in kv, to be read at revision rev
+// (0: as the store is).
+func idPartitions(ctx context.Context, kv PageScanner, mapName string, rev int64) ([]Partition, error) {
 	prefix := map[string]string{"egroups": meta.PrefixEgroup, "extents": meta.PrefixExtent}[mapName]
-	lo, hi, err := idBounds(ctx, c.kv, prefix)
+	lo, hi, err := idBounds(ctx, kv, prefix)
 	if err != nil {
 		return nil, err
 	}
-	return partitionsOf(mapName, lo, hi), nil
+	parts := partitionsOf(mapName, lo, hi)
+	for i := range parts {
+		parts[i].Rev = rev
+	}
+	return parts, nil
 }
 
 // scanOwners maps the object, version and upload maps of a full scan, in
@@ -225,29 +259,17 @@ func (c *Curator) idPartitions(ctx context.Context, mapName string) ([]Partition
 // (key order within a map; upload parts, then objects, then versions)
 // with their buckets interned in bucketNames, collecting history in res.
 //
-// The three maps are read as of one snapshot (every partition, here or on
-// a worker, at the snapshot's revision): references move between keys
-// while a scan runs — an S3 rename copies an object to a new key sharing
-// its extents and deletes the old one, a completed upload's parts become
-// an object, an overwrite moves the current object to the version map —
-// and a scan reading the maps over time could see the reference at
-// neither place, take its extents for garbage and let data removal
-// delete them. In a snapshot every extent referenced then is seen
-// referenced; the extents are read afterwards, and an extent written
-// since is younger than the garbage grace period. A store without
-// snapshots is read as it goes, one map after another in the order
-// references move (ownerMaps).
-func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex) ([]extentRef, []string, error) {
-	var kv PageScanner = c.kv
-	rev := int64(0)
-	if ss, ok := c.kv.(meta.Snapshotter); ok {
-		snap, err := ss.Snapshot(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer snap.Close()
-		kv, rev = snap, snap.Rev()
-	}
+// kv is the scan's snapshot at revision rev, and every partition, here
+// or on a worker, is read at it: references move between keys while a
+// scan runs — an S3 rename copies an object to a new key sharing its
+// extents and deletes the old one, a completed upload's parts become an
+// object, an overwrite moves the current object to the version map — and
+// a scan reading the maps over time could see the reference at neither
+// place, take its extents for garbage and let data removal delete them.
+// In a snapshot every extent referenced then is seen referenced. A store
+// without snapshots (rev 0) is read as it goes, one map after another in
+// the order references move (ownerMaps), all of it here.
+func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex) ([]extentRef, []string, error) {
 	var buckets []string
 	if _, err := scanRange(ctx, kv, []byte(meta.PrefixBucket), meta.PrefixEnd([]byte(meta.PrefixBucket)), func(it meta.Item) error {
 		buckets = append(buckets, strings.TrimPrefix(string(it.Key), meta.PrefixBucket))
@@ -284,11 +306,6 @@ func (c *Curator) scanOwners(ctx context.Context, assign map[string]model.NodeID
 		parts := ownerPartitions(m, buckets, cuts)
 		for i := range parts {
 			parts[i].Rev = rev
-		}
-		if rev == 0 && assign != nil {
-			// Without a snapshot revision to read at, a worker would read
-			// its store as it is by then: map here.
-			assign = nil
 		}
 		outs := make([]partOut, len(parts))
 		err := c.scanPartitions(ctx, kv, parts, assign, res, mu, func(i int, r MapRecord) {

@@ -271,7 +271,6 @@ func (c *Curator) joinFull(ctx context.Context, kv meta.KV, res *scanResult, xs 
 	// extent record except those this job's data removal deletes before
 	// any task runs (if one of them survives, exec.go drops the job's
 	// truncations of its egroup).
-	now := c.now()
 	liveN := make([]int32, len(res.egroups)+1)
 	for k := range xs {
 		x := &xs[k]
@@ -284,7 +283,11 @@ func (c *Curator) joinFull(ctx context.Context, kv meta.KV, res *scanResult, xs 
 			if known {
 				res.egroups[ei].DeadExtents++
 			}
-			if now.Sub(time.Unix(0, x.ctime)) >= c.opts.Decide.GarbageGrace {
+			// The age is taken at the scan's start (its snapshot), not
+			// now: an unreferenced extent must have been garbage for the
+			// grace period when the owner maps were read, however long
+			// the scan took since.
+			if res.start.Sub(time.Unix(0, x.ctime)) >= c.opts.Decide.GarbageGrace {
 				res.deadExtents = append(res.deadExtents, extentInfo{id: x.id, modRev: x.modRev,
 					rec: meta.Extent{Egroup: x.egroup, Off: x.off, Len: x.len, Ctime: x.ctime}})
 				continue // removed: not in the tail
