@@ -93,7 +93,7 @@ type scanResult struct {
 	// start is when the scan began, just before its snapshot: the
 	// garbage grace period is measured to it.
 	start time.Time
-	maps      []string
+	maps  []string
 	// partitions names who scanned each partition (with a balancer).
 	partitions map[string]string
 	// dedup groups live extents by fingerprint (full scans).
