@@ -16,6 +16,10 @@ type metrics struct {
 	transformStored  *prometheus.CounterVec
 	degradedReads    prometheus.Counter
 	stripsRebuilt    prometheus.Counter
+	// putStage times the two halves of a PUT: the data (appends to every
+	// replica, the last one with its fsync) and the metadata commit, so
+	// an operator sees which one a slow PUT waits on.
+	putStage *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -40,6 +44,9 @@ func newMetrics() *metrics {
 			Help: "Bytes stored by Curator transforms, by transform (after)."}, []string{"transform"}),
 		degradedReads: c("ec_degraded_reads_total", "Reads of erasure-coded data that reconstructed missing or bad strips."),
 		stripsRebuilt: c("ec_strips_rebuilt_total", "Strips of erasure-coded egroups rebuilt onto new devices."),
+		putStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "terrace", Subsystem: "object", Name: "put_stage_seconds",
+			Help:    "Time an object PUT spends per stage: data (replica appends and their fsync) and commit (the metadata transaction).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"stage"}),
 	}
 }
 
@@ -47,5 +54,5 @@ func newMetrics() *metrics {
 func (l *Layer) Collectors() []prometheus.Collector {
 	m := l.m
 	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries,
-		m.decompressed, m.transformLogical, m.transformStored, m.degradedReads, m.stripsRebuilt}
+		m.decompressed, m.transformLogical, m.transformStored, m.degradedReads, m.stripsRebuilt, m.putStage}
 }

@@ -116,10 +116,13 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	w := l.newWriter(v)
 	w.fingerprint = bv.Bucket.Transform != nil && bv.Bucket.Transform.Dedup
 	w.class = poolClass(bv.Bucket)
+	dataStart := time.Now()
 	if err := w.write(ctx, body, opts.Size); err != nil {
 		w.abort(ctx)
 		return ObjectInfo{}, err
 	}
+	written := time.Now()
+	l.m.putStage.WithLabelValues("data").Observe(written.Sub(dataStart).Seconds())
 	if opts.ContentMD5 != "" && !strings.EqualFold(opts.ContentMD5, w.etag()) {
 		w.abort(ctx)
 		return ObjectInfo{}, ErrBadDigest
@@ -149,6 +152,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 		w.abort(ctx)
 		return ObjectInfo{}, err
 	}
+	l.m.putStage.WithLabelValues("commit").Observe(time.Since(written).Seconds())
 	w.release()
 	l.m.putBytes.Add(float64(w.size))
 	l.m.puts.Inc()
