@@ -89,6 +89,9 @@ Timed runs on a shared machine belong under the bench lock.`,
 			}
 			fmt.Fprintf(w, "scan mem: peak rss %s, peak heap %s (sampled), %.0f bytes per egroup\n",
 				gib(r.ScanRSS), gib(r.ScanHeap), float64(r.ScanRSS)/float64(r.Egroups))
+			if r.Full {
+				fmt.Fprintf(w, "spilled:  %s of extent arrays to mapped files; peak anonymous rss during the scan %s\n", gib(uint64(r.Spilled)), gib(r.ScanAnon))
+			}
 			fmt.Fprintf(w, "peak rss: %s scan + decide (rss reset: %s; load peak %s), peak heap %s, %.0f bytes per egroup\n",
 				gib(r.PeakRSS), reset, gib(r.LoadPeakRSS), gib(r.PeakHeap), float64(r.PeakRSS)/float64(r.Egroups))
 			return nil
@@ -99,6 +102,7 @@ Timed runs on a shared machine belong under the bench lock.`,
 	cmd.Flags().BoolVar(&o.Full, "full", false, "a full scan: also load extent and object records")
 	cmd.Flags().IntVar(&o.Extents, "extents", 4, "extent records per egroup with --full (1 to 63)")
 	cmd.Flags().Uint64Var(&o.Seed, "seed", 1, "seed of the synthetic records")
+	cmd.Flags().Int64Var(&o.ScanMemory, "scan-memory", 0, "heap budget of a full scan's extent arrays in bytes, past which they spill to mapped files in --dir (0: the default, 1 GiB; -1: no bound)")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "directory for the metadata store, kept afterwards (default: a temporary one, removed)")
 	return cmd
 }

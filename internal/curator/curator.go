@@ -56,6 +56,15 @@ type Options struct {
 	PollEvery time.Duration
 	// ScanParallelism is the number of map partitions scanned at once.
 	ScanParallelism int
+	// ScanMemoryBytes bounds the heap a full scan's extent-side arrays
+	// take (a 64-byte record per extent, 16 bytes per reference to one,
+	// 4 per live extent); past it they are kept in memory-mapped,
+	// unlinked files in ScanSpillDir (spill.go). Default 1 GiB; negative:
+	// no bound.
+	ScanMemoryBytes int64
+	// ScanSpillDir is where those files go (default: the system's
+	// temporary directory; a server uses its data directory).
+	ScanSpillDir string
 	// Workers run tasks concurrently.
 	Workers int
 	// MoveBytesPerSec bounds background data movement (copies, compaction,
@@ -129,6 +138,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.ScanParallelism == 0 {
 		o.ScanParallelism = 4
+	}
+	if o.ScanMemoryBytes == 0 {
+		o.ScanMemoryBytes = 1 << 30
 	}
 	if o.Workers == 0 {
 		o.Workers = 2
@@ -563,6 +575,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	if err != nil {
 		return rec, fmt.Errorf("curator: scan: %w", err)
 	}
+	defer res.release()
 	rec.Maps, rec.Records = res.maps, res.records0
 	if len(res.partitions) > 0 {
 		rec.Partitions = res.partitions
@@ -845,6 +858,7 @@ func (c *Curator) DryRun(ctx context.Context, full bool) ([]decide.Task, decide.
 	if err != nil {
 		return nil, decide.Stats{}, err
 	}
+	defer res.release()
 	snap := c.snapshotFor()
 	to, tierRun := c.tierOptions(snap, res.egroups)
 	c.mu.Lock()
@@ -867,6 +881,9 @@ type ScanTiming struct {
 	// result and, with Options.Tiering, tiering (as DryRun decides;
 	// dedup and the live planner are not run).
 	Scan, Decide time.Duration
+	// Spilled is how many bytes of extent arrays the scan kept in mapped
+	// files (Options.ScanMemoryBytes).
+	Spilled int64
 }
 
 // TimeScan runs one scan and decides on its result as DryRun does,
@@ -877,7 +894,8 @@ func (c *Curator) TimeScan(ctx context.Context, full bool) (ScanTiming, error) {
 	if err != nil {
 		return ScanTiming{}, err
 	}
-	t := ScanTiming{Full: full, Records: res.records0, Egroups: len(res.egroups), Scan: time.Since(start)}
+	defer res.release()
+	t := ScanTiming{Full: full, Records: res.records0, Egroups: len(res.egroups), Scan: time.Since(start), Spilled: res.spilled}
 	start = time.Now()
 	snap := c.snapshotFor()
 	to, tierRun := c.opts.Tier, false

@@ -138,6 +138,7 @@ func (c *Curator) ScanEgroups(ctx context.Context) ([]decide.Egroup, *model.Snap
 	if err != nil {
 		return nil, nil, err
 	}
+	defer res.release()
 	return res.egroups, c.snapshotFor(), nil
 }
 

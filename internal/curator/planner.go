@@ -111,6 +111,7 @@ func (c *Curator) Plan(ctx context.Context, rules string, whatIfs []WhatIf) (*Pl
 	if err != nil {
 		return nil, fmt.Errorf("curator: scan: %w", err)
 	}
+	defer res.release()
 	snap := c.snapshotFor()
 	var src RuleSource
 	if c.opts.PlannerRuleSource != nil {

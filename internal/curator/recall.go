@@ -41,6 +41,7 @@ func (c *Curator) Recall(ctx context.Context, bucket, prefix string) (*JobRecord
 	if err != nil {
 		return rec, err
 	}
+	defer res.release()
 	var egs []decide.Egroup
 	for _, eg := range res.egroups {
 		if wanted[eg.ID] {

@@ -90,6 +90,10 @@ type scanResult struct {
 	liveStart []int32
 	dangling  []string
 	records0  int // records scanned
+	// spill holds the extent-side arrays past the scan's memory budget
+	// (spill.go); spilled is how many bytes it mapped from files.
+	spill   *spill
+	spilled int64
 	// start is when the scan began, just before its snapshot: the
 	// garbage grace period is measured to it.
 	start time.Time
@@ -120,6 +124,15 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	c.mu.Unlock()
 	kv := c.kv
 	res := &scanResult{start: start}
+	if full {
+		res.spill = newSpill(c.opts.ScanSpillDir, c.opts.ScanMemoryBytes, c.log)
+	}
+	done := false
+	defer func() {
+		if !done {
+			res.release()
+		}
+	}()
 	var mu sync.Mutex
 
 	// A full scan reads every map as of one snapshot (docs/design/0000
@@ -195,20 +208,26 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		}
 		// Map: extents, joined with refs (reduce by extent ID).
 		var extParts [16]extentRecs
+		for i := range extParts {
+			extParts[i].run.s = res.spill
+		}
 		parts, err := idPartitions(ctx, scanKV, "extents", rev)
 		if err != nil {
 			return nil, err
 		}
 		err = c.scanPartitions(ctx, scanKV, parts, assign, res, &mu, func(i int, r MapRecord) {
 			extParts[i].add(r)
-		}, func(i int) { extParts[i] = extentRecs{} })
+		}, func(i int) { extParts[i].discard() })
 		if err != nil {
 			return nil, err
 		}
-		xs, fps := joinExtentParts(extParts[:])
-		if err := c.joinFull(ctx, kv, res, xs, fps, refs, bucketNames); err != nil {
+		xs, fps := joinExtentParts(res.spill, extParts[:])
+		err = c.joinFull(ctx, kv, res, xs, fps, refs, bucketNames)
+		freeSlice(res.spill, refs)
+		if err != nil {
 			return nil, err
 		}
+		res.spilled = res.spill.mappedBytes()
 	} else {
 		for i := range res.egroups {
 			d := &res.egroups[i]
@@ -216,7 +235,18 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 			d.LiveExtents = 1
 		}
 	}
+	done = true
 	return res, nil
+}
+
+// release frees what the scan holds outside the Go heap (spill.go): its
+// extent arrays are unusable afterwards. Every caller of scan defers it.
+func (r *scanResult) release() {
+	if r == nil || r.spill == nil {
+		return
+	}
+	r.spill.release()
+	r.extents, r.liveIdx = nil, nil
 }
 
 // egroupView is the decision view of an egroup record at revision rev
@@ -294,11 +324,19 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		return bi
 	}
 	type partOut struct {
-		refs    []extentRef // seq: position within the partition
+		refs    spillRun[extentRef] // seq: position within the partition
 		history [][2]string
 		cuts    []string
 	}
-	var refs []extentRef
+	// Every partition's references stay in its run until all three maps
+	// are mapped, then move into one array (from res.spill: on the heap
+	// or spilled) a chunk at a time.
+	var runs []*spillRun[extentRef]
+	defer func() {
+		for _, r := range runs {
+			r.free()
+		}
+	}()
 	for _, m := range ownerMaps {
 		c.mu.Lock()
 		cuts := c.ownerCuts[m]
@@ -308,6 +346,9 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 			parts[i].Rev = rev
 		}
 		outs := make([]partOut, len(parts))
+		for i := range outs {
+			outs[i].refs.s = res.spill
+		}
 		err := c.scanPartitions(ctx, kv, parts, assign, res, mu, func(i int, r MapRecord) {
 			o, out := r.Owner, &outs[i]
 			if o.Cut != "" {
@@ -319,12 +360,15 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 				bi = intern(o.Bucket)
 			}
 			for _, id := range o.Extents {
-				out.refs = append(out.refs, extentRef{id: id, seq: uint32(len(out.refs)), bucket: bi})
+				out.refs.add(extentRef{id: id, seq: uint32(out.refs.len()), bucket: bi})
 			}
 			if o.History {
 				out.history = append(out.history, [2]string{o.Bucket, o.Key})
 			}
-		}, func(i int) { outs[i] = partOut{} })
+		}, func(i int) {
+			outs[i].refs.free()
+			outs[i] = partOut{refs: spillRun[extentRef]{s: res.spill}}
+		})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -341,17 +385,26 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		c.ownerCuts[m] = cuts
 		c.mu.Unlock()
 		for i := range outs {
-			if len(refs)+len(outs[i].refs) >= math.MaxUint32 {
-				return nil, nil, fmt.Errorf("curator: a full scan holds at most %d extent references", uint32(math.MaxUint32))
-			}
-			base := uint32(len(refs))
-			for _, r := range outs[i].refs {
-				r.seq += base
-				refs = append(refs, r)
-			}
+			runs = append(runs, &outs[i].refs)
 			res.history = append(res.history, outs[i].history...)
-			outs[i] = partOut{}
+			outs[i].history = nil
 		}
+	}
+	total := 0
+	for _, r := range runs {
+		total += r.len()
+	}
+	if total >= math.MaxUint32 {
+		return nil, nil, fmt.Errorf("curator: a full scan holds at most %d extent references", uint32(math.MaxUint32))
+	}
+	refs := spillSlice[extentRef](res.spill, total)[:0]
+	for _, r := range runs {
+		base := uint32(len(refs))
+		r.drain(func(x *extentRef) {
+			y := *x
+			y.seq += base
+			refs = append(refs, y)
+		})
 	}
 	return refs, bucketNames, nil
 }

@@ -37,15 +37,12 @@ type extentRec struct {
 	live   bool   // some object, version or upload part references it
 }
 
-// extentRecs is a partition's extentRecs in fixed chunks (as egroupRecs)
-// and the fingerprints they carry.
+// extentRecs is a partition's extentRecs in order (in chunks, on the
+// heap or spilled: spill.go) and the fingerprints they carry.
 type extentRecs struct {
-	chunks [][]extentRec
-	n      int
-	fps    [][]byte
+	run spillRun[extentRec]
+	fps [][]byte
 }
-
-const extentRecChunk = 4096
 
 func (rs *extentRecs) add(r MapRecord) {
 	x := r.Extent
@@ -54,36 +51,36 @@ func (rs *extentRecs) add(r MapRecord) {
 		rs.fps = append(rs.fps, x.FP)
 		e.fp = uint32(len(rs.fps))
 	}
-	if k := len(rs.chunks); k == 0 || len(rs.chunks[k-1]) == extentRecChunk {
-		rs.chunks = append(rs.chunks, make([]extentRec, 0, extentRecChunk))
-	}
-	k := len(rs.chunks) - 1
-	rs.chunks[k] = append(rs.chunks[k], e)
-	rs.n++
+	rs.run.add(e)
+}
+
+// discard drops the partition's records.
+func (rs *extentRecs) discard() {
+	rs.run.free()
+	rs.fps = nil
 }
 
 // joinExtentParts concatenates the partitions' extents into one slice
-// sorted by ID, releasing each chunk once copied, with their fingerprints.
-func joinExtentParts(parts []extentRecs) ([]extentRec, [][]byte) {
+// sorted by ID (from s: on the heap or spilled), releasing each
+// partition once copied, with their fingerprints.
+func joinExtentParts(s *spill, parts []extentRecs) ([]extentRec, [][]byte) {
 	n := 0
-	for _, p := range parts {
-		n += p.n
+	for i := range parts {
+		n += parts[i].run.len()
 	}
-	xs := make([]extentRec, 0, n)
+	xs := spillSlice[extentRec](s, n)[:0]
 	var fps [][]byte
 	for i := range parts {
 		base := uint32(len(fps))
 		fps = append(fps, parts[i].fps...)
-		for c, ch := range parts[i].chunks {
-			for _, x := range ch {
-				if x.fp != 0 {
-					x.fp += base
-				}
-				xs = append(xs, x)
+		parts[i].run.drain(func(x *extentRec) {
+			y := *x
+			if y.fp != 0 {
+				y.fp += base
 			}
-			parts[i].chunks[c] = nil
-		}
-		parts[i] = extentRecs{}
+			xs = append(xs, y)
+		})
+		parts[i].discard()
 	}
 	byID := func(a, b extentRec) int { return cmp.Compare(a.id, b.id) }
 	if !slices.IsSortedFunc(xs, byID) {
@@ -305,7 +302,7 @@ func (c *Curator) joinFull(ctx context.Context, kv meta.KV, res *scanResult, xs 
 	for i := range res.egroups {
 		res.liveStart[i+1] = res.liveStart[i] + liveN[i]
 	}
-	res.liveIdx = make([]int32, res.liveStart[len(res.egroups)])
+	res.liveIdx = spillSlice[int32](res.spill, int(res.liveStart[len(res.egroups)]))
 	next := liveN[:len(res.egroups)]
 	copy(next, res.liveStart[:len(res.egroups)])
 	for k := range xs {

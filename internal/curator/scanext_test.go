@@ -213,7 +213,26 @@ func liveExtentsOf(res *scanResult, id uint64) [][3]int64 {
 // guard), and each extent keeps its own fingerprint once the partitions'
 // fingerprint lists are concatenated.
 func TestJoinExtentPartsSortsAndRenumbersFingerprints(t *testing.T) {
+	for _, budget := range []int64{-1, 1, 300 << 10} { // never, always, part way spilled
+		t.Run(fmt.Sprint(budget), func(t *testing.T) {
+			s := newSpill(t.TempDir(), budget, nil)
+			defer s.release()
+			testJoinExtentParts(t, s)
+			if budget == 1 && s.mappedBytes() == 0 {
+				t.Fatal("a 1-byte budget spilled nothing")
+			}
+			if budget < 0 && s.mappedBytes() != 0 {
+				t.Fatal("no budget, yet spilled")
+			}
+		})
+	}
+}
+
+func testJoinExtentParts(t *testing.T, s *spill) {
 	parts := make([]extentRecs, 3)
+	for i := range parts {
+		parts[i].run.s = s
+	}
 	add := func(p int, id uint64, fp string) {
 		x := meta.Extent{Egroup: id / 10, Off: int64(id), Len: 1}
 		if fp != "" {
@@ -221,14 +240,14 @@ func TestJoinExtentPartsSortsAndRenumbersFingerprints(t *testing.T) {
 		}
 		parts[p].add(MapRecord{ID: id, Rev: int64(id), Extent: &x})
 	}
-	for i := range uint64(extentRecChunk + 10) { // two chunks
+	for i := range uint64(heapChunkRecords + 10) { // two chunks
 		add(0, 1000+i, fmt.Sprintf("a%d", i%3))
 	}
 	add(2, 30, "c")
 	add(2, 20, "") // out of order
 	add(1, 25, "b")
-	xs, fps := joinExtentParts(parts)
-	if len(xs) != extentRecChunk+13 {
+	xs, fps := joinExtentParts(s, parts)
+	if len(xs) != heapChunkRecords+13 {
 		t.Fatalf("%d extents", len(xs))
 	}
 	if !slices.IsSortedFunc(xs, func(a, b extentRec) int { return int(a.id) - int(b.id) }) {
@@ -253,9 +272,13 @@ func TestJoinExtentPartsSortsAndRenumbersFingerprints(t *testing.T) {
 		}
 	}
 	for i, p := range parts {
-		if p.n != 0 || p.chunks != nil {
+		if p.run.len() != 0 || p.run.chunks != nil {
 			t.Fatalf("partition %d not released", i)
 		}
+	}
+	freeSlice(s, xs)
+	if s.heap != 0 || len(s.maps) != 0 {
+		t.Fatalf("after freeing everything: %d heap bytes counted, %d mappings", s.heap, len(s.maps))
 	}
 }
 

@@ -357,6 +357,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	if c.Curator.MoveMBps < 0 || c.Curator.MovesPerDevice < 0 || c.Curator.MovesPerLink < 0 {
 		return nil, fmt.Errorf("server: curator: move_mbps, moves_per_device and moves_per_link must not be negative")
 	}
+	if b := c.Curator.ScanMemoryBytes; b < -1 || b > 0 && b < 16<<20 {
+		return nil, fmt.Errorf("server: curator: scan_memory_bytes %d: want at least 16 MiB (16777216), 0 for the default (1 GiB) or -1 for no bound", b)
+	}
 	if _, err := AdminPublicPaths(c.AdminPublic); err != nil {
 		return nil, err
 	}
@@ -475,6 +478,12 @@ type CuratorConfig struct {
 	// master instead of spreading partitions over the cluster's nodes
 	// (the default without a balancer policy; docs/curator.md).
 	MasterScansAlone bool `yaml:"master_scans_alone"`
+	// ScanMemoryBytes bounds the heap a full scan's extent records and
+	// references take on the master (64 and 16 bytes per extent); past
+	// it they live in memory-mapped files under <data_dir>/curator-spill
+	// that the kernel writes out under memory pressure (default 1 GiB;
+	// -1: no bound; docs/curator.md "Memory").
+	ScanMemoryBytes int64 `yaml:"scan_memory_bytes"`
 	// TieringScheduler decides when tiering runs: threshold (default: f,
 	// d, h) or qlearning, the learned scheduler; TieringModel is its
 	// starting model, a JSON file from `terrace sim tiering --out`

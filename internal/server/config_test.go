@@ -49,6 +49,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"bad meta write path", func(c *Config) { c.MetaWritePath = "raft" }, "meta_write_path"},
 		{"gc percent too low", func(c *Config) { c.GCPercent = 5 }, "gc_percent"},
 		{"tiny memory limit", func(c *Config) { c.MemoryLimitBytes = 1 << 20 }, "memory_limit_bytes"},
+		{"tiny scan memory", func(c *Config) { c.Curator.ScanMemoryBytes = 4096 }, "scan_memory_bytes"},
+		{"negative scan memory", func(c *Config) { c.Curator.ScanMemoryBytes = -2 }, "scan_memory_bytes"},
 	}
 	for _, b := range bad {
 		c := Config{}

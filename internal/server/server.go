@@ -260,9 +260,27 @@ func (n *Node) openCurator(pol placement.Policy, topo object.Topology) {
 		MoveBytesPerSec:    cc.MoveMBps * 1e6,
 		Limits:             actuate.Limits{PerSource: cc.MovesPerDevice, PerDest: cc.MovesPerDevice, PerLink: cc.MovesPerLink},
 		Scrub:              scrub,
+		ScanMemoryBytes:    cc.ScanMemoryBytes,
+		ScanSpillDir:       n.scanSpillDir(),
 		Logger:             n.Log.With("component", "curator"),
 	}))
 	n.Reg.MustRegister(n.Curator.Collectors()...)
+}
+
+// scanSpillDir is where the Curator's full scans spill their extent
+// arrays: a directory of the node's own, emptied at start-up (the files
+// are unlinked as soon as they are made, so only a crash between the two
+// leaves one).
+func (n *Node) scanSpillDir() string {
+	dir := filepath.Join(n.Config.DataDir, "curator-spill")
+	if err := os.RemoveAll(dir); err != nil {
+		n.Log.Warn("curator: clear the scan spill directory", "dir", dir, "err", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		n.Log.Warn("curator: scan spill directory; spilling to the system's temporary directory", "dir", dir, "err", err)
+		return ""
+	}
+	return dir
 }
 
 // claimDevice writes (or checks) the identity file that ties a directory

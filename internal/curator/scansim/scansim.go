@@ -45,6 +45,10 @@ type Options struct {
 	// Loaders commit in parallel while loading (default 4): Pebble syncs
 	// its log once for the commits that arrive together.
 	Loaders int
+	// ScanMemory is the full scan's heap budget for its extent arrays
+	// (curator.Options.ScanMemoryBytes: 0 the default 1 GiB, -1 no
+	// bound); past it they are spilled to mapped files in Dir.
+	ScanMemory int64
 	// Progress, if set, hears about the load as it goes.
 	Progress func(msg string)
 }
@@ -92,6 +96,13 @@ type Result struct {
 	ScanRSS     uint64 `json:"scan_rss_bytes"`
 	ScanHeap    uint64 `json:"scan_heap_bytes"`
 	PeakHeap    uint64 `json:"peak_heap_bytes"`
+	// ScanAnon is the largest anonymous resident set sampled during the
+	// scan: the resident set without the pages of mapped files, which
+	// the kernel can write out and drop (a spilled scan's extent arrays).
+	ScanAnon uint64 `json:"scan_anon_rss_bytes"`
+	// Spilled is how many bytes of extent arrays the scan put in mapped
+	// files (Options.ScanMemory).
+	Spilled int64 `json:"spilled_bytes"`
 	// RSSReset is false when the kernel did not let the peak be reset
 	// after loading: PeakRSS then covers the load too.
 	RSSReset bool `json:"rss_reset"`
@@ -174,7 +185,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	snap := model.NewSnapshot(time.Now(), nodes, devs).WithSelf(nodes[0].ID)
 	// Tiering on, as a server runs the Curator by default.
-	c := curator.New(l, kv, topology{snap}, pol, nil, nil, curator.Options{Tiering: true})
+	c := curator.New(l, kv, topology{snap}, pol, nil, nil, curator.Options{Tiering: true,
+		ScanMemoryBytes: o.ScanMemory, ScanSpillDir: dir})
 	stop := make(chan struct{})
 	samples := make(chan []sample)
 	scanStart := time.Now()
@@ -185,13 +197,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.PeakHeap = max(res.PeakHeap, m.heap)
 		if m.at.Sub(scanStart) <= t.Scan {
 			res.ScanHeap, res.ScanRSS = max(res.ScanHeap, m.heap), max(res.ScanRSS, m.rss)
+			res.ScanAnon = max(res.ScanAnon, m.anon)
 		}
 	}
 	if err != nil {
 		return Result{}, err
 	}
 	res.PeakRSS, _ = peakRSS()
-	res.Records, res.Tasks = t.Records, t.Tasks
+	res.Records, res.Tasks, res.Spilled = t.Records, t.Tasks, t.Spilled
 	res.ScanSecs, res.DecideSecs = t.Scan.Seconds(), t.Decide.Seconds()
 	if t.Egroups != o.Egroups {
 		return res, fmt.Errorf("scansim: the scan saw %d egroups, %d were loaded", t.Egroups, o.Egroups)
@@ -336,7 +349,7 @@ func resetPeakRSS() error {
 // sample is the Go heap and the resident set at one time.
 type sample struct {
 	at        time.Time
-	heap, rss uint64
+	heap, rss, anon uint64
 }
 
 // sampleMemory samples the Go heap's objects (live or not yet swept) and
@@ -355,7 +368,7 @@ func sampleMemory(stop <-chan struct{}, out chan<- []sample) {
 		}
 		if perr == nil {
 			if st, err := p.NewStatus(); err == nil {
-				m.rss = st.VmRSS
+				m.rss, m.anon = st.VmRSS, st.RssAnon
 			}
 		}
 		got = append(got, m)
