@@ -348,7 +348,7 @@ func resetPeakRSS() error {
 
 // sample is the Go heap and the resident set at one time.
 type sample struct {
-	at        time.Time
+	at              time.Time
 	heap, rss, anon uint64
 }
 
