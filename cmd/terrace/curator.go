@@ -205,6 +205,9 @@ func counts(m map[string]int) string {
 func printJob(out interface{ Write([]byte) (int, error) }, r curator.JobRecord) {
 	fmt.Fprintf(out, "  %s scan (%s) at %s, took %s, %d records from %s\n", r.Kind, r.Trigger, r.Start.Format(time.RFC3339),
 		r.End.Sub(r.Start).Round(time.Millisecond), r.Records, strings.Join(r.Maps, ","))
+	if r.Spilled > 0 {
+		fmt.Fprintf(out, "  extent arrays spilled to mapped files: %s at most (curator.scan_memory_bytes)\n", humanBytes(r.Spilled))
+	}
 	fmt.Fprintf(out, "  egroups %d, under-replicated %d (%s), live %s, garbage %s, bad replicas %d\n", r.Stats.Egroups,
 		r.Stats.UnderReplicated, humanBytes(r.Stats.UnderReplicatedBytes), humanBytes(r.Stats.LiveBytes), humanBytes(r.Stats.GarbageBytes), r.Stats.BadReplicas)
 	fmt.Fprintf(out, "  planned %s; done %s; stale %d; failed %d; moved %s; freed %s; scrubbed %s; bad found %d\n",

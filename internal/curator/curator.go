@@ -495,14 +495,17 @@ func (c *Curator) due() (kind, why string) {
 
 // JobRecord is one job's history entry.
 type JobRecord struct {
-	ID       string         `json:"id"`
-	Kind     string         `json:"kind"`
-	Trigger  string         `json:"trigger"`
-	Start    time.Time      `json:"start"`
-	Seed     uint64         `json:"seed"` // seed of the job's decisions (replays them)
-	End      time.Time      `json:"end"`
-	Maps     []string       `json:"maps"`
-	Records  int            `json:"records_scanned"`
+	ID      string    `json:"id"`
+	Kind    string    `json:"kind"`
+	Trigger string    `json:"trigger"`
+	Start   time.Time `json:"start"`
+	Seed    uint64    `json:"seed"` // seed of the job's decisions (replays them)
+	End     time.Time `json:"end"`
+	Maps    []string  `json:"maps"`
+	Records int       `json:"records_scanned"`
+	// Spilled is the most bytes of a full scan's extent arrays held in
+	// mapped files at once (Options.ScanMemoryBytes).
+	Spilled  int64          `json:"scan_spilled_bytes,omitempty"`
 	Stats    decide.Stats   `json:"stats"`
 	Planned  map[string]int `json:"tasks_planned"`
 	Done     map[string]int `json:"tasks_done"`
@@ -576,7 +579,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 		return rec, fmt.Errorf("curator: scan: %w", err)
 	}
 	defer res.release()
-	rec.Maps, rec.Records = res.maps, res.records0
+	rec.Maps, rec.Records, rec.Spilled = res.maps, res.records0, res.spilled
 	if len(res.partitions) > 0 {
 		rec.Partitions = res.partitions
 	}
