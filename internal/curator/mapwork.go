@@ -162,6 +162,101 @@ func ownerPartitions(mapName string, buckets, cuts []string) []Partition {
 	return out
 }
 
+// maxKeptCuts is how many of a map's sampled cut points the master keeps
+// (and stores for the next master): evenly spaced samples of the sorted
+// cut points. ownerPartitions takes the 16-quantiles, and the i/16
+// quantile of 256 evenly spaced samples is the i/16 quantile of all of
+// them (cuts[16i·n/256] = cuts[i·n/16]), so keeping 256 changes no
+// partition.
+const maxKeptCuts = 256
+
+// thinCuts returns at most maxKeptCuts evenly spaced cut points of cuts.
+func thinCuts(cuts []string) []string {
+	if len(cuts) <= maxKeptCuts {
+		return cuts
+	}
+	out := make([]string, maxKeptCuts)
+	for j := range out {
+		out[j] = cuts[j*len(cuts)/maxKeptCuts]
+	}
+	return out
+}
+
+// ownerCutsKey holds the cut points of an owner map that the last full
+// scan sampled, thinned (thinCuts): a new master's first full scan cuts
+// the maps where the previous master's last one sampled them, instead of
+// at bucket boundaries.
+func ownerCutsKey(mapName string) []byte { return []byte(meta.PrefixJob + "c/" + mapName) }
+
+// storedCuts is the record under ownerCutsKey.
+type storedCuts struct {
+	Cuts []string `json:"cuts"`
+}
+
+// maxCutBytes bounds one stored cut point: a bucket name, a NUL and an
+// object key (S3 keys are at most 1,024 bytes).
+const maxCutBytes = 2048
+
+// check validates stored cut points read back from the metadata store.
+// They only balance partitions (any bounds tile the map), but a record
+// that is not what a scan wrote is ignored rather than trusted.
+func (sc storedCuts) check() error {
+	if len(sc.Cuts) > maxKeptCuts {
+		return fmt.Errorf("%d cut points, at most %d", len(sc.Cuts), maxKeptCuts)
+	}
+	for i, cut := range sc.Cuts {
+		switch {
+		case cut == "" || len(cut) > maxCutBytes:
+			return fmt.Errorf("cut point %d is empty or longer than %d bytes", i, maxCutBytes)
+		case i > 0 && cut < sc.Cuts[i-1]:
+			return fmt.Errorf("cut point %d is out of order", i)
+		}
+	}
+	return nil
+}
+
+// cutsFor returns the cut points to partition an owner map by: the last
+// full scan's, kept in memory, or — on a master that has not run a full
+// scan yet — those the previous master stored.
+func (c *Curator) cutsFor(ctx context.Context, mapName string) []string {
+	c.mu.Lock()
+	cuts, ok := c.ownerCuts[mapName]
+	c.mu.Unlock()
+	if ok {
+		return cuts
+	}
+	var sc storedCuts
+	if _, err := meta.GetRecord(ctx, c.kv, ownerCutsKey(mapName), &sc); err != nil {
+		if !errors.Is(err, meta.ErrNotFound) {
+			c.log.Warn("curator: read stored cut points; cutting at bucket boundaries", "map", mapName, "err", err)
+		}
+		return nil
+	}
+	if err := sc.check(); err != nil {
+		c.log.Warn("curator: stored cut points ignored", "map", mapName, "err", err)
+		return nil
+	}
+	return sc.Cuts
+}
+
+// keepCuts keeps the cut points a full scan sampled for the next one,
+// thinned, in memory and in the metadata store (best effort: without
+// them a new master cuts at bucket boundaries).
+func (c *Curator) keepCuts(ctx context.Context, mapName string, cuts []string) {
+	cuts = thinCuts(cuts)
+	c.mu.Lock()
+	if c.ownerCuts == nil {
+		c.ownerCuts = map[string][]string{}
+	}
+	c.ownerCuts[mapName] = cuts
+	c.mu.Unlock()
+	var t meta.Txn
+	t.Put(ownerCutsKey(mapName), meta.Encode(storedCuts{Cuts: cuts}))
+	if _, err := c.kv.Commit(ctx, &t); err != nil {
+		c.log.Warn("curator: store cut points", "map", mapName, "err", err)
+	}
+}
+
 // bucketOfBound is the bucket part of a partition bound ("b" or
 // "b" NUL "name"), and whether the bound is a whole bucket's start.
 func bucketOfBound(b string) (bucket string, whole bool) {

@@ -338,9 +338,7 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		}
 	}()
 	for _, m := range ownerMaps {
-		c.mu.Lock()
-		cuts := c.ownerCuts[m]
-		c.mu.Unlock()
+		cuts := c.cutsFor(ctx, m)
 		parts := ownerPartitions(m, buckets, cuts)
 		for i := range parts {
 			parts[i].Rev = rev
@@ -378,12 +376,7 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		for i := range outs {
 			cuts = append(cuts, outs[i].cuts...)
 		}
-		c.mu.Lock()
-		if c.ownerCuts == nil {
-			c.ownerCuts = map[string][]string{}
-		}
-		c.ownerCuts[m] = cuts
-		c.mu.Unlock()
+		c.keepCuts(ctx, m, cuts)
 		for i := range outs {
 			runs = append(runs, &outs[i].refs)
 			res.history = append(res.history, outs[i].history...)

@@ -415,3 +415,82 @@ func TestOwnerCutsSplitBuckets(t *testing.T) {
 		t.Fatalf("bucket b1 is in %d partitions", spans["b1"])
 	}
 }
+
+// TestNewMasterCutsWhereTheLastOneSampled: the cut points a full scan
+// sampled are stored, so a new master's first full scan cuts the owner
+// maps at them (and finds what the old master found); a stored record
+// that is not what a scan writes is ignored.
+func TestNewMasterCutsWhereTheLastOneSampled(t *testing.T) {
+	defer func(n int) { ownerCutEvery = n }(ownerCutEvery)
+	ownerCutEvery = 8
+	kv, local, pol, l := benchNode(t)
+	loadRandomFull(t, kv, 2)
+	ctx := context.Background()
+	opts := Options{Decide: decide.Options{GarbageGrace: time.Hour}}
+	old := New(l, kv, local, pol, nil, nil, opts)
+	first, err := old.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.release()
+	old.mu.Lock()
+	want := slices.Clone(old.ownerCuts["objects"])
+	old.mu.Unlock()
+	if len(want) < 16 {
+		t.Fatalf("%d object cut points sampled", len(want))
+	}
+
+	next := New(l, kv, local, pol, nil, nil, opts)
+	if got := next.cutsFor(ctx, "objects"); !slices.Equal(got, want) {
+		t.Fatalf("a new master reads %d cut points, the old one kept %d", len(got), len(want))
+	}
+	again, err := next.scan(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.release()
+	if dumpFullScan(again) != dumpFullScan(first) {
+		t.Fatal("the new master's scan differs from the old master's")
+	}
+	if n := len(ownerPartitions("objects", nil, want)); n != 16 {
+		t.Fatalf("stored cut points give %d object partitions, want 16", n)
+	}
+
+	for name, bad := range map[string][]string{
+		"out of order": {"b2", "b1"},
+		"empty":        {""},
+		"too many":     slices.Repeat([]string{"b1"}, maxKeptCuts+1),
+		"too long":     {strings.Repeat("k", maxCutBytes+1)},
+	} {
+		var tx meta.Txn
+		tx.Put(ownerCutsKey("versions"), meta.Encode(storedCuts{Cuts: bad}))
+		if _, err := kv.Commit(ctx, &tx); err != nil {
+			t.Fatal(err)
+		}
+		fresh := New(l, kv, local, pol, nil, nil, opts)
+		if got := fresh.cutsFor(ctx, "versions"); got != nil {
+			t.Fatalf("%s: stored cut points used: %q", name, got)
+		}
+	}
+}
+
+// TestThinCutsKeepsPartitions: keeping 256 evenly spaced cut points cuts
+// a map exactly where all of them would.
+func TestThinCutsKeepsPartitions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 300 {
+		n := rng.IntN(5000)
+		cuts := make([]string, n)
+		for i := range cuts {
+			cuts[i] = fmt.Sprintf("b%d\x00k%06d", rng.IntN(4), rng.IntN(1_000_000))
+		}
+		slices.Sort(cuts)
+		thin := thinCuts(cuts)
+		if len(thin) > maxKeptCuts {
+			t.Fatalf("%d cut points kept", len(thin))
+		}
+		if got, want := ownerPartitions("objects", nil, thin), ownerPartitions("objects", nil, cuts); !slices.Equal(got, want) {
+			t.Fatalf("%d cut points: thinned partitions %v, want %v", n, got, want)
+		}
+	}
+}
