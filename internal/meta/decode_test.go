@@ -22,22 +22,32 @@ var recordTypes = []func() any{
 	func() any { return new(Upload) },
 }
 
+// jsonRecord is a record as JSON, the form every record had before
+// egroup, access and extent records were written binary (codec.go).
+func jsonRecord(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
 func sampleRecords() [][]byte {
 	v := model.MustParseVector("ssd=1,hdd=2")
 	return [][]byte{
-		Encode(Egroup{State: EgroupSealed, Size: 12 << 20, Vector: v, Mtime: 1764000000000000000, Writer: "n1", Codec: "zstd", Logical: 99,
+		jsonRecord(Egroup{State: EgroupSealed, Size: 12 << 20, Vector: v, Mtime: 1764000000000000000, Writer: "n1", Codec: "zstd", Logical: 99,
 			Replicas: []EgroupReplica{{Node: "n1", Device: "n1-ssd0", Tier: "ssd"}, {Node: "n2", Device: "n2-hdd1", Tier: "hdd", Bad: true}},
 			EC:       &ECLayout{K: 4, M: 2, StripLen: 1 << 20}}),
-		Encode(Access{Atime: 1764000000000000000, Reads: 12, WinStart: 1763990000000000000, WinReads: 3}),
-		Encode(Extent{Egroup: 7, Off: 4096, Len: 4096, Ctime: 1764000000000000000, FP: []byte{1, 2, 3}}),
-		Encode(Object{Size: 4096, ETag: "abc", Mtime: 1, Vector: v, Headers: map[string]string{"Content-Type": "text/plain"},
+		jsonRecord(Access{Atime: 1764000000000000000, Reads: 12, WinStart: 1763990000000000000, WinReads: 3}),
+		jsonRecord(Extent{Egroup: 7, Off: 4096, Len: 4096, Ctime: 1764000000000000000, FP: []byte{1, 2, 3}}),
+		jsonRecord(Object{Size: 4096, ETag: "abc", Mtime: 1, Vector: v, Headers: map[string]string{"Content-Type": "text/plain"},
 			UserMeta: map[string]string{"k": "é"}, Tags: map[string]string{"a": "b"}, Parts: []int64{5 << 20, 1},
 			Extents: []ExtentRef{{ID: 1, Len: 4096}, {ID: 2, Off: 7, Len: 9}}, VersionID: "null", Seq: 3, From: 9}),
-		Encode(Version{Object: Object{Size: 1, ETag: "x", DeleteMarker: true}, S3: true}),
-		Encode(Bucket{Name: "b", Created: 5, Vector: v, Attrs: map[string][]byte{"acl": []byte("<x/>")}, Versioning: "Enabled",
+		jsonRecord(Version{Object: Object{Size: 1, ETag: "x", DeleteMarker: true}, S3: true}),
+		jsonRecord(Bucket{Name: "b", Created: 5, Vector: v, Attrs: map[string][]byte{"acl": []byte("<x/>")}, Versioning: "Enabled",
 			Snapshots: []BucketSnapshot{{Name: "s", Rev: 4}}, Parent: &BucketParent{Bucket: "p", Snapshot: "s", Rev: 4},
 			Transform: &BucketTransform{Compress: "zstd", ColdAfter: 3600e9, EC: "4+2", Dedup: true}}),
-		Encode(BucketGuard{Created: 5, DeletingSince: 6}),
+		jsonRecord(BucketGuard{Created: 5, DeletingSince: 6}),
 		[]byte(`{"S":5,"E":"case-insensitive","x":null,"v":"any=2"}`),
 		[]byte(`{"z":1,"z":2,"v":""}`),
 		[]byte(`{"e":"\xff\xfe"}`),
@@ -46,7 +56,7 @@ func sampleRecords() [][]byte {
 	}
 }
 
-// FuzzDecodeMatchesStd: Decode accepts exactly the bytes encoding/json
+// FuzzDecodeMatchesStd: Decode accepts exactly the JSON encoding/json
 // accepts for every hot record type, and decodes them to the same value —
 // records written by any version, or damaged ones, read as they always
 // have.
@@ -55,6 +65,9 @@ func FuzzDecodeMatchesStd(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 0 && b[0] == binaryMagic {
+			return // binary records: FuzzDecodeBinary
+		}
 		for _, mk := range recordTypes {
 			want, got := mk(), mk()
 			werr := json.Unmarshal(b, want)
@@ -105,6 +118,16 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 		})
+		if bin, ok := encodeBinary(mustDecode(c.rec, c.mk())); ok {
+			b.Run(c.name+"/binary", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := Decode(bin, c.mk()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(c.name+"/encoding-json", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -114,4 +137,11 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		})
 	}
+}
+
+func mustDecode(b []byte, v any) any {
+	if err := Decode(b, v); err != nil {
+		panic(err)
+	}
+	return v
 }

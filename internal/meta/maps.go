@@ -374,9 +374,15 @@ func ParseID(key []byte) (uint64, error) {
 	return strconv.ParseUint(s, 16, 64)
 }
 
-// Encode serialises a record. Records are JSON with short field names:
-// compact enough for etcd, and readable in `terrace debug meta` dumps.
+// Encode serialises a record. Egroup, access and extent records are
+// binary (codec.go; JSON after SetBinaryRecords(false)); every other
+// record is JSON with short field names, compact enough for etcd.
 func Encode(v any) []byte {
+	if binaryRecords.Load() {
+		if b, ok := encodeBinary(v); ok {
+			return b
+		}
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Records are plain structs; failing to marshal one is a bug.
@@ -398,6 +404,9 @@ var v1Semantics = jsonv1.DefaultOptionsV1()
 // allocations per record — every scan, GET and metadata read decodes
 // records (docs/perf.md, "Decoding records").
 func Decode(b []byte, v any) error {
+	if len(b) > 0 && b[0] == binaryMagic {
+		return decodeBinary(b, v)
+	}
 	if err := jsonv2.Unmarshal(b, v, v1Semantics); err != nil {
 		return fmt.Errorf("meta: decode %T: %w", v, err)
 	}

@@ -47,6 +47,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
 		{"negative meta cache", func(c *Config) { c.MetaBlockCacheBytes = -1 }, "meta_block_cache_bytes"},
 		{"bad meta write path", func(c *Config) { c.MetaWritePath = "raft" }, "meta_write_path"},
+		{"bad record format", func(c *Config) { c.MetaRecordFormat = "protobuf" }, "meta_record_format"},
 		{"gc percent too low", func(c *Config) { c.GCPercent = 5 }, "gc_percent"},
 		{"tiny memory limit", func(c *Config) { c.MemoryLimitBytes = 1 << 20 }, "memory_limit_bytes"},
 		{"tiny scan memory", func(c *Config) { c.Curator.ScanMemoryBytes = 4096 }, "scan_memory_bytes"},

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+
+	"github.com/terrace-storage/terrace/internal/meta"
 )
 
 // DefaultGCPercent is the garbage collector's target when neither the
@@ -33,6 +35,10 @@ func ApplyRuntime(c Config, log *slog.Logger) {
 	if os.Getenv("GOMEMLIMIT") == "" && c.MemoryLimitBytes > 0 {
 		debug.SetMemoryLimit(c.MemoryLimitBytes)
 		log.Info("soft memory limit", "bytes", c.MemoryLimitBytes)
+	}
+	meta.SetBinaryRecords(c.MetaRecordFormat != "json")
+	if c.MetaRecordFormat == "json" {
+		log.Info("egroup, access and extent records are written as JSON (meta_record_format: json)")
 	}
 }
 

@@ -1,0 +1,359 @@
+package meta
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// The binary record format. The three records there are the most of —
+// egroups, their access records and extents, one of each per 4 KiB
+// object at the small end — are what every scan decodes by the million
+// and what every GET and PUT reads or writes. As JSON (≈ 200 bytes for an
+// egroup with two replicas) decoding them was two thirds of a scan's map
+// stage (docs/perf.md, "Binary records"). They are written in a compact
+// binary form instead; every other record stays JSON.
+//
+// A binary record starts with binaryMagic, a byte no JSON text starts
+// with, then its kind (binaryEgroup, binaryAccess, binaryExtent) and its
+// fields in a fixed order: integers as varints (encoding/binary), strings
+// and byte strings as a length and the bytes, booleans as flag bits. A
+// vector is written as its text ("ssd=1,hdd=2"), exactly what JSON
+// holds, so it decodes to the same value. Decode reads both forms, so
+// records written before binary records existed, and records written by
+// a node set to JSON (SetBinaryRecords), read as they always have.
+//
+// A field added to one of these structs must be added here, in the same
+// place in encode and decode, behind a new format byte if records
+// without it must still decode (TestBinaryRecordsCoverEveryField fails
+// until it is).
+
+const (
+	binaryMagic  = 0x01
+	binaryEgroup = 'g'
+	binaryAccess = 'a'
+	binaryExtent = 'x'
+)
+
+// binaryRecords says whether Encode writes egroup, access and extent
+// records in the binary form (the default) or as JSON.
+var binaryRecords atomic.Bool
+
+func init() { binaryRecords.Store(true) }
+
+// SetBinaryRecords chooses the form Encode writes egroup, access and
+// extent records in: binary (true, the default) or JSON, which a cluster
+// keeps while some of its nodes still run a version that reads only JSON
+// (a rolling upgrade). Decode reads both either way. It is process-wide:
+// a server sets it once at start-up from its configuration.
+func SetBinaryRecords(on bool) { binaryRecords.Store(on) }
+
+// encodeBinary returns the binary form of v if it is one of the records
+// written that way.
+func encodeBinary(v any) ([]byte, bool) {
+	switch r := v.(type) {
+	case Egroup:
+		return r.appendBinary(make([]byte, 0, 96)), true
+	case *Egroup:
+		return r.appendBinary(make([]byte, 0, 96)), true
+	case Access:
+		return r.appendBinary(make([]byte, 0, 24)), true
+	case *Access:
+		return r.appendBinary(make([]byte, 0, 24)), true
+	case Extent:
+		return r.appendBinary(make([]byte, 0, 32)), true
+	case *Extent:
+		return r.appendBinary(make([]byte, 0, 32)), true
+	}
+	return nil, false
+}
+
+// decodeBinary decodes a binary record into v.
+func decodeBinary(b []byte, v any) error {
+	d := binDecoder{b: b[1:]}
+	kind := d.byte()
+	var err error
+	switch r := v.(type) {
+	case *Egroup:
+		err = d.expect(kind, binaryEgroup, r)
+		if err == nil {
+			*r, err = d.egroup()
+		}
+	case *Access:
+		err = d.expect(kind, binaryAccess, r)
+		if err == nil {
+			*r, err = d.access()
+		}
+	case *Extent:
+		err = d.expect(kind, binaryExtent, r)
+		if err == nil {
+			*r, err = d.extent()
+		}
+	default:
+		err = fmt.Errorf("a binary record (kind %q) is not a %T", kind, v)
+	}
+	if err == nil && len(d.b) > 0 {
+		err = fmt.Errorf("%d bytes after the record", len(d.b))
+	}
+	if err != nil {
+		return fmt.Errorf("meta: decode %T: binary record: %w", v, err)
+	}
+	return nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func (eg *Egroup) appendBinary(b []byte) []byte {
+	b = append(b, binaryMagic, binaryEgroup)
+	b = binary.AppendUvarint(b, uint64(len(eg.Replicas)))
+	for _, r := range eg.Replicas {
+		b = appendString(b, string(r.Device))
+		b = appendString(b, string(r.Node))
+		b = appendString(b, string(r.Tier))
+		b = append(b, boolByte(r.Bad))
+	}
+	b = append(b, byte(eg.State))
+	b = binary.AppendVarint(b, eg.Size)
+	b = appendString(b, eg.Vector.String())
+	b = binary.AppendVarint(b, eg.Mtime)
+	b = appendString(b, string(eg.Writer))
+	b = appendString(b, eg.Codec)
+	b = binary.AppendVarint(b, eg.Logical)
+	flags := boolByte(eg.Incompressible)
+	if eg.EC != nil {
+		flags |= 2
+	}
+	b = append(b, flags)
+	if eg.EC != nil {
+		b = binary.AppendVarint(b, int64(eg.EC.K))
+		b = binary.AppendVarint(b, int64(eg.EC.M))
+		b = binary.AppendVarint(b, eg.EC.StripLen)
+	}
+	return b
+}
+
+func (a *Access) appendBinary(b []byte) []byte {
+	b = append(b, binaryMagic, binaryAccess)
+	b = binary.AppendVarint(b, a.Atime)
+	b = binary.AppendVarint(b, a.Reads)
+	b = binary.AppendVarint(b, a.WinStart)
+	return binary.AppendVarint(b, a.WinReads)
+}
+
+func (x *Extent) appendBinary(b []byte) []byte {
+	b = append(b, binaryMagic, binaryExtent)
+	b = binary.AppendUvarint(b, x.Egroup)
+	b = binary.AppendVarint(b, x.Off)
+	b = binary.AppendVarint(b, x.Len)
+	b = binary.AppendVarint(b, x.Ctime)
+	b = appendString(b, x.Codec)
+	b = binary.AppendVarint(b, x.Stored)
+	b = binary.AppendUvarint(b, uint64(x.Sum))
+	b = appendString(b, string(x.FP))
+	return binary.AppendUvarint(b, x.Shares)
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// binDecoder reads a binary record's fields; the first error sticks and
+// every later read returns zero values.
+type binDecoder struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("cut short")
+
+func (d *binDecoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.b = nil
+}
+
+func (d *binDecoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail(errShort)
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *binDecoder) expect(kind, want byte, v any) error {
+	if d.err != nil {
+		return d.err
+	}
+	if kind != want {
+		return fmt.Errorf("a record of kind %q is not a %T", kind, v)
+	}
+	return nil
+}
+
+func (d *binDecoder) uvarint() uint64 {
+	x, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errors.New("bad varint"))
+		return 0
+	}
+	d.b = d.b[n:]
+	return x
+}
+
+func (d *binDecoder) varint() int64 {
+	x, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errors.New("bad varint"))
+		return 0
+	}
+	d.b = d.b[n:]
+	return x
+}
+
+// bytes returns the next length-prefixed byte string, aliasing the
+// record (callers copy what they keep).
+func (d *binDecoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail(errShort)
+		return nil
+	}
+	s := d.b[:n]
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *binDecoder) string() string { return string(d.bytes()) }
+
+func (d *binDecoder) flags(max byte) byte {
+	f := d.byte()
+	if f > max {
+		d.fail(fmt.Errorf("unknown flags %#x", f))
+	}
+	return f
+}
+
+func (d *binDecoder) int() int {
+	x := d.varint()
+	if int64(int(x)) != x {
+		d.fail(fmt.Errorf("integer %d out of range", x))
+	}
+	return int(x)
+}
+
+func (d *binDecoder) egroup() (Egroup, error) {
+	var eg Egroup
+	n := d.uvarint()
+	// Each replica takes at least four bytes: a bound before allocating.
+	if n > uint64(len(d.b))/4 {
+		d.fail(fmt.Errorf("%d replicas in %d bytes", n, len(d.b)))
+	}
+	if n > 0 && d.err == nil {
+		eg.Replicas = make([]EgroupReplica, n)
+		for i := range eg.Replicas {
+			r := &eg.Replicas[i]
+			r.Device = model.DeviceID(d.string())
+			r.Node = model.NodeID(d.string())
+			r.Tier = model.Tier(d.string())
+			r.Bad = d.flags(1) == 1
+		}
+	}
+	eg.State = EgroupState(d.byte())
+	eg.Size = d.varint()
+	vec := d.bytes()
+	eg.Mtime = d.varint()
+	eg.Writer = model.NodeID(d.string())
+	eg.Codec = d.string()
+	eg.Logical = d.varint()
+	f := d.flags(3)
+	eg.Incompressible = f&1 != 0
+	if f&2 != 0 {
+		eg.EC = &ECLayout{K: d.int(), M: d.int(), StripLen: d.varint()}
+	}
+	if d.err != nil {
+		return Egroup{}, d.err
+	}
+	v, err := cachedVector(vec)
+	if err != nil {
+		return Egroup{}, err
+	}
+	eg.Vector = v
+	return eg, nil
+}
+
+func (d *binDecoder) access() (Access, error) {
+	a := Access{Atime: d.varint(), Reads: d.varint(), WinStart: d.varint(), WinReads: d.varint()}
+	if d.err != nil {
+		return Access{}, d.err
+	}
+	return a, nil
+}
+
+func (d *binDecoder) extent() (Extent, error) {
+	var x Extent
+	x.Egroup = d.uvarint()
+	x.Off = d.varint()
+	x.Len = d.varint()
+	x.Ctime = d.varint()
+	x.Codec = d.string()
+	x.Stored = d.varint()
+	sum := d.uvarint()
+	if sum > 1<<32-1 {
+		d.fail(fmt.Errorf("checksum %d out of range", sum))
+	}
+	x.Sum = uint32(sum)
+	if fp := d.bytes(); len(fp) > 0 {
+		x.FP = append([]byte(nil), fp...)
+	}
+	x.Shares = d.uvarint()
+	if d.err != nil {
+		return Extent{}, d.err
+	}
+	return x, nil
+}
+
+// vectorCache holds parsed vectors by their text: a cluster has a handful
+// of distinct vectors and every egroup record names one. A cached
+// vector's Counts map is shared by every record decoded with it, so a
+// decoded egroup's Vector is read-only (Clone it to change it; no code
+// changes a decoded vector). Bounded: past maxCachedVectors distinct
+// texts, vectors are parsed each time.
+var vectorCache sync.Map // string → model.Vector
+
+var cachedVectors atomic.Int64
+
+const maxCachedVectors = 1024
+
+// cachedVector parses a vector's text as JSON decoding does (the empty
+// text is the zero vector), through vectorCache.
+func cachedVector(b []byte) (model.Vector, error) {
+	if len(b) == 0 {
+		return model.Vector{}, nil
+	}
+	if v, ok := vectorCache.Load(string(b)); ok {
+		return v.(model.Vector), nil
+	}
+	var v model.Vector
+	if err := v.UnmarshalText(b); err != nil {
+		return model.Vector{}, err
+	}
+	if cachedVectors.Load() < maxCachedVectors {
+		if _, loaded := vectorCache.LoadOrStore(string(b), v); !loaded {
+			cachedVectors.Add(1)
+		}
+	}
+	return v, nil
+}

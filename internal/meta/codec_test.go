@@ -1,0 +1,217 @@
+package meta
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// fillEveryField sets every field of the struct v points to (recursively,
+// through slices and pointers) to a value no field has by default.
+func fillEveryField(t *testing.T, v reflect.Value, n *int) {
+	*n++
+	switch v.Kind() {
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillEveryField(t, v.Elem(), n)
+	case reflect.Struct:
+		if v.Type() == reflect.TypeFor[model.Vector]() {
+			v.Set(reflect.ValueOf(model.MustParseVector("ssd=1,hdd=2")))
+			return
+		}
+		for i := range v.NumField() {
+			fillEveryField(t, v.Field(i), n)
+		}
+	case reflect.Slice:
+		s := reflect.MakeSlice(v.Type(), 2, 2)
+		for i := range 2 {
+			fillEveryField(t, s.Index(i), n)
+		}
+		v.Set(s)
+	case reflect.String:
+		v.SetString(fmt.Sprintf("s%d", *n))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(*n) * 1_000_003)
+	case reflect.Uint8, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(*n))
+	default:
+		t.Fatalf("field of kind %s: teach fillEveryField and the binary codec", v.Kind())
+	}
+}
+
+// TestBinaryRecordsCoverEveryField: a record with every field set comes
+// back from its binary form with every field set — a field added to
+// Egroup, Access or Extent without adding it to codec.go fails here.
+func TestBinaryRecordsCoverEveryField(t *testing.T) {
+	for _, mk := range []func() any{func() any { return new(Egroup) }, func() any { return new(Access) }, func() any { return new(Extent) }} {
+		want := mk()
+		n := 0
+		fillEveryField(t, reflect.ValueOf(want).Elem(), &n)
+		b, ok := encodeBinary(want)
+		if !ok || b[0] != binaryMagic {
+			t.Fatalf("%T is not written binary", want)
+		}
+		got := mk()
+		if err := Decode(b, got); err != nil {
+			t.Fatalf("%T: %v", got, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%T does not survive its binary form:\n got %+v\nwant %+v", got, got, want)
+		}
+	}
+}
+
+// randomRecord draws an egroup, access or extent record with the field
+// values records take (zero often).
+func randomRecord(rng *rand.Rand) any {
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	i64 := func() int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return 0
+		case 1:
+			return -rng.Int64N(1 << 40)
+		}
+		return rng.Int64()
+	}
+	switch rng.IntN(3) {
+	case 0:
+		eg := Egroup{State: EgroupState(rng.IntN(2)), Size: i64(), Mtime: i64(), Writer: model.NodeID(pick("", "n1", "node-é")),
+			Codec: pick("", "zstd"), Logical: i64(), Incompressible: rng.IntN(2) == 0}
+		if v := pick("", "hdd=2", "ssd=1,hdd=2", "any=3", "mem=1,remote=1"); v != "" {
+			eg.Vector = model.MustParseVector(v)
+		}
+		for range rng.IntN(4) {
+			eg.Replicas = append(eg.Replicas, EgroupReplica{Device: model.DeviceID(pick("n1/ssd0", "n2/hdd1", "")),
+				Node: model.NodeID(pick("n1", "n2")), Tier: model.Tier(pick("ssd", "hdd", "")), Bad: rng.IntN(3) == 0})
+		}
+		if rng.IntN(3) == 0 {
+			eg.EC = &ECLayout{K: rng.IntN(20), M: rng.IntN(5), StripLen: i64()}
+		}
+		return &eg
+	case 1:
+		return &Access{Atime: i64(), Reads: i64(), WinStart: i64(), WinReads: i64()}
+	}
+	x := Extent{Egroup: rng.Uint64(), Off: i64(), Len: i64(), Ctime: i64(), Codec: pick("", "zstd"), Stored: i64(),
+		Sum: rng.Uint32(), Shares: rng.Uint64() >> rng.IntN(64)}
+	if rng.IntN(2) == 0 {
+		x.FP = make([]byte, 32)
+		for i := range x.FP {
+			x.FP[i] = byte(rng.IntN(256))
+		}
+	}
+	return &x
+}
+
+// TestBinaryDecodesAsJSON: over seeded random records, the binary form
+// decodes to exactly what the record's JSON form decodes to.
+func TestBinaryDecodesAsJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 11))
+	for i := range 5000 {
+		rec := randomRecord(rng)
+		b, _ := encodeBinary(rec)
+		fromJSON := reflect.New(reflect.TypeOf(rec).Elem()).Interface()
+		fromBinary := reflect.New(reflect.TypeOf(rec).Elem()).Interface()
+		if err := Decode(jsonRecord(rec), fromJSON); err != nil {
+			t.Fatal(err)
+		}
+		if err := Decode(b, fromBinary); err != nil {
+			t.Fatalf("record %d %+v: %v", i, rec, err)
+		}
+		if !reflect.DeepEqual(fromBinary, fromJSON) {
+			t.Fatalf("record %d:\nbinary %+v\nJSON   %+v", i, fromBinary, fromJSON)
+		}
+		if len(b) >= len(jsonRecord(rec)) {
+			t.Fatalf("record %d: binary %d bytes, JSON %d", i, len(b), len(jsonRecord(rec)))
+		}
+	}
+}
+
+// TestBinaryRecordErrors: a binary record cut short anywhere, with bytes
+// after it, of another kind, or claiming more than it holds is an error,
+// never a wrong record.
+func TestBinaryRecordErrors(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for range 300 {
+		rec := randomRecord(rng)
+		b, _ := encodeBinary(rec)
+		for cut := 1; cut < len(b); cut++ {
+			into := reflect.New(reflect.TypeOf(rec).Elem()).Interface()
+			if err := Decode(b[:cut], into); err == nil {
+				t.Fatalf("%T cut to %d of %d bytes decodes: %+v", rec, cut, len(b), into)
+			}
+		}
+		into := reflect.New(reflect.TypeOf(rec).Elem()).Interface()
+		if err := Decode(append(b, 0), into); err == nil || !strings.Contains(err.Error(), "after the record") {
+			t.Fatalf("%T with a byte after it: %v", rec, err)
+		}
+	}
+	eg, _ := encodeBinary(Egroup{Size: 1})
+	for _, into := range []any{new(Access), new(Extent), new(Object), new(Bucket)} {
+		if err := Decode(eg, into); err == nil {
+			t.Fatalf("an egroup record decodes as %T", into)
+		}
+	}
+	huge := []byte{binaryMagic, binaryEgroup, 0xff, 0xff, 0xff, 0xff, 0x0f, 1, 2, 3}
+	if err := Decode(huge, new(Egroup)); err == nil || !strings.Contains(err.Error(), "replicas in") {
+		t.Fatalf("an egroup claiming 4G replicas: %v", err)
+	}
+	badVector := []byte{binaryMagic, binaryEgroup, 0, 0, 0}
+	badVector = appendString(badVector, "ssd=")
+	badVector = append(badVector, 0, 0, 0, 0, 0)
+	if err := Decode(badVector, new(Egroup)); err == nil {
+		t.Fatal("an egroup with vector \"ssd=\" decodes")
+	}
+}
+
+// FuzzDecodeBinary: any bytes after the binary marker decode to an error
+// or to a record whose binary form decodes to the same record.
+func FuzzDecodeBinary(f *testing.F) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		b, _ := encodeBinary(randomRecord(rng))
+		f.Add(b[1:])
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		b := append([]byte{binaryMagic}, body...)
+		for _, mk := range []func() any{func() any { return new(Egroup) }, func() any { return new(Access) }, func() any { return new(Extent) }} {
+			got := mk()
+			if Decode(b, got) != nil {
+				continue
+			}
+			again, ok := encodeBinary(got)
+			if !ok {
+				t.Fatalf("%T not written binary", got)
+			}
+			back := mk()
+			if err := Decode(again, back); err != nil || !reflect.DeepEqual(back, got) {
+				t.Fatalf("%T %+v: its binary form decodes to %+v (%v)", got, got, back, err)
+			}
+		}
+	})
+}
+
+// TestSetBinaryRecords: with binary records off, Encode writes JSON, and
+// both forms decode either way.
+func TestSetBinaryRecords(t *testing.T) {
+	defer SetBinaryRecords(true)
+	rec := Extent{Egroup: 3, Off: 4096, Len: 5}
+	bin := Encode(rec)
+	SetBinaryRecords(false)
+	js := Encode(rec)
+	if bin[0] != binaryMagic || js[0] != '{' {
+		t.Fatalf("binary %q, JSON %q", bin, js)
+	}
+	for _, b := range [][]byte{bin, js} {
+		var x Extent
+		if err := Decode(b, &x); err != nil || !reflect.DeepEqual(x, rec) {
+			t.Fatalf("%q: %+v, %v", b, x, err)
+		}
+	}
+}
