@@ -23,9 +23,10 @@ import (
 func startMembers(t *testing.T, n int) ([]*embed.Etcd, func(i int)) {
 	t.Helper()
 	peers := make([]string, n)
+	ports := freePorts(t, 2*n) // peer and client URLs, all distinct
 	var initial []string
 	for i := range n {
-		peers[i] = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		peers[i] = fmt.Sprintf("http://127.0.0.1:%d", ports[i])
 		initial = append(initial, fmt.Sprintf("m%d=%s", i, peers[i]))
 	}
 	members := make([]*embed.Etcd, n)
@@ -36,7 +37,7 @@ func startMembers(t *testing.T, n int) ([]*embed.Etcd, func(i int)) {
 		go func() {
 			defer wg.Done()
 			members[i], errs[i] = StartMember(MemberConfig{Name: fmt.Sprintf("m%d", i), DataDir: t.TempDir(),
-				PeerURL: peers[i], ClientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+				PeerURL: peers[i], ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[n+i]),
 				InitialCluster: strings.Join(initial, ",")})
 		}()
 	}

@@ -19,19 +19,32 @@ import (
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return freePorts(t, 1)[0]
+}
+
+// freePorts returns n distinct free ports: every listener stays open
+// until all are chosen (one after another, a port just closed can be
+// handed out again, and two members given one URL refuse to start).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // newEtcdKV starts a real single-member etcd and an EtcdKV over it.
 func newEtcdKV(t *testing.T, o EtcdOptions) *EtcdKV {
 	t.Helper()
-	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	ports := freePorts(t, 2)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	client := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	e, err := StartMember(MemberConfig{Name: "m1", DataDir: t.TempDir(), PeerURL: peer, ClientURL: client, InitialCluster: "m1=" + peer})
 	if err != nil {
 		t.Fatal(err)
