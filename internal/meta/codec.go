@@ -236,7 +236,49 @@ func (d *binDecoder) bytes() []byte {
 	return s
 }
 
-func (d *binDecoder) string() string { return string(d.bytes()) }
+// name returns the next string, one of the few a cluster has many
+// records with (device, node and tier names, codecs), from names.
+func (d *binDecoder) name() string { return names.get(d.bytes()) }
+
+// names interns the short strings egroup and extent records repeat: a
+// decoded record shares them instead of allocating its own copies (an
+// egroup with two replicas and an EC layout decodes in 2 allocations
+// instead of 10).
+// Bounded: past maxNames distinct strings, or for long ones, a string
+// is allocated as usual.
+var names = nameTable{m: map[string]string{}}
+
+const (
+	maxNames   = 4096
+	maxNameLen = 64
+)
+
+type nameTable struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+func (t *nameTable) get(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if len(b) > maxNameLen {
+		return string(b)
+	}
+	t.mu.RLock()
+	s, ok := t.m[string(b)] // no allocation for the lookup
+	t.mu.RUnlock()
+	if ok {
+		return s
+	}
+	s = string(b)
+	t.mu.Lock()
+	if len(t.m) < maxNames {
+		t.m[s] = s
+	}
+	t.mu.Unlock()
+	return s
+}
 
 func (d *binDecoder) flags(max byte) byte {
 	f := d.byte()
@@ -265,9 +307,9 @@ func (d *binDecoder) egroup() (Egroup, error) {
 		eg.Replicas = make([]EgroupReplica, n)
 		for i := range eg.Replicas {
 			r := &eg.Replicas[i]
-			r.Device = model.DeviceID(d.string())
-			r.Node = model.NodeID(d.string())
-			r.Tier = model.Tier(d.string())
+			r.Device = model.DeviceID(d.name())
+			r.Node = model.NodeID(d.name())
+			r.Tier = model.Tier(d.name())
 			r.Bad = d.flags(1) == 1
 		}
 	}
@@ -275,8 +317,8 @@ func (d *binDecoder) egroup() (Egroup, error) {
 	eg.Size = d.varint()
 	vec := d.bytes()
 	eg.Mtime = d.varint()
-	eg.Writer = model.NodeID(d.string())
-	eg.Codec = d.string()
+	eg.Writer = model.NodeID(d.name())
+	eg.Codec = d.name()
 	eg.Logical = d.varint()
 	f := d.flags(3)
 	eg.Incompressible = f&1 != 0
@@ -308,7 +350,7 @@ func (d *binDecoder) extent() (Extent, error) {
 	x.Off = d.varint()
 	x.Len = d.varint()
 	x.Ctime = d.varint()
-	x.Codec = d.string()
+	x.Codec = d.name()
 	x.Stored = d.varint()
 	sum := d.uvarint()
 	if sum > 1<<32-1 {
