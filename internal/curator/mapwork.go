@@ -405,28 +405,45 @@ func MapPartition(ctx context.Context, kv PageScanner, p Partition, emit func(Ma
 			return emit(MapRecord{ID: id, Rev: it.ModRev, Extent: &x})
 		})
 	}
-	// Access records first (a sixteenth of a map fits in memory), then
-	// the egroups stream past them. An access record without an egroup
-	// (the egroup was removed) joins nothing, as in the reduce.
-	access := map[uint64]meta.Access{}
+	// The egroup and access maps are both in ID order: merge-join them,
+	// reading the access records a page at a time just ahead of the
+	// egroups. An access record without an egroup (the egroup was
+	// removed) joins nothing, as in the reduce; one that is not an access
+	// record of ours (a bad key or value) is skipped.
 	s, e := p.keyRange(meta.PrefixAccess)
-	n, err := scanRange(ctx, kv, s, e, func(it meta.Item) error {
-		id, err := meta.ParseID(it.Key)
-		if err != nil {
-			return nil // not an access record of ours; the reduce skipped these too
+	acc := &pager{kv: kv, start: s, end: e}
+	var next struct {
+		id  uint64
+		a   meta.Access
+		set bool
+	}
+	accessOf := func(id uint64) (*meta.Access, error) {
+		for {
+			if next.set {
+				switch {
+				case next.id > id:
+					return nil, nil
+				case next.id == id:
+					next.set = false
+					a := next.a
+					return &a, nil
+				}
+				next.set = false
+			}
+			it, ok, err := acc.next(ctx)
+			if err != nil || !ok {
+				return nil, err
+			}
+			aid, err := meta.ParseID(it.Key)
+			var a meta.Access // a fresh value: JSON decoding merges into what is there
+			if err != nil || meta.Decode(it.Value, &a) != nil {
+				continue
+			}
+			next.id, next.a, next.set = aid, a, true
 		}
-		var a meta.Access
-		if meta.Decode(it.Value, &a) == nil {
-			access[id] = a
-		}
-		return nil
-	})
-	read += n
-	if err != nil {
-		return read, err
 	}
 	s, e = p.keyRange(meta.PrefixEgroup)
-	n, err = scanRange(ctx, kv, s, e, func(it meta.Item) error {
+	n, err := scanRange(ctx, kv, s, e, func(it meta.Item) error {
 		id, err := meta.ParseID(it.Key)
 		if err != nil {
 			return fmt.Errorf("curator: bad egroup key %q", it.Key)
@@ -436,12 +453,17 @@ func MapPartition(ctx context.Context, kv PageScanner, p Partition, emit func(Ma
 			return err
 		}
 		r := MapRecord{ID: id, Rev: it.ModRev, Egroup: &eg}
-		if a, ok := access[id]; ok {
-			r.Access = &a
+		if r.Access, err = accessOf(id); err != nil {
+			return err
 		}
 		return emit(r)
 	})
-	return read + n, err
+	if err == nil {
+		// Count the access records past the last egroup too: a
+		// partition's read count is every record in its ranges.
+		err = acc.skipRest(ctx)
+	}
+	return acc.read + n, err
 }
 
 // mapOwners is the map of an owner partition: each record that

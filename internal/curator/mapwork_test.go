@@ -413,3 +413,94 @@ func TestSpreadPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestEgroupAccessMergeJoin: an egroup partition joins each egroup with
+// its access record, over seeded maps in which egroups lack access
+// records, access records outlive their egroups, records are JSON or
+// binary, and junk sits among the access keys — more records than a scan
+// page, so the join crosses pages on both sides; and it counts every
+// record of both ranges.
+func TestEgroupAccessMergeJoin(t *testing.T) {
+	for seed := range uint64(4) {
+		e := newEnv(t, "ssd:%s:1GiB")
+		ctx := context.Background()
+		rng := rand.New(rand.NewPCG(seed, 99))
+		want := map[uint64]*meta.Access{}
+		var egroups []uint64
+		records := 0
+		var txn meta.Txn
+		flush := func() {
+			if len(txn.Ops) > 0 {
+				if _, err := e.kv.Commit(ctx, &txn); err != nil {
+					t.Fatal(err)
+				}
+				txn = meta.Txn{}
+			}
+		}
+		enc := func(v any) []byte {
+			if rng.IntN(2) == 0 {
+				return jsonOf(t, v)
+			}
+			return meta.Encode(v)
+		}
+		for id := uint64(1); id < 5000; id++ {
+			hasEgroup, hasAccess := rng.IntN(3) > 0, rng.IntN(2) == 0
+			if hasEgroup {
+				txn.Put(meta.EgroupKey(id), enc(meta.Egroup{Size: int64(id), State: meta.EgroupSealed}))
+				egroups = append(egroups, id)
+				records++
+			}
+			if hasAccess {
+				a := meta.Access{Atime: int64(id), Reads: int64(rng.IntN(9))}
+				if rng.IntN(4) == 0 {
+					a.WinStart, a.WinReads = 5, 6
+				}
+				txn.Put(meta.AccessKey(id), enc(a))
+				records++
+				if hasEgroup {
+					want[id] = &a
+				}
+			}
+			if rng.IntN(200) == 0 {
+				txn.Put([]byte(meta.PrefixAccess+meta.FormatID(id)+"x"), []byte("junk")) // in the range, not an ID: read, skipped
+				txn.Put(meta.AccessKey(id+1_000_000), []byte("{bad"))                     // past the partition
+				records++
+			}
+			if len(txn.Ops) > 100 {
+				flush()
+			}
+		}
+		flush()
+		part := Partition{Name: "egroups/0", Lo: 0, Hi: 10_000}
+		var got []MapRecord
+		read, err := MapPartition(ctx, e.kv, part, func(r MapRecord) error {
+			got = append(got, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read != records {
+			t.Fatalf("seed %d: read %d records, the ranges hold %d", seed, read, records)
+		}
+		if len(got) != len(egroups) {
+			t.Fatalf("seed %d: %d egroups out, %d in", seed, len(got), len(egroups))
+		}
+		for i, r := range got {
+			w := want[egroups[i]]
+			switch {
+			case r.ID != egroups[i] || r.Egroup.Size != int64(r.ID):
+				t.Fatalf("seed %d: record %d is egroup %d, want %d", seed, i, r.ID, egroups[i])
+			case (w == nil) != (r.Access == nil) || w != nil && *w != *r.Access:
+				t.Fatalf("seed %d: egroup %d joined access %+v, want %+v", seed, r.ID, r.Access, w)
+			}
+		}
+	}
+}
+
+func jsonOf(t *testing.T, v any) []byte {
+	t.Helper()
+	defer meta.SetBinaryRecords(true)
+	meta.SetBinaryRecords(false)
+	return meta.Encode(v)
+}

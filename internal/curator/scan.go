@@ -40,6 +40,52 @@ func scanRange(ctx context.Context, kv pageScanner, start, end []byte, fn func(m
 	}
 }
 
+// pager reads the items of [start, end) a page at a time, on demand, for
+// a merge join that walks one range alongside another.
+type pager struct {
+	kv         pageScanner
+	start, end []byte
+	items      []meta.Item
+	i          int
+	done       bool
+	read       int // items fetched so far
+}
+
+// next returns the next item, or false at the end of the range.
+func (p *pager) next(ctx context.Context) (meta.Item, bool, error) {
+	for p.i >= len(p.items) {
+		if p.done {
+			return meta.Item{}, false, nil
+		}
+		items, err := p.kv.Scan(ctx, p.start, p.end, scanPage)
+		if err != nil {
+			return meta.Item{}, false, err
+		}
+		p.items, p.i = items, 0
+		p.read += len(items)
+		if len(items) < scanPage {
+			p.done = true
+		} else {
+			p.start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+		}
+	}
+	p.i++
+	return p.items[p.i-1], true, nil
+}
+
+// skipRest reads the rest of the range without handing it out.
+func (p *pager) skipRest(ctx context.Context) error {
+	p.i = len(p.items)
+	for !p.done {
+		p.items = nil
+		if _, _, err := p.next(ctx); err != nil {
+			return err
+		}
+		p.i = len(p.items)
+	}
+	return nil
+}
+
 // mapParallel runs fn over the partitions with at most par in flight.
 func mapParallel(ctx context.Context, parts []Partition, par int, fn func(ctx context.Context, p Partition) error) error {
 	sem := make(chan struct{}, par)
