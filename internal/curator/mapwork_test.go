@@ -463,7 +463,7 @@ func TestEgroupAccessMergeJoin(t *testing.T) {
 			}
 			if rng.IntN(200) == 0 {
 				txn.Put([]byte(meta.PrefixAccess+meta.FormatID(id)+"x"), []byte("junk")) // in the range, not an ID: read, skipped
-				txn.Put(meta.AccessKey(id+1_000_000), []byte("{bad"))                     // past the partition
+				txn.Put(meta.AccessKey(id+1_000_000), []byte("{bad"))                    // past the partition
 				records++
 			}
 			if len(txn.Ops) > 100 {
