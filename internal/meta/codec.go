@@ -4,19 +4,21 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
-// The binary record format. The three records there are the most of —
-// egroups, their access records and extents, one of each per 4 KiB
-// object at the small end — are what every scan decodes by the million
-// and what every GET and PUT reads or writes. As JSON (≈ 200 bytes for an
-// egroup with two replicas) decoding them was two thirds of a scan's map
-// stage (docs/perf.md, "Binary records"). They are written in a compact
-// binary form instead; every other record stays JSON.
+// The binary record format. The records there are the most of — egroups,
+// their access records, extents, objects and versions, one or more of
+// each per object — are what every scan decodes by the million and what
+// every GET and PUT reads or writes. As JSON (≈ 200 bytes for an egroup
+// with two replicas) decoding them was two thirds of a scan's map stage
+// (docs/perf.md, "Binary records"). They are written in a compact binary
+// form instead; every other record stays JSON.
 //
 // A binary record starts with binaryMagic, a byte no JSON text starts
 // with, then its kind (binaryEgroup, binaryAccess, binaryExtent) and its
@@ -37,16 +39,19 @@ const (
 	binaryEgroup = 'g'
 	binaryAccess = 'a'
 	binaryExtent = 'x'
+	binaryObject = 'o'
+	binaryVer    = 'v'
 )
 
-// binaryRecords says whether Encode writes egroup, access and extent
-// records in the binary form (the default) or as JSON.
+// binaryRecords says whether Encode writes egroup, access, extent,
+// object and version records in the binary form (the default) or as
+// JSON.
 var binaryRecords atomic.Bool
 
 func init() { binaryRecords.Store(true) }
 
-// SetBinaryRecords chooses the form Encode writes egroup, access and
-// extent records in: binary (true, the default) or JSON, which a cluster
+// SetBinaryRecords chooses the form Encode writes egroup, access,
+// extent, object and version records in: binary (true, the default) or JSON, which a cluster
 // keeps while some of its nodes still run a version that reads only JSON
 // (a rolling upgrade). Decode reads both either way. It is process-wide:
 // a server sets it once at start-up from its configuration.
@@ -68,6 +73,14 @@ func encodeBinary(v any) ([]byte, bool) {
 		return r.appendBinary(make([]byte, 0, 32)), true
 	case *Extent:
 		return r.appendBinary(make([]byte, 0, 32)), true
+	case Object:
+		return r.appendBinary(make([]byte, 0, 128), binaryObject, false), true
+	case *Object:
+		return r.appendBinary(make([]byte, 0, 128), binaryObject, false), true
+	case Version:
+		return r.Object.appendBinary(make([]byte, 0, 128), binaryVer, r.S3), true
+	case *Version:
+		return r.Object.appendBinary(make([]byte, 0, 128), binaryVer, r.S3), true
 	}
 	return nil, false
 }
@@ -92,6 +105,19 @@ func decodeBinary(b []byte, v any) error {
 		err = d.expect(kind, binaryExtent, r)
 		if err == nil {
 			*r, err = d.extent()
+		}
+	case *Object:
+		// As with JSON, a version record reads as an object (without its
+		// S3 mark) and an object record as a version: code that reads both
+		// maps into one type keeps working.
+		err = d.expectObject(kind, r)
+		if err == nil {
+			*r, _, err = d.object()
+		}
+	case *Version:
+		err = d.expectObject(kind, r)
+		if err == nil {
+			r.Object, r.S3, err = d.object()
 		}
 	default:
 		err = fmt.Errorf("a binary record (kind %q) is not a %T", kind, v)
@@ -160,6 +186,45 @@ func (x *Extent) appendBinary(b []byte) []byte {
 	return binary.AppendUvarint(b, x.Shares)
 }
 
+// appendBinary writes an object record (kind binaryObject) or a version
+// record (binaryVer, with its S3 mark). Map entries go in key order, so
+// a record has one binary form.
+func (o *Object) appendBinary(b []byte, kind byte, s3 bool) []byte {
+	b = append(b, binaryMagic, kind)
+	b = binary.AppendVarint(b, o.Size)
+	b = appendString(b, o.ETag)
+	b = binary.AppendVarint(b, o.Mtime)
+	b = appendString(b, o.Vector.String())
+	b = appendString(b, o.Class)
+	for _, m := range []map[string]string{o.Headers, o.UserMeta, o.Tags} {
+		b = binary.AppendUvarint(b, uint64(len(m)))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			b = appendString(b, k)
+			b = appendString(b, m[k])
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(o.Parts)))
+	for _, p := range o.Parts {
+		b = binary.AppendVarint(b, p)
+	}
+	// Extents has no omitempty: JSON tells an empty list (a 0-byte
+	// object's) from none, and so does this (0: none, n+1: n refs).
+	if o.Extents == nil {
+		b = append(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(o.Extents))+1)
+	}
+	for _, x := range o.Extents {
+		b = binary.AppendUvarint(b, x.ID)
+		b = binary.AppendVarint(b, x.Off)
+		b = binary.AppendVarint(b, x.Len)
+	}
+	b = appendString(b, o.VersionID)
+	b = append(b, boolByte(o.DeleteMarker)|boolByte(s3)<<1)
+	b = binary.AppendUvarint(b, o.Seq)
+	return binary.AppendVarint(b, o.From)
+}
+
 func boolByte(v bool) byte {
 	if v {
 		return 1
@@ -201,6 +266,13 @@ func (d *binDecoder) expect(kind, want byte, v any) error {
 		return fmt.Errorf("a record of kind %q is not a %T", kind, v)
 	}
 	return nil
+}
+
+func (d *binDecoder) expectObject(kind byte, v any) error {
+	if kind == binaryVer {
+		kind = binaryObject
+	}
+	return d.expect(kind, binaryObject, v)
 }
 
 func (d *binDecoder) uvarint() uint64 {
@@ -334,6 +406,75 @@ func (d *binDecoder) egroup() (Egroup, error) {
 	}
 	eg.Vector = v
 	return eg, nil
+}
+
+// count reads a count of entries each at least min bytes long, refusing
+// one the rest of the record cannot hold (before anything is allocated).
+func (d *binDecoder) count(min int) int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)/min) {
+		d.fail(fmt.Errorf("%d entries in %d bytes", n, len(d.b)))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *binDecoder) stringMap() map[string]string {
+	n := d.count(2)
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	for range n {
+		k := d.name()
+		m[k] = d.string()
+	}
+	return m
+}
+
+func (d *binDecoder) string() string { return string(d.bytes()) }
+
+func (d *binDecoder) object() (Object, bool, error) {
+	var o Object
+	o.Size = d.varint()
+	o.ETag = d.string()
+	o.Mtime = d.varint()
+	vec := d.bytes()
+	o.Class = d.name()
+	o.Headers = d.stringMap()
+	o.UserMeta = d.stringMap()
+	o.Tags = d.stringMap()
+	if n := d.count(1); n > 0 {
+		o.Parts = make([]int64, n)
+		for i := range o.Parts {
+			o.Parts[i] = d.varint()
+		}
+	}
+	if n := d.uvarint(); n > 0 {
+		n--
+		if n > uint64(len(d.b)/3) {
+			d.fail(fmt.Errorf("%d extent refs in %d bytes", n, len(d.b)))
+			n = 0
+		}
+		o.Extents = make([]ExtentRef, n)
+		for i := range o.Extents {
+			o.Extents[i] = ExtentRef{ID: d.uvarint(), Off: d.varint(), Len: d.varint()}
+		}
+	}
+	o.VersionID = d.name()
+	f := d.flags(3)
+	o.DeleteMarker = f&1 != 0
+	o.Seq = d.uvarint()
+	o.From = d.varint()
+	if d.err != nil {
+		return Object{}, false, d.err
+	}
+	v, err := cachedVector(vec)
+	if err != nil {
+		return Object{}, false, err
+	}
+	o.Vector = v
+	return o, f&2 != 0, nil
 }
 
 func (d *binDecoder) access() (Access, error) {

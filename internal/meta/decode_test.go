@@ -23,7 +23,8 @@ var recordTypes = []func() any{
 }
 
 // jsonRecord is a record as JSON, the form every record had before
-// egroup, access and extent records were written binary (codec.go).
+// egroup, access, extent, object and version records were written
+// binary (codec.go).
 func jsonRecord(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -74,7 +74,8 @@ type Config struct {
 	// another process for most transactions). Nodes without a member
 	// always use the network.
 	MetaWritePath string `yaml:"meta_write_path"`
-	// MetaRecordFormat is the form egroup, access and extent records are
+	// MetaRecordFormat is the form egroup, access, extent, object and
+	// version records are
 	// written in: binary (the default; a third of the bytes of JSON and
 	// several times faster to decode) or json, for a cluster some of whose
 	// nodes still run a version that reads only JSON records (a rolling

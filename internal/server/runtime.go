@@ -38,7 +38,7 @@ func ApplyRuntime(c Config, log *slog.Logger) {
 	}
 	meta.SetBinaryRecords(c.MetaRecordFormat != "json")
 	if c.MetaRecordFormat == "json" {
-		log.Info("egroup, access and extent records are written as JSON (meta_record_format: json)")
+		log.Info("egroup, access, extent, object and version records are written as JSON (meta_record_format: json)")
 	}
 }
 
