@@ -75,12 +75,11 @@ type Config struct {
 	// always use the network.
 	MetaWritePath string `yaml:"meta_write_path"`
 	// MetaRecordFormat is the form egroup, access, extent, object and
-	// version records are
-	// written in: binary (the default; a third of the bytes of JSON and
-	// several times faster to decode) or json, for a cluster some of whose
-	// nodes still run a version that reads only JSON records (a rolling
-	// upgrade: set json, upgrade every node, then drop the setting).
-	// Records of either form are read either way.
+	// version records are written in: binary (the default; under half the
+	// bytes of JSON and several times faster to decode) or json, for a
+	// cluster some of whose nodes still run a version that reads only
+	// JSON records (a rolling upgrade: set json, upgrade every node, then
+	// drop the setting). Records of either form are read either way.
 	MetaRecordFormat string `yaml:"meta_record_format"`
 	// GCPercent is the Go garbage collector's target (GOGC; 0: 200, see
 	// DefaultGCPercent); the GOGC environment variable wins.
