@@ -22,7 +22,12 @@
 // node, verify, compare-and-swap switch, delete the source), which runs it
 // as a job checkpointed in the metadata store so that a new master resumes
 // it after a failover. The Curator reads the maps from the metadata store
-// it is given and writes only its job history there; it imports neither
+// it is given and writes only its own records there (job history, the
+// learned tiering model, the owner maps' cut points); it imports neither
 // the replica I/O nor the extent or device packages, and never holds locks
 // against foreground I/O.
+//
+// A full scan's extent-side arrays spill to memory-mapped files past a
+// heap budget (spill.go, with golang.org/x/sys/unix for fallocate and
+// mmap, the module the device package already uses for syncfs).
 package curator
