@@ -49,6 +49,19 @@ func describeFull(r *scanResult) string {
 	return b.String()
 }
 
+// fullScanWith runs a full scan with the given spill budget and
+// directory, released when the test ends.
+func fullScanWith(t *testing.T, e *env, budget int64, dir string) *scanResult {
+	t.Helper()
+	e.c.opts.ScanMemoryBytes, e.c.opts.ScanSpillDir = budget, dir
+	res, err := e.c.scan(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(res.release)
+	return res
+}
+
 // spillMappings counts this process's mappings of spill files.
 func spillMappings(t *testing.T) int {
 	b, err := os.ReadFile("/proc/self/maps")
@@ -65,12 +78,7 @@ func spillMappings(t *testing.T) int {
 func TestSpilledFullScanEqualsHeapScan(t *testing.T) {
 	e := spillEnv(t)
 	ctx := context.Background()
-	e.c.opts.ScanMemoryBytes = -1
-	heap, err := e.c.scan(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer heap.release()
+	heap := fullScanWith(t, e, -1, "")
 	if heap.spilled != 0 {
 		t.Fatalf("no budget, yet %d bytes spilled", heap.spilled)
 	}
@@ -109,19 +117,8 @@ func TestSpilledFullScanEqualsHeapScan(t *testing.T) {
 // arrays on the heap: the scan is the same, only not bounded.
 func TestSpillFallsBackToHeap(t *testing.T) {
 	e := spillEnv(t)
-	ctx := context.Background()
-	e.c.opts.ScanMemoryBytes = -1
-	heap, err := e.c.scan(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer heap.release()
-	e.c.opts.ScanMemoryBytes, e.c.opts.ScanSpillDir = 1, filepath.Join(t.TempDir(), "missing")
-	got, err := e.c.scan(ctx, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.release()
+	heap := fullScanWith(t, e, -1, "")
+	got := fullScanWith(t, e, 1, filepath.Join(t.TempDir(), "missing"))
 	if got.spilled != 0 {
 		t.Fatalf("%d bytes spilled into a missing directory", got.spilled)
 	}
