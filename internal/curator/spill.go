@@ -252,15 +252,6 @@ func (r *spillRun[T]) newChunk() []T {
 // len is how many records the run holds.
 func (r *spillRun[T]) len() int { return r.n }
 
-// each calls fn with every record in order.
-func (r *spillRun[T]) each(fn func(*T)) {
-	for _, ch := range r.chunks {
-		for i := range ch {
-			fn(&ch[i])
-		}
-	}
-}
-
 // drain calls fn with every record in order, freeing each chunk once
 // visited (so that copying a run elsewhere does not hold both whole);
 // the run is empty afterwards.
