@@ -20,9 +20,18 @@ type metrics struct {
 	// replica, the last one with its fsync) and the metadata commit, so
 	// an operator sees which one a slow PUT waits on.
 	putStage *prometheus.HistogramVec
+	// putData and putCommit are its two series, resolved once (every PUT
+	// observes both).
+	putData, putCommit prometheus.Observer
 }
 
 func newMetrics() *metrics {
+	m := buildMetrics()
+	m.putData, m.putCommit = m.putStage.WithLabelValues("data"), m.putStage.WithLabelValues("commit")
+	return m
+}
+
+func buildMetrics() *metrics {
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "terrace", Subsystem: "object", Name: name, Help: help})
 	}

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -704,5 +707,31 @@ func TestHotReadsRequestPromotion(t *testing.T) {
 	}
 	if r := requests(); len(r) != 1 {
 		t.Fatalf("a new window's crossing made %d requests, want 1", len(r))
+	}
+}
+
+// TestPutStageHistogram: every successful PUT observes its data and its
+// commit stage once; a PUT refused before it writes observes neither.
+func TestPutStageHistogram(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt1", "me", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(stage string) uint64 {
+		var m dto.Metric
+		if err := e.l.m.putStage.WithLabelValues(stage).(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	for i := range 3 {
+		e.put("bkt1", fmt.Sprintf("k%d", i), payload(uint64(i), 4096), "ssd=1,hdd=1")
+	}
+	if _, err := e.l.Put(ctx, "no-such-bucket", "k", bytes.NewReader([]byte("x")), PutOptions{Size: 1}); err == nil {
+		t.Fatal("a PUT into a missing bucket succeeded")
+	}
+	if d, c := count("data"), count("commit"); d != 3 || c != 3 {
+		t.Fatalf("observed %d data and %d commit stages for 3 PUTs", d, c)
 	}
 }

@@ -122,7 +122,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 		return ObjectInfo{}, err
 	}
 	written := time.Now()
-	l.m.putStage.WithLabelValues("data").Observe(written.Sub(dataStart).Seconds())
+	l.m.putData.Observe(written.Sub(dataStart).Seconds())
 	if opts.ContentMD5 != "" && !strings.EqualFold(opts.ContentMD5, w.etag()) {
 		w.abort(ctx)
 		return ObjectInfo{}, ErrBadDigest
@@ -152,7 +152,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 		w.abort(ctx)
 		return ObjectInfo{}, err
 	}
-	l.m.putStage.WithLabelValues("commit").Observe(time.Since(written).Seconds())
+	l.m.putCommit.Observe(time.Since(written).Seconds())
 	w.release()
 	l.m.putBytes.Add(float64(w.size))
 	l.m.puts.Inc()
