@@ -309,7 +309,10 @@ func (d *binDecoder) bytes() []byte {
 }
 
 // name returns the next string, one of the few a cluster has many
-// records with (device, node and tier names, codecs), from names.
+// records with (device, node and tier names, codecs, storage classes,
+// header names), from names. Strings a client chooses freely (version
+// IDs, user metadata and tag keys) are not interned: they would fill the
+// table and leave the names that repeat uninterned.
 func (d *binDecoder) name() string { return names.get(d.bytes()) }
 
 // names interns the short strings egroup and extent records repeat: a
@@ -419,14 +422,22 @@ func (d *binDecoder) count(min int) int {
 	return int(n)
 }
 
-func (d *binDecoder) stringMap() map[string]string {
+// stringMap reads a map; internKeys interns its keys (headers: a few
+// names repeated in every record) — user metadata and tag keys, like
+// version IDs, are the client's and would only fill the name table.
+func (d *binDecoder) stringMap(internKeys bool) map[string]string {
 	n := d.count(2)
 	if n == 0 {
 		return nil
 	}
 	m := make(map[string]string, n)
 	for range n {
-		k := d.name()
+		var k string
+		if internKeys {
+			k = d.name()
+		} else {
+			k = d.string()
+		}
 		m[k] = d.string()
 	}
 	return m
@@ -441,9 +452,9 @@ func (d *binDecoder) object() (Object, bool, error) {
 	o.Mtime = d.varint()
 	vec := d.bytes()
 	o.Class = d.name()
-	o.Headers = d.stringMap()
-	o.UserMeta = d.stringMap()
-	o.Tags = d.stringMap()
+	o.Headers = d.stringMap(true)
+	o.UserMeta = d.stringMap(false)
+	o.Tags = d.stringMap(false)
 	if n := d.count(1); n > 0 {
 		o.Parts = make([]int64, n)
 		for i := range o.Parts {
@@ -461,7 +472,7 @@ func (d *binDecoder) object() (Object, bool, error) {
 			o.Extents[i] = ExtentRef{ID: d.uvarint(), Off: d.varint(), Len: d.varint()}
 		}
 	}
-	o.VersionID = d.name()
+	o.VersionID = d.string()
 	f := d.flags(3)
 	o.DeleteMarker = f&1 != 0
 	o.Seq = d.uvarint()
