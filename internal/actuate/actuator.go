@@ -158,6 +158,12 @@ func (a *Actuator) move(ctx context.Context, t Task) (Result, error) {
 		// this, and a bug must not turn a stripe into replicas.
 		return res, fmt.Errorf("actuate: refusing a replica move of erasure-coded egroup %016x", t.Egroup)
 	}
+	if eg.State == meta.EgroupOpen {
+		// Its writer still appends, and commits small writes without
+		// rewriting the record: a copy of Size bytes could miss
+		// committed extents that the switch would not notice.
+		return res, fmt.Errorf("actuate: refusing to move open egroup %016x (its writer owns it)", t.Egroup)
+	}
 	removing := map[model.DeviceID]bool{}
 	for _, r := range t.Remove {
 		removing[r.Device] = true

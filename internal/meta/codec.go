@@ -156,11 +156,18 @@ func (eg *Egroup) appendBinary(b []byte) []byte {
 	if eg.EC != nil {
 		flags |= 2
 	}
+	if eg.TailFrom != 0 || eg.TailTo != 0 {
+		flags |= 4
+	}
 	b = append(b, flags)
 	if eg.EC != nil {
 		b = binary.AppendVarint(b, int64(eg.EC.K))
 		b = binary.AppendVarint(b, int64(eg.EC.M))
 		b = binary.AppendVarint(b, eg.EC.StripLen)
+	}
+	if flags&4 != 0 {
+		b = binary.AppendUvarint(b, eg.TailFrom)
+		b = binary.AppendUvarint(b, eg.TailTo)
 	}
 	return b
 }
@@ -395,10 +402,14 @@ func (d *binDecoder) egroup() (Egroup, error) {
 	eg.Writer = model.NodeID(d.name())
 	eg.Codec = d.name()
 	eg.Logical = d.varint()
-	f := d.flags(3)
+	f := d.flags(7)
 	eg.Incompressible = f&1 != 0
 	if f&2 != 0 {
 		eg.EC = &ECLayout{K: d.int(), M: d.int(), StripLen: d.varint()}
+	}
+	if f&4 != 0 {
+		eg.TailFrom = d.uvarint()
+		eg.TailTo = d.uvarint()
 	}
 	if d.err != nil {
 		return Egroup{}, d.err

@@ -213,6 +213,9 @@ type Egroup struct {
 	State    EgroupState     `json:"s"`
 	// Size is the committed length of every replica file; bytes past it
 	// belong to unacknowledged writes and are truncated on recovery.
+	// While the egroup is open and TailTo is set, Size is only a lower
+	// bound: its writer does not rewrite the record for every small
+	// commit (see TailFrom).
 	Size   int64        `json:"z"`
 	Vector model.Vector `json:"v"`
 	Mtime  int64        `json:"m"`
@@ -233,6 +236,15 @@ type Egroup struct {
 	// bytes in slices; Size is the length of the layout they encode (the
 	// file one replica would be).
 	EC *ECLayout `json:"ec,omitempty"`
+	// TailFrom and TailTo, when TailTo is set, say that the open egroup's
+	// writer may have committed extents past Size without rewriting this
+	// record, and that every such extent's ID lies in [TailFrom, TailTo)
+	// (the writer rewrites the record before it commits one outside).
+	// Whoever seals the egroup for a writer that is gone reads those
+	// extent records to find the committed length (docs/design/0000
+	// invariant 8). Zero once sealed.
+	TailFrom uint64 `json:"tf,omitempty"`
+	TailTo   uint64 `json:"tt,omitempty"`
 }
 
 // ECLayout is an erasure-coded egroup's shape.
@@ -442,6 +454,21 @@ func NewSequence(kv KV, name string, block uint64) *Sequence {
 		block = 1024
 	}
 	return &Sequence{kv: kv, key: []byte(PrefixSeq + name), block: block, mu: make(chanMutex, 1)}
+}
+
+// Block returns the IDs Next will hand out before it takes a new block
+// from the counter: [from, to). Both are 0 before the first Next.
+func (s *Sequence) Block(ctx context.Context) (from, to uint64, err error) {
+	select {
+	case s.mu <- struct{}{}:
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	defer func() { <-s.mu }()
+	if s.next == 0 {
+		return 0, 0, nil
+	}
+	return s.next, s.limit, nil
 }
 
 // Next returns a fresh ID (never 0).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 )
@@ -49,7 +50,9 @@ func (l *Layer) SwitchEgroup(ctx context.Context, id uint64, modRev int64, next 
 	return err
 }
 
-// SealEgroup marks an egroup sealed if its record is still at modRev.
+// SealEgroup marks an egroup sealed if its record is still at modRev,
+// at its committed length (settleTail): the Curator seals the open
+// egroups of writers that are down.
 func (l *Layer) SealEgroup(ctx context.Context, id uint64, modRev int64) error {
 	eg, rev, err := l.Egroup(ctx, id)
 	if err != nil {
@@ -58,9 +61,70 @@ func (l *Layer) SealEgroup(ctx context.Context, id uint64, modRev int64) error {
 	if rev != modRev {
 		return fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
 	}
+	eg, rev, err = l.settleTail(ctx, id, eg, rev)
+	if errors.Is(err, meta.ErrConflict) {
+		return fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
+	}
+	if err != nil {
+		return err
+	}
 	eg.State = meta.EgroupSealed
-	return l.SwitchEgroup(ctx, id, modRev, eg)
+	eg.Mtime = l.opts.Now().UnixNano()
+	return l.SwitchEgroup(ctx, id, rev, eg)
 }
+
+// settleTail returns an open egroup's record with Size raised to its
+// committed length and the tail range cleared, and the record's new
+// revision; a record without a tail range comes back as it is. The
+// writer may have committed extents past Size without rewriting the
+// record (Options.EgroupRecordLag), all numbered within the range. The
+// record is first rewritten unchanged at rev: a writer still committing
+// carries a compare on the revision it last wrote, so from here on its
+// commits fail instead of adding extents the reads below would miss.
+// The caller seals the result with a compare on the returned revision.
+// It answers meta.ErrConflict when the record is no longer at rev.
+func (l *Layer) settleTail(ctx context.Context, id uint64, eg meta.Egroup, rev int64) (meta.Egroup, int64, error) {
+	if eg.State != meta.EgroupOpen || eg.TailTo == 0 {
+		return eg, rev, nil
+	}
+	if eg.TailTo <= eg.TailFrom || eg.TailTo-eg.TailFrom > maxTailRange {
+		return eg, rev, fmt.Errorf("object: egroup %s: tail range [%d, %d) is not a plausible ID block", meta.FormatID(id), eg.TailFrom, eg.TailTo)
+	}
+	var fence meta.Txn
+	fence.If(meta.EgroupKey(id), rev)
+	fence.Put(meta.EgroupKey(id), meta.Encode(eg))
+	rev, err := l.kv.Commit(ctx, &fence)
+	if err != nil {
+		return eg, 0, err
+	}
+	start, end := meta.ExtentKey(eg.TailFrom), meta.ExtentKey(eg.TailTo)
+	for {
+		items, err := l.kv.Scan(ctx, start, end, 1024)
+		if err != nil {
+			return eg, 0, err
+		}
+		for _, it := range items {
+			var x meta.Extent
+			if err := meta.Decode(it.Value, &x); err != nil {
+				return eg, 0, fmt.Errorf("object: egroup %s: tail extent %s: %w", meta.FormatID(id), it.Key, err)
+			}
+			if x.Egroup == id {
+				eg.Size = max(eg.Size, x.Off+extent.EncodedLen(x.StoredLen()))
+			}
+		}
+		if len(items) < 1024 {
+			break
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+	eg.TailFrom, eg.TailTo = 0, 0
+	return eg, rev, nil
+}
+
+// maxTailRange bounds the tail range settleTail reads: a writer states
+// its extent-ID block (object.Layer numbers extents in blocks of 4,096),
+// so a wider range is a damaged record, not a reason to read the map.
+const maxTailRange = 1 << 20
 
 // RemoveReplicaFile deletes a replica file that metadata no longer lists
 // (the source of a finished move, a stale copy). The caller guarantees

@@ -52,7 +52,7 @@ func New(kv meta.KV, rio ReplicaIO, topo Topology, opts Options) (*Layer, error)
 		snaps: &snapshotCache{topo: topo, interval: opts.StatsInterval, now: opts.Now, order: placement.ReadOrders[opts.ReadOrder],
 			rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))},
 		egroupSeq: meta.NewSequence(kv, "egroup", 1024),
-		extentSeq: meta.NewSequence(kv, "extent", 4096),
+		extentSeq: meta.NewSequence(kv, "extent", extentIDBlock),
 		stop:      make(chan struct{}),
 		m:         newMetrics(),
 	}
@@ -78,6 +78,12 @@ func (l *Layer) Snapshot() *model.Snapshot { return l.snaps.get() }
 
 // Close flushes access records and stops background work. It does not
 // close the KV.
+// extentIDBlock is how many extent IDs a layer takes from the counter at
+// a time: one metadata write per 4,096 extents. It also bounds the tail
+// range an open egroup's record states (Egroup.TailFrom). Tests shrink it
+// to cross blocks often.
+var extentIDBlock uint64 = 4096
+
 func (l *Layer) Close() error {
 	l.closed.Do(func() { close(l.stop); l.stopWatch() })
 	l.bg.Wait()

@@ -78,6 +78,11 @@ func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 		if err != nil || rev != e.modRev {
 			continue // changed under us (e.g. a replica marked bad): leave it
 		}
+		// The writer's own commits all succeeded (a failed one drops the
+		// egroup from the pool), so its committed length is exact.
+		eg.Size = max(eg.Size, e.committed)
+		eg.TailFrom, eg.TailTo = 0, 0
+		eg.Mtime = l.opts.Now().UnixNano()
 		eg.State = meta.EgroupSealed
 		var t meta.Txn
 		t.If(meta.EgroupKey(e.id), rev)

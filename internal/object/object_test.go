@@ -32,6 +32,8 @@ type env struct {
 	local *Local
 	l     *Layer
 	specs []device.Spec
+	// tweak, when set, adjusts the layer's options before each open.
+	tweak func(*Options)
 }
 
 // newEnv builds a layer over real Pebble and real directory devices.
@@ -83,7 +85,11 @@ func (e *env) open() {
 	}
 	e.kv = kv
 	e.local = NewLocal("n1", "r1", devs)
-	l, err := New(kv, e.local, e.local, Options{ExtentMaxBytes: 256 << 10, EgroupMaxBytes: 1 << 20, StatsInterval: 1})
+	opts := Options{ExtentMaxBytes: 256 << 10, EgroupMaxBytes: 1 << 20, StatsInterval: 1}
+	if e.tweak != nil {
+		e.tweak(&opts)
+	}
+	l, err := New(kv, e.local, e.local, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

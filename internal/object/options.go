@@ -51,6 +51,17 @@ type Options struct {
 	// handing it to the Curator (GC, tiering). One minute keeps hot
 	// writers appending to the same egroup while idle ones are released.
 	SealIdleAfter time.Duration
+	// EgroupRecordLag is how far an open egroup's committed length may
+	// run ahead of the length its record states before the writer
+	// rewrites the record. A small PUT then commits its object and extent
+	// records only (two metadata keys instead of three, the egroup record
+	// being rewritten about once per EgroupRecordLag of appends); whoever
+	// seals an egroup whose writer is gone finds the committed length in
+	// its extent records (Egroup.TailFrom). 0 means 1 MiB; negative
+	// rewrites the record at every commit, which a cluster needs while
+	// some of its nodes run a version that does not know the tail
+	// (docs/operations.md, upgrades).
+	EgroupRecordLag int64
 	// OrphanGrace delays start-up removal of replica files that have no
 	// egroup record (see Recover). 0 removes them at once, which is right
 	// for a single node; in a cluster a peer may be between writing such
@@ -138,6 +149,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.LocationCacheEgroupTTL == 0 {
 		o.LocationCacheEgroupTTL = 10 * time.Second
+	}
+	if o.EgroupRecordLag == 0 {
+		o.EgroupRecordLag = 1 << 20
 	}
 	if o.SealIdleAfter == 0 {
 		o.SealIdleAfter = time.Minute

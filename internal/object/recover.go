@@ -67,6 +67,19 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 				return rep, err
 			}
 			rep.Egroups++
+			rev := it.ModRev
+			own := eg.State == meta.EgroupOpen && (eg.Writer == l.opts.Node || eg.Writer == "")
+			if own && eg.TailTo != 0 {
+				// Its committed length may be past Size; find it before
+				// truncating to it.
+				eg, rev, err = l.settleOwnTail(ctx, id, eg, rev)
+				if errors.Is(err, meta.ErrNotFound) {
+					continue // removed meanwhile; its files are orphans
+				}
+				if err != nil {
+					return rep, fmt.Errorf("object: recover: egroup %s: %w", meta.FormatID(id), err)
+				}
+			}
 			changed := false
 			for i, r := range eg.Replicas {
 				st, ok := local.Store(r.Device)
@@ -101,9 +114,9 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 				changed = true
 				rep.Sealed++
 			}
-			if changed {
+			if changed || rev != it.ModRev {
 				var t meta.Txn
-				t.If(it.Key, it.ModRev)
+				t.If(it.Key, rev)
 				t.Put(it.Key, meta.Encode(eg))
 				if _, err := l.kv.Commit(ctx, &t); err != nil && !errors.Is(err, meta.ErrConflict) {
 					return rep, err
@@ -149,6 +162,22 @@ func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, erro
 	}
 	l.snaps.invalidate()
 	return rep, nil
+}
+
+// settleOwnTail is settleTail for an egroup this node left open, retried
+// when the record changes in between (a reader on another node marked a
+// replica bad, the Curator sealed it because this node was down).
+func (l *Layer) settleOwnTail(ctx context.Context, id uint64, eg meta.Egroup, rev int64) (meta.Egroup, int64, error) {
+	for attempt := 0; ; attempt++ {
+		settled, nrev, err := l.settleTail(ctx, id, eg, rev)
+		if !errors.Is(err, meta.ErrConflict) || attempt == 5 {
+			return settled, nrev, err
+		}
+		eg = meta.Egroup{}
+		if rev, err = meta.GetRecord(ctx, l.kv, meta.EgroupKey(id), &eg); err != nil {
+			return eg, 0, err
+		}
+	}
 }
 
 // recoverReplica checks one replica against its egroup record. The

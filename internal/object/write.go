@@ -27,13 +27,20 @@ type openEgroup struct {
 	// the same class share an open egroup.
 	class    string
 	replicas []meta.EgroupReplica
-	// committed is the length recorded in metadata; size includes this
-	// writer's appends that are not yet committed.
+	// committed is the length committed in metadata (the record's Size,
+	// or past it the extent records in the record's tail range); size
+	// includes this writer's appends that are not yet committed.
 	committed int64
 	size      int64
 	modRev    int64 // 0 until the record exists
-	mtime     int64
-	idleSince time.Time // when it went back to the pool
+	// recorded is the Size the record states and [tailFrom, tailTo) its
+	// tail range: commits whose extents of this egroup all have IDs in
+	// the range, and that leave committed within Options.EgroupRecordLag
+	// of recorded, do not rewrite the record.
+	recorded         int64
+	tailFrom, tailTo uint64
+	mtime            int64
+	idleSince        time.Time // when it went back to the pool
 	// retireAt, when set, is when the pool stops handing the egroup out:
 	// it was placed on a slower tier than its vector prefers because the
 	// preferred tier was full (see fallbackTier), and once tiering has
@@ -567,6 +574,12 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 			pending = append(pending, e)
 		}
 	}
+	// The range an egroup record written now states: extents this node
+	// numbers from here on until its next ID block.
+	tailFrom, tailTo, err := l.extentSeq.Block(ctx)
+	if err != nil {
+		return err
+	}
 	xs := w.extents
 	for {
 		var batch []*openEgroup
@@ -580,16 +593,24 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 		last := len(pending) == 0 && len(xs) == 0
 		for attempt := 0; ; attempt++ {
 			var t meta.Txn
-			for _, e := range batch {
-				state := meta.EgroupOpen
-				if e.full {
-					state = meta.EgroupSealed
-				}
+			rewrite := make([]bool, len(batch))
+			for i, e := range batch {
+				// The compare stays when the record is not rewritten: a
+				// reader's bad mark or a seal fences this writer off.
 				t.If(meta.EgroupKey(e.id), e.modRev)
-				t.Put(meta.EgroupKey(e.id), meta.Encode(meta.Egroup{
-					Replicas: e.replicas, State: state, Size: e.size, Vector: e.vector, Mtime: now, Writer: l.opts.Node,
+				if rewrite[i] = w.mustRecord(e); !rewrite[i] {
+					continue
+				}
+				rec := meta.Egroup{
+					Replicas: e.replicas, State: meta.EgroupOpen, Size: e.size, Vector: e.vector, Mtime: now, Writer: l.opts.Node,
 					Codec: e.codec, Logical: logicalIf(e.codec, e.logical),
-				}))
+				}
+				if e.full {
+					rec.State = meta.EgroupSealed
+				} else if l.opts.EgroupRecordLag > 0 && tailTo > tailFrom {
+					rec.TailFrom, rec.TailTo = tailFrom, tailTo
+				}
+				t.Put(meta.EgroupKey(e.id), meta.Encode(rec))
 			}
 			for _, x := range bx {
 				t.Put(meta.ExtentKey(x.id), meta.Encode(x.rec))
@@ -607,9 +628,16 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 				w.uncertain = w.uncertain || !errors.Is(err, meta.ErrConflict)
 				return err
 			}
-			for _, e := range batch {
-				e.modRev = rev
+			for i, e := range batch {
 				e.committed = e.size
+				if rewrite[i] {
+					e.modRev = rev
+					e.recorded = e.size
+					e.tailFrom, e.tailTo = 0, 0
+					if !e.full && l.opts.EgroupRecordLag > 0 {
+						e.tailFrom, e.tailTo = tailFrom, tailTo
+					}
+				}
 			}
 			break
 		}
@@ -617,6 +645,24 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 			return nil
 		}
 	}
+}
+
+// mustRecord reports whether this commit has to rewrite e's record: it
+// is new or being sealed, compressed (its logical bytes live only in the
+// record), the commit would leave the recorded length more than
+// EgroupRecordLag behind, or one of the writer's extents in e has an ID
+// outside the record's tail range (a sealer would not look for it).
+func (w *writer) mustRecord(e *openEgroup) bool {
+	lag := w.l.opts.EgroupRecordLag
+	if e.modRev == 0 || e.full || e.codec != "" || lag <= 0 || e.tailTo == 0 || e.size-e.recorded > lag {
+		return true
+	}
+	for _, x := range w.extents {
+		if x.rec.Egroup == e.id && (x.id < e.tailFrom || x.id >= e.tailTo) {
+			return true
+		}
+	}
+	return false
 }
 
 // refresh re-reads egroup records that changed under the writer (a reader
@@ -713,7 +759,17 @@ func (w *writer) sealDropped(ctx context.Context, e *openEgroup) {
 		if err != nil || eg.State == meta.EgroupSealed {
 			return
 		}
+		// After an uncertain commit only the extent records tell whether
+		// it landed.
+		eg, rev, err = w.l.settleTail(ctx, e.id, eg, rev)
+		if errors.Is(err, meta.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return
+		}
 		eg.State = meta.EgroupSealed
+		eg.Mtime = w.l.opts.Now().UnixNano()
 		var t meta.Txn
 		t.If(meta.EgroupKey(e.id), rev)
 		t.Put(meta.EgroupKey(e.id), meta.Encode(eg))

@@ -80,6 +80,8 @@ type Config struct {
 	// cluster some of whose nodes still run a version that reads only
 	// JSON records (a rolling upgrade: set json, upgrade every node, then
 	// drop the setting). Records of either form are read either way.
+	// json also makes every write rewrite its egroup's record, as older
+	// versions expect of an open egroup (object.Options.EgroupRecordLag).
 	MetaRecordFormat string `yaml:"meta_record_format"`
 	// GCPercent is the Go garbage collector's target (GOGC; 0: 200, see
 	// DefaultGCPercent); the GOGC environment variable wins.

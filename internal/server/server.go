@@ -170,6 +170,10 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		HotReads:       hotReads(cfg.Curator),
 		EgroupMaxBytes: cfg.EgroupMaxBytes,
 		OrphanGrace:    orphanGrace(cfg),
+		// A node of an older version seals a down writer's egroup at the
+		// length its record states; while one may run (a rolling
+		// upgrade), every commit keeps that length exact.
+		EgroupRecordLag: egroupRecordLag(cfg),
 		// Extents never straddle egroups: a small egroup takes small extents.
 		ExtentMaxBytes: extentSizeFor(cfg.EgroupMaxBytes),
 		ReadOrder:      cfg.ReadOrder,
@@ -523,4 +527,14 @@ func (n *Node) clientLatency() func() (recent, baseline time.Duration) {
 		return n.cluster.members.ClusterLatency
 	}
 	return n.Layer.ForegroundLatency
+}
+
+// egroupRecordLag is object.Options.EgroupRecordLag for cfg: the default,
+// unless the cluster is in a rolling upgrade (meta_record_format: json),
+// when every commit rewrites its egroup records as older versions expect.
+func egroupRecordLag(cfg Config) int64 {
+	if cfg.MetaRecordFormat == "json" {
+		return -1
+	}
+	return 0
 }
