@@ -40,8 +40,36 @@ func scanRange(ctx context.Context, kv pageScanner, start, end []byte, fn func(m
 	}
 }
 
+// visitRange is scanRange for the map stage's hot loops: on a store that
+// offers cursors (Pebble) the item fn gets aliases the store's memory and
+// is valid only during the call — fn decodes or copies what it keeps.
+func visitRange(ctx context.Context, kv pageScanner, start, end []byte, fn func(meta.Item) error) (int, error) {
+	cs, ok := kv.(meta.CursorStore)
+	if !ok {
+		return scanRange(ctx, kv, start, end, fn)
+	}
+	cur, err := cs.Cursor(ctx, start, end)
+	if err != nil {
+		return 0, err
+	}
+	defer cur.Close()
+	n := 0
+	for {
+		k, v, rev, ok := cur.Next()
+		if !ok {
+			return n, cur.Err()
+		}
+		if err := fn(meta.Item{Key: k, Value: v, ModRev: rev}); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
 // pager reads the items of [start, end) a page at a time, on demand, for
-// a merge join that walks one range alongside another.
+// a merge join that walks one range alongside another. On a store that
+// offers cursors it walks one instead, and an item is then valid only
+// until the next call (see visitRange); close releases it.
 type pager struct {
 	kv         pageScanner
 	start, end []byte
@@ -49,10 +77,34 @@ type pager struct {
 	i          int
 	done       bool
 	read       int // items fetched so far
+	cur        *meta.Cursor
+}
+
+// close releases the pager's cursor, if it opened one.
+func (p *pager) close() {
+	if p.cur != nil {
+		p.cur.Close()
+	}
 }
 
 // next returns the next item, or false at the end of the range.
 func (p *pager) next(ctx context.Context) (meta.Item, bool, error) {
+	if cs, ok := p.kv.(meta.CursorStore); ok && !p.done {
+		if p.cur == nil {
+			cur, err := cs.Cursor(ctx, p.start, p.end)
+			if err != nil {
+				return meta.Item{}, false, err
+			}
+			p.cur = cur
+		}
+		k, v, rev, ok := p.cur.Next()
+		if !ok {
+			p.done = true
+			return meta.Item{}, false, p.cur.Err()
+		}
+		p.read++
+		return meta.Item{Key: k, Value: v, ModRev: rev}, true, nil
+	}
 	for p.i >= len(p.items) {
 		if p.done {
 			return meta.Item{}, false, nil

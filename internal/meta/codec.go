@@ -85,9 +85,45 @@ func encodeBinary(v any) ([]byte, bool) {
 	return nil, false
 }
 
+// A RecordDecoder decodes many records — a scan's, page after page —
+// carving the egroups' replica lists out of shared blocks instead of
+// allocating one per record. Decoded records may be kept: a block lives
+// as long as any record using it, and each record's list is capped, so
+// appending to it copies. The zero value is ready; not safe for
+// concurrent use.
+type RecordDecoder struct {
+	replicas []EgroupReplica
+	// lists remembers replica lists by their encoded bytes: egroups
+	// share a few lists (one per set of devices), and copying a decoded
+	// one is cheaper than looking up its three names per replica.
+	lists map[string][]EgroupReplica
+	// The last vector decoded and its text.
+	lastVecText string
+	lastVec     model.Vector
+	lastVecSet  bool
+}
+
+// maxReplicaLists bounds a RecordDecoder's remembered replica lists.
+const maxReplicaLists = 4096
+
+// replicaBlock is how many replicas a RecordDecoder allocates at once.
+const replicaBlock = 512
+
+// Decode is Decode with the decoder's blocks.
+func (rd *RecordDecoder) Decode(b []byte, v any) error {
+	if len(b) > 0 && b[0] == binaryMagic {
+		return decodeBinaryWith(b, v, rd)
+	}
+	return Decode(b, v)
+}
+
 // decodeBinary decodes a binary record into v.
-func decodeBinary(b []byte, v any) error {
-	d := binDecoder{b: b[1:]}
+func decodeBinary(b []byte, v any) error { return decodeBinaryWith(b, v, nil) }
+
+// decodeBinaryWith decodes a binary record into v, with rd's blocks and
+// remembered lists when rd is not nil.
+func decodeBinaryWith(b []byte, v any, rd *RecordDecoder) error {
+	d := binDecoder{b: b[1:], rd: rd}
 	kind := d.byte()
 	var err error
 	switch r := v.(type) {
@@ -244,6 +280,9 @@ func boolByte(v bool) byte {
 type binDecoder struct {
 	b   []byte
 	err error
+	// rd, when set, provides the blocks egroup replica lists are carved
+	// from and the lists already decoded.
+	rd *RecordDecoder
 }
 
 var errShort = errors.New("cut short")
@@ -283,6 +322,13 @@ func (d *binDecoder) expectObject(kind byte, v any) error {
 }
 
 func (d *binDecoder) uvarint() uint64 {
+	if len(d.b) > 0 && d.b[0] < 0x80 {
+		// One byte, as most lengths and counts are: binary.Uvarint's
+		// answer without its call.
+		x := uint64(d.b[0])
+		d.b = d.b[1:]
+		return x
+	}
 	x, n := binary.Uvarint(d.b)
 	if n <= 0 {
 		d.fail(errors.New("bad varint"))
@@ -293,6 +339,15 @@ func (d *binDecoder) uvarint() uint64 {
 }
 
 func (d *binDecoder) varint() int64 {
+	if len(d.b) > 0 && d.b[0] < 0x80 {
+		ux := uint64(d.b[0]) // binary.Varint's zig-zag decoding of one byte
+		d.b = d.b[1:]
+		x := int64(ux >> 1)
+		if ux&1 != 0 {
+			x = ^x
+		}
+		return x
+	}
 	x, n := binary.Varint(d.b)
 	if n <= 0 {
 		d.fail(errors.New("bad varint"))
@@ -328,16 +383,20 @@ func (d *binDecoder) name() string { return names.get(d.bytes()) }
 // instead of 10).
 // Bounded: past maxNames distinct strings, or for long ones, a string
 // is allocated as usual.
-var names = nameTable{m: map[string]string{}}
+var names nameTable
 
 const (
 	maxNames   = 4096
 	maxNameLen = 64
 )
 
+// nameTable is copy-on-write: a lookup is an atomic load and a map read,
+// with no lock whose counter every decoding core would write (a read
+// lock's two atomic adds per name were a tenth of a scan's decode time).
+// Inserts copy the map, and there are at most maxNames of them.
 type nameTable struct {
-	mu sync.RWMutex
-	m  map[string]string
+	m  atomic.Pointer[map[string]string]
+	mu sync.Mutex // serialises inserts
 }
 
 func (t *nameTable) get(b []byte) string {
@@ -347,19 +406,39 @@ func (t *nameTable) get(b []byte) string {
 	if len(b) > maxNameLen {
 		return string(b)
 	}
-	t.mu.RLock()
-	s, ok := t.m[string(b)] // no allocation for the lookup
-	t.mu.RUnlock()
-	if ok {
-		return s
+	if m := t.m.Load(); m != nil {
+		if s, ok := (*m)[string(b)]; ok { // no allocation for the lookup
+			return s
+		}
 	}
-	s = string(b)
+	s := string(b)
 	t.mu.Lock()
-	if len(t.m) < maxNames {
-		t.m[s] = s
+	defer t.mu.Unlock()
+	old := t.m.Load()
+	if old != nil {
+		if s, ok := (*old)[s]; ok {
+			return s
+		}
+		if len(*old) >= maxNames {
+			return s
+		}
 	}
-	t.mu.Unlock()
+	m := make(map[string]string, 1+lenOf(old))
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[s] = s
+	t.m.Store(&m)
 	return s
+}
+
+func lenOf(m *map[string]string) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
 
 func (d *binDecoder) flags(max byte) byte {
@@ -386,13 +465,12 @@ func (d *binDecoder) egroup() (Egroup, error) {
 		d.fail(fmt.Errorf("%d replicas in %d bytes", n, len(d.b)))
 	}
 	if n > 0 && d.err == nil {
-		eg.Replicas = make([]EgroupReplica, n)
-		for i := range eg.Replicas {
-			r := &eg.Replicas[i]
-			r.Device = model.DeviceID(d.name())
-			r.Node = model.NodeID(d.name())
-			r.Tier = model.Tier(d.name())
-			r.Bad = d.flags(1) == 1
+		if d.rd == nil {
+			eg.Replicas = make([]EgroupReplica, n)
+			d.replicaList(eg.Replicas)
+		} else {
+			eg.Replicas = d.rd.carve(int(n))
+			d.rd.replicaList(d, eg.Replicas)
 		}
 	}
 	eg.State = EgroupState(d.byte())
@@ -414,12 +492,83 @@ func (d *binDecoder) egroup() (Egroup, error) {
 	if d.err != nil {
 		return Egroup{}, d.err
 	}
-	v, err := cachedVector(vec)
+	v, err := d.vector(vec)
 	if err != nil {
 		return Egroup{}, err
 	}
 	eg.Vector = v
 	return eg, nil
+}
+
+// vector is cachedVector, answered without the shared cache when the
+// record decoder's last vector had the same text (consecutive egroups
+// mostly do).
+func (d *binDecoder) vector(b []byte) (model.Vector, error) {
+	rd := d.rd
+	if rd == nil {
+		return cachedVector(b)
+	}
+	if rd.lastVecSet && string(b) == rd.lastVecText {
+		return rd.lastVec, nil
+	}
+	v, err := cachedVector(b)
+	if err == nil {
+		rd.lastVecText, rd.lastVec, rd.lastVecSet = string(b), v, true
+	}
+	return v, err
+}
+
+// replicaList decodes len(rs) replicas into rs.
+func (d *binDecoder) replicaList(rs []EgroupReplica) {
+	for i := range rs {
+		r := &rs[i]
+		r.Device = model.DeviceID(d.name())
+		r.Node = model.NodeID(d.name())
+		r.Tier = model.Tier(d.name())
+		r.Bad = d.flags(1) == 1
+	}
+}
+
+// carve returns a capped slice of n fresh replicas from the block.
+func (rd *RecordDecoder) carve(n int) []EgroupReplica {
+	if cap(rd.replicas)-len(rd.replicas) < n {
+		rd.replicas = make([]EgroupReplica, 0, max(replicaBlock, n))
+	}
+	at := len(rd.replicas)
+	rd.replicas = rd.replicas[:at+n]
+	return rd.replicas[at : at+n : at+n]
+}
+
+// replicaList decodes d's next len(rs) replicas into rs, copying a list
+// with the same bytes decoded before.
+func (rd *RecordDecoder) replicaList(d *binDecoder, rs []EgroupReplica) {
+	start := d.b
+	for range rs {
+		d.bytes()
+		d.bytes()
+		d.bytes()
+		d.byte()
+	}
+	if d.err != nil {
+		return
+	}
+	raw := start[:len(start)-len(d.b)]
+	if known, ok := rd.lists[string(raw)]; ok && len(known) == len(rs) {
+		copy(rs, known)
+		return
+	}
+	sub := binDecoder{b: raw}
+	sub.replicaList(rs)
+	if sub.err != nil {
+		d.fail(sub.err)
+		return
+	}
+	if rd.lists == nil {
+		rd.lists = map[string][]EgroupReplica{}
+	}
+	if len(rd.lists) < maxReplicaLists {
+		rd.lists[string(raw)] = slices.Clone(rs)
+	}
 }
 
 // count reads a count of entries each at least min bytes long, refusing

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -275,9 +276,7 @@ func TestSetBinaryRecords(t *testing.T) {
 // metadata and tag keys are all different does not fill the name table,
 // so device and tier names still find room in it.
 func TestNamesKeepClientStringsOut(t *testing.T) {
-	names.mu.RLock()
-	before := len(names.m)
-	names.mu.RUnlock()
+	before := lenOf(names.m.Load())
 	for i := range 2000 {
 		b, _ := encodeBinary(Object{ETag: "e", VersionID: fmt.Sprintf("v%08d", i), Headers: map[string]string{"Content-Type": "text/plain"},
 			UserMeta: map[string]string{fmt.Sprintf("m%d", i): "x"}, Tags: map[string]string{fmt.Sprintf("t%d", i): "y"}, Extents: []ExtentRef{}})
@@ -286,10 +285,100 @@ func TestNamesKeepClientStringsOut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	names.mu.RLock()
-	grew := len(names.m) - before
-	names.mu.RUnlock()
+	grew := lenOf(names.m.Load()) - before
 	if grew > 2 {
 		t.Fatalf("2,000 objects with their own version IDs and keys added %d names", grew)
+	}
+}
+
+// ParseID's fixed-width fast path answers exactly what strconv does, for
+// IDs as FormatID writes them and for keys it does not.
+func FuzzParseID(f *testing.F) {
+	for _, s := range []string{"g/0000000000000001", "x/ffffffffffffffff", "a/FFFFFFFFFFFFFFFF", "0000000000000000",
+		"g/000000000000000g", "g/+000000000000001", "g/1", "g/", "", "g/00000000000000001", "x/0x00000000000001", "g/a/b/0123456789abcdef"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, key []byte) {
+		s := string(key)
+		if i := strings.LastIndexByte(s, '/'); i >= 0 {
+			s = s[i+1:]
+		}
+		want, werr := strconv.ParseUint(s, 16, 64)
+		got, err := ParseID(key)
+		if got != want || (err == nil) != (werr == nil) {
+			t.Fatalf("ParseID(%q) = %d, %v; strconv: %d, %v", key, got, err, want, werr)
+		}
+	})
+}
+
+func TestParseIDRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 10_000; i++ {
+		id := r.Uint64() >> r.IntN(64)
+		for _, key := range [][]byte{EgroupKey(id), ExtentKey(id), []byte(strings.ToUpper(FormatID(id)))} {
+			if got, err := ParseID(key); err != nil || got != id {
+				t.Fatalf("ParseID(%q) = %d, %v; want %d", key, got, err, id)
+			}
+		}
+	}
+}
+
+// TestRecordDecoderDecodesAsDecode: a RecordDecoder, which carves replica
+// lists from shared blocks and copies lists it decoded before, decodes
+// every record exactly as Decode does — also records cut short or
+// otherwise bad, which fail both — and the records it returns do not
+// share memory: changing or appending to one leaves the others alone.
+func TestRecordDecoderDecodesAsDecode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var rd RecordDecoder
+	var kept []*Egroup
+	var want []Egroup
+	for i := range 5000 {
+		rec := randomRecord(rng)
+		b, _ := encodeBinary(rec)
+		if rng.IntN(10) == 0 {
+			b = b[:rng.IntN(len(b))] // cut short
+		}
+		plain := reflect.New(reflect.TypeOf(rec).Elem()).Interface()
+		got := reflect.New(reflect.TypeOf(rec).Elem()).Interface()
+		perr, gerr := Decode(b, plain), rd.Decode(b, got)
+		if (perr == nil) != (gerr == nil) {
+			t.Fatalf("record %d: Decode: %v, RecordDecoder: %v", i, perr, gerr)
+		}
+		if perr != nil {
+			continue
+		}
+		if !reflect.DeepEqual(plain, got) {
+			t.Fatalf("record %d:\nRecordDecoder %+v\nDecode        %+v", i, got, plain)
+		}
+		if eg, ok := got.(*Egroup); ok {
+			kept = append(kept, eg)
+			want = append(want, *plain.(*Egroup))
+		}
+	}
+	if len(kept) < 100 {
+		t.Fatalf("only %d egroups decoded", len(kept))
+	}
+	for _, eg := range kept {
+		if len(eg.Replicas) > 0 {
+			eg.Replicas[0].Bad = !eg.Replicas[0].Bad
+			eg.Replicas = append(eg.Replicas, EgroupReplica{Device: "x"})
+		}
+	}
+	for i, eg := range kept {
+		if len(eg.Replicas) == 0 {
+			continue
+		}
+		if eg.Replicas[0].Bad == want[i].Replicas[0].Bad || eg.Replicas[len(eg.Replicas)-1].Device != "x" ||
+			!reflect.DeepEqual(eg.Replicas[1:len(eg.Replicas)-1], want[i].Replicas[1:]) {
+			t.Fatalf("egroup %d: replicas %+v after changing every record once; decoded %+v", i, eg.Replicas, want[i].Replicas)
+		}
+	}
+	// A list decoded after the changes is as encoded.
+	again := Egroup{Replicas: want[0].Replicas, Vector: want[0].Vector}
+	b, _ := encodeBinary(&again)
+	var got Egroup
+	if err := rd.Decode(b, &got); err != nil || !reflect.DeepEqual(got.Replicas, want[0].Replicas) {
+		t.Fatalf("replicas %+v, %v; want %+v", got.Replicas, err, want[0].Replicas)
 	}
 }

@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -379,11 +380,28 @@ func FormatID(id uint64) string { return fmt.Sprintf("%016x", id) }
 
 // ParseID parses the hex ID at the end of a map key.
 func ParseID(key []byte) (uint64, error) {
-	s := string(key)
-	if i := strings.LastIndexByte(s, '/'); i >= 0 {
-		s = s[i+1:]
+	if i := bytes.LastIndexByte(key, '/'); i >= 0 {
+		key = key[i+1:]
 	}
-	return strconv.ParseUint(s, 16, 64)
+	// The fast path for what FormatID writes: scans parse millions.
+	if len(key) == 16 {
+		var id uint64
+		for _, c := range key {
+			switch {
+			case '0' <= c && c <= '9':
+				c -= '0'
+			case 'a' <= c && c <= 'f':
+				c -= 'a' - 10
+			case 'A' <= c && c <= 'F':
+				c -= 'A' - 10
+			default:
+				return strconv.ParseUint(string(key), 16, 64) // its error
+			}
+			id = id<<4 | uint64(c)
+		}
+		return id, nil
+	}
+	return strconv.ParseUint(string(key), 16, 64)
 }
 
 // Encode serialises a record. Egroup, access and extent records are

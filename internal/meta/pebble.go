@@ -108,6 +108,10 @@ func OpenPebbleWith(dir string, o PebbleOptions) (*Pebble, error) {
 	return p, nil
 }
 
+// scanChunkBytes is the size of the chunks a scan copies keys and values
+// into.
+const scanChunkBytes = 16 << 10
+
 func decodeValue(key, raw []byte) (Item, error) {
 	if len(raw) < 8 {
 		return Item{}, fmt.Errorf("meta: corrupt value for key %q (%d bytes)", key, len(raw))
@@ -167,6 +171,15 @@ func scanIter(ctx context.Context, newIter func(*pebble.IterOptions) (*pebble.It
 	}
 	defer it.Close()
 	var out []Item
+	if limit > 0 {
+		out = make([]Item, 0, min(limit, 1024))
+	}
+	// The items' keys and values are copied into shared chunks, not one
+	// allocation each: a scan page of small records (the Curator's map
+	// stage reads millions) is then a few allocations instead of two per
+	// record. A chunk is small enough that an item a caller keeps pins
+	// little else.
+	var chunk []byte
 	for ok := it.First(); ok; ok = it.Next() {
 		if limit > 0 && len(out) >= limit {
 			break
@@ -180,11 +193,25 @@ func scanIter(ctx context.Context, newIter func(*pebble.IterOptions) (*pebble.It
 		if err != nil {
 			return nil, fmt.Errorf("meta: scan: %w", err)
 		}
-		item, err := decodeValue(it.Key(), v)
-		if err != nil {
-			return nil, err
+		key := it.Key()
+		if len(v) < 8 {
+			return nil, fmt.Errorf("meta: corrupt value for key %q (%d bytes)", key, len(v))
 		}
-		out = append(out, item)
+		n := len(key) + len(v) - 8
+		if cap(chunk)-len(chunk) < n {
+			chunk = make([]byte, 0, max(scanChunkBytes, n))
+		}
+		at := len(chunk)
+		chunk = append(chunk, key...)
+		chunk = append(chunk, v[8:]...)
+		k := at + len(key)
+		out = append(out, Item{
+			// Full slice expressions: appending to a Key must not
+			// overwrite its Value.
+			Key:    chunk[at:k:k],
+			Value:  chunk[k:len(chunk):len(chunk)],
+			ModRev: int64(binary.BigEndian.Uint64(v[:8])),
+		})
 	}
 	if err := it.Error(); err != nil {
 		return nil, fmt.Errorf("meta: scan: %w", err)
@@ -377,6 +404,109 @@ func (s *pebbleSnapshot) Scan(ctx context.Context, start, end []byte, limit int)
 	}
 	defer s.p.exit()
 	return scanIter(ctx, func(o *pebble.IterOptions) (*pebble.Iterator, error) { return s.s.NewIter(o) }, start, end, limit)
+}
+
+// CursorStore is a store that can walk a key range without copying it
+// (Pebble and its snapshots); callers that read millions of records use
+// it when the store offers it and Scan pages otherwise (etcd).
+type CursorStore interface {
+	Cursor(ctx context.Context, start, end []byte) (*Cursor, error)
+}
+
+// A Cursor walks the records of a key range in order. The key and value
+// Next returns alias the store's memory: they are valid only until the
+// next call to Next or Close, so a caller decodes or copies what it
+// keeps. That saves the two copies per record a Scan page makes, which
+// for the Curator's map stage were a sixth of its time. Close it
+// promptly: an open cursor holds the store open (Close waits for it) and
+// pins the state it reads. Not safe for concurrent use.
+type Cursor struct {
+	ctx     context.Context
+	it      *pebble.Iterator
+	exit    func()
+	started bool
+	n       int
+	err     error
+}
+
+// Cursor opens a cursor over [start, end).
+func (p *Pebble) Cursor(ctx context.Context, start, end []byte) (*Cursor, error) {
+	return p.cursor(ctx, p.db.NewIter, start, end)
+}
+
+// Cursor opens a cursor over [start, end) of the snapshot.
+func (s *pebbleSnapshot) Cursor(ctx context.Context, start, end []byte) (*Cursor, error) {
+	return s.p.cursor(ctx, func(o *pebble.IterOptions) (*pebble.Iterator, error) { return s.s.NewIter(o) }, start, end)
+}
+
+func (p *Pebble) cursor(ctx context.Context, newIter func(*pebble.IterOptions) (*pebble.Iterator, error), start, end []byte) (*Cursor, error) {
+	p.reads.Add(1)
+	if err := p.enter(); err != nil {
+		return nil, err
+	}
+	if end == nil || bytes.Compare(end, revKey) > 0 {
+		end = revKey
+	}
+	if len(start) == 0 {
+		start = nil // see scanIter
+	}
+	it, err := newIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		p.exit()
+		return nil, fmt.Errorf("meta: cursor: %w", err)
+	}
+	return &Cursor{ctx: ctx, it: it, exit: p.exit}, nil
+}
+
+// Next returns the next record, or ok false at the end of the range or
+// on an error (Err).
+func (c *Cursor) Next() (key, value []byte, modRev int64, ok bool) {
+	if c.err != nil || c.it == nil {
+		return nil, nil, 0, false
+	}
+	if !c.started {
+		c.started = true
+		ok = c.it.First()
+	} else {
+		ok = c.it.Next()
+	}
+	if !ok {
+		if err := c.it.Error(); err != nil {
+			c.err = fmt.Errorf("meta: cursor: %w", err)
+		}
+		return nil, nil, 0, false
+	}
+	if c.n++; c.n%256 == 0 {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			return nil, nil, 0, false
+		}
+	}
+	v, err := c.it.ValueAndErr()
+	if err != nil {
+		c.err = fmt.Errorf("meta: cursor: %w", err)
+		return nil, nil, 0, false
+	}
+	key = c.it.Key()
+	if len(v) < 8 {
+		c.err = fmt.Errorf("meta: corrupt value for key %q (%d bytes)", key, len(v))
+		return nil, nil, 0, false
+	}
+	return key, v[8:], int64(binary.BigEndian.Uint64(v[:8])), true
+}
+
+// Err is the error that ended the walk, if any.
+func (c *Cursor) Err() error { return c.err }
+
+// Close releases the cursor. It is safe to call more than once.
+func (c *Cursor) Close() error {
+	if c.it == nil {
+		return nil
+	}
+	err := c.it.Close()
+	c.it = nil
+	c.exit()
+	return err
 }
 
 // Rev returns the latest committed revision.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -573,5 +574,92 @@ func TestPebbleSnapshots(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPebbleCursor: a cursor walks exactly what Scan returns for the
+// range — keys, values and revisions, bounds respected — on the store and
+// on a snapshot (which does not see later writes), stops on a cancelled
+// context with its error, and Close is idempotent and lets the store
+// close.
+func TestPebbleCursor(t *testing.T) {
+	kv, _ := openTest(t)
+	ctx := context.Background()
+	for i := range 2000 {
+		put(t, kv, fmt.Sprintf("g/%016x", i), fmt.Sprintf("v%d", i*7))
+	}
+	put(t, kv, "h/after", "x")
+	snap, err := kv.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	put(t, kv, "g/0000000000000005", "changed") // after the snapshot
+	walk := func(cs CursorStore, start string, end []byte) []Item {
+		t.Helper()
+		cur, err := cs.Cursor(ctx, []byte(start), end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cur.Close()
+		var out []Item
+		for {
+			k, v, rev, ok := cur.Next()
+			if !ok {
+				if err := cur.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			out = append(out, Item{Key: bytes.Clone(k), Value: bytes.Clone(v), ModRev: rev})
+		}
+	}
+	for _, r := range [][2]string{{"g/", "g0"}, {"g/0000000000000100", "g/0000000000000200"}, {"", ""}, {"z", ""}} {
+		end := []byte(r[1])
+		if r[1] == "" {
+			end = nil
+		}
+		for name, store := range map[string]interface {
+			CursorStore
+			Scan(context.Context, []byte, []byte, int) ([]Item, error)
+		}{"store": kv, "snapshot": snap.(*pebbleSnapshot)} {
+			want, err := store.Scan(ctx, []byte(r[0]), end, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := walk(store, r[0], end)
+			if !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+				t.Fatalf("%s [%q, %q): cursor read %d records, Scan %d", name, r[0], r[1], len(got), len(want))
+			}
+		}
+	}
+	if got := walk(snap.(*pebbleSnapshot), "g/0000000000000005", []byte("g/0000000000000006")); len(got) != 1 || string(got[0].Value) != "v35" {
+		t.Fatalf("snapshot cursor read %+v, want the value before the later write", got)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	cur, err := kv.Cursor(cctx, []byte("g/"), []byte("g0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		if _, _, _, ok := cur.Next(); !ok {
+			break
+		}
+		n++
+	}
+	if !errors.Is(cur.Err(), context.Canceled) || n >= 2000 {
+		t.Fatalf("cancelled cursor read %d records, err %v", n, cur.Err())
+	}
+	if err := cur.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cur.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snap.Close()
+	if err := kv.Close(); err != nil {
+		t.Fatalf("close after the cursors: %v", err)
 	}
 }
