@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,31 +160,49 @@ func BenchmarkMapEgroups(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	part := Partition{Name: "egroups/0", Lo: 0, Hi: math.MaxUint64}
+	whole := Partition{Name: "egroups/0", Lo: 0, Hi: math.MaxUint64}
 	// Untimed passes while Pebble compacts what the load wrote.
 	for start := time.Now(); time.Since(start) < 3*time.Second; {
-		if _, err := MapPartition(ctx, kv, part, func(MapRecord) error { return nil }); err != nil {
+		if _, err := MapPartition(ctx, kv, whole, func(MapRecord) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		n, accessed := 0, 0
-		_, err := MapPartition(ctx, kv, part, func(r MapRecord) error {
-			n++
-			if r.Access != nil {
-				accessed++
+	// "one" maps the range as one partition on one core; "node" maps it
+	// as GOMAXPROCS partitions at once, as a node works its share of a
+	// scan's partitions (ScanParallelism).
+	for _, par := range []int{1, runtime.GOMAXPROCS(0)} {
+		name := "one"
+		if par > 1 {
+			name = fmt.Sprintf("node-%d", par)
+		}
+		parts := make([]Partition, par)
+		step := uint64(egroups)/uint64(par) + 1
+		for i := range parts {
+			parts[i] = Partition{Name: fmt.Sprintf("egroups/%x", i), Lo: uint64(i) * step, Hi: uint64(i+1)*step - 1}
+		}
+		parts[par-1].Hi = math.MaxUint64
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				var n, accessed atomic.Int64
+				err := mapParallel(ctx, parts, par, func(ctx context.Context, p Partition) error {
+					_, err := MapPartition(ctx, kv, p, func(r MapRecord) error {
+						n.Add(1)
+						if r.Access != nil {
+							accessed.Add(1)
+						}
+						return nil
+					})
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if n.Load() != int64(egroups) || accessed.Load() != int64(egroups) {
+					b.Fatalf("mapped %d egroups (%d with access records), want %d", n.Load(), accessed.Load(), egroups)
+				}
 			}
-			return nil
+			b.ReportMetric(float64(egroups)*float64(b.N)/b.Elapsed().Seconds(), "egroups/s")
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n != egroups || accessed != egroups {
-			b.Fatalf("mapped %d egroups (%d with access records), want %d", n, accessed, egroups)
-		}
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(egroups)*float64(b.N)/b.Elapsed().Seconds(), "egroups/s")
 }
