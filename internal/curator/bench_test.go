@@ -81,20 +81,7 @@ func BenchmarkPartialScan(b *testing.B) {
 	kv, local, pol, l := benchNode(b)
 	ctx := context.Background()
 	egroups := *scanEgroups
-	now := time.Now().UnixNano()
-	v := model.MustParseVector("hdd=2")
-	reps := []meta.EgroupReplica{{Device: "n1/hdd0", Node: "n1", Tier: "hdd"}, {Device: "n1/hdd1", Node: "n1", Tier: "hdd"}}
-	const perTxn = 60 // two records per egroup; a transaction holds at most 128 operations
-	for i := 0; i < egroups; i += perTxn {
-		var t meta.Txn
-		for eg := uint64(i + 1); eg <= uint64(min(i+perTxn, egroups)); eg++ {
-			t.Put(meta.EgroupKey(eg), meta.Encode(meta.Egroup{Replicas: reps, State: meta.EgroupSealed, Size: 16 << 20, Vector: v, Mtime: now}))
-			t.Put(meta.AccessKey(eg), meta.Encode(meta.Access{Atime: now, Reads: 3}))
-		}
-		if _, err := kv.Commit(ctx, &t); err != nil {
-			b.Fatal(err)
-		}
-	}
+	loadEgroups(b, kv, egroups)
 	c := New(l, kv, local, pol, nil, nil, Options{})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -146,20 +133,7 @@ func BenchmarkMapEgroups(b *testing.B) {
 	kv, _, _, _ := benchNode(b)
 	ctx := context.Background()
 	egroups := *scanEgroups
-	now := time.Now().UnixNano()
-	v := model.MustParseVector("hdd=2")
-	reps := []meta.EgroupReplica{{Device: "n1/hdd0", Node: "n1", Tier: "hdd"}, {Device: "n1/hdd1", Node: "n1", Tier: "hdd"}}
-	const perTxn = 60
-	for i := 0; i < egroups; i += perTxn {
-		var t meta.Txn
-		for eg := uint64(i + 1); eg <= uint64(min(i+perTxn, egroups)); eg++ {
-			t.Put(meta.EgroupKey(eg), meta.Encode(meta.Egroup{Replicas: reps, State: meta.EgroupSealed, Size: 16 << 20, Vector: v, Mtime: now}))
-			t.Put(meta.AccessKey(eg), meta.Encode(meta.Access{Atime: now, Reads: 3}))
-		}
-		if _, err := kv.Commit(ctx, &t); err != nil {
-			b.Fatal(err)
-		}
-	}
+	loadEgroups(b, kv, egroups)
 	whole := Partition{Name: "egroups/0", Lo: 0, Hi: math.MaxUint64}
 	// Untimed passes while Pebble compacts what the load wrote.
 	for start := time.Now(); time.Since(start) < 3*time.Second; {
@@ -204,5 +178,25 @@ func BenchmarkMapEgroups(b *testing.B) {
 			}
 			b.ReportMetric(float64(egroups)*float64(b.N)/b.Elapsed().Seconds(), "egroups/s")
 		})
+	}
+}
+
+// loadEgroups writes egroup records 1..n, sealed with two hdd replicas,
+// each with an access record.
+func loadEgroups(b *testing.B, kv *meta.Pebble, n int) {
+	ctx := context.Background()
+	now := time.Now().UnixNano()
+	v := model.MustParseVector("hdd=2")
+	reps := []meta.EgroupReplica{{Device: "n1/hdd0", Node: "n1", Tier: "hdd"}, {Device: "n1/hdd1", Node: "n1", Tier: "hdd"}}
+	const perTxn = 60 // two records per egroup; a transaction holds at most 128 operations
+	for i := 0; i < n; i += perTxn {
+		var t meta.Txn
+		for eg := uint64(i + 1); eg <= uint64(min(i+perTxn, n)); eg++ {
+			t.Put(meta.EgroupKey(eg), meta.Encode(meta.Egroup{Replicas: reps, State: meta.EgroupSealed, Size: 16 << 20, Vector: v, Mtime: now}))
+			t.Put(meta.AccessKey(eg), meta.Encode(meta.Access{Atime: now, Reads: 3}))
+		}
+		if _, err := kv.Commit(ctx, &t); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

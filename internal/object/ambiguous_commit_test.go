@@ -114,15 +114,7 @@ func TestAmbiguousCommitKeepsData(t *testing.T) {
 			// must state a length that covers the landed extents: a
 			// restart truncates replicas to it.
 			checkTails(t, e.kv)
-			l.Close()
-			l2, err := New(e.kv, e.local, e.local, Options{StatsInterval: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l2.Close()
-			if _, err := l2.Recover(ctx, e.local); err != nil {
-				t.Fatal(err)
-			}
+			l2 := restartLayer(t, e, l)
 			if got, err := readAll(t, l2, "k"); err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("read after a restart: err %v, equal %v", err, bytes.Equal(got, data))
 			}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -162,14 +163,7 @@ func TestRecoverySealsAtTheCommittedTail(t *testing.T) {
 		st, _ := e.local.Store(r.Device)
 		paths = append(paths, filepath.Join(st.Device().Spec().Path, extent.FileName(id)))
 	}
-	for _, p := range paths {
-		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Write(extent.Encode(nil, []byte("unacknowledged")))
-		f.Close()
-	}
+	appendGarbage(t, paths)
 	e.open()
 	eg, _ = egroupRecord(t, e.kv, id)
 	if eg.State != meta.EgroupSealed || eg.Size != want || eg.TailTo != 0 {
@@ -353,18 +347,90 @@ func TestSealFenceStopsACommitDuringTheTailRead(t *testing.T) {
 	}
 	t.Logf("seal: %v", sealErr) // either wins; what matters is below
 	checkTails(t, e.kv)
+	l2 := restartLayer(t, e, l)
+	for _, k := range []string{"a", "bb", "ccc", "dddd"} {
+		if got, err := readAll(t, l2, k); err != nil || !bytes.Equal(got, payload(uint64(len(k)), 3000)) {
+			t.Fatalf("%s after the seal and a restart: %v", k, err)
+		}
+	}
+}
+
+// TestSealKeepsTheLastWriteTime: an egroup sealed after its record lagged
+// states the time of its last write, not of its last record rewrite nor
+// of the seal: tiering ages data by it and the garbage grace runs from
+// it. Sealed by the idle writer, by the Curator and by recovery.
+func TestSealKeepsTheLastWriteTime(t *testing.T) {
+	for _, how := range []string{"idle", "curator", "recovery"} {
+		t.Run(how, func(t *testing.T) {
+			clock := time.Unix(1_800_000_000, 0)
+			e := newEnv(t)
+			e.tweak = func(o *Options) { o.Now = func() time.Time { return clock } }
+			e.restart()
+			ctx := context.Background()
+			if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 4; i++ {
+				e.put("bkt", fmt.Sprintf("k%d", i), payload(uint64(i), 2000), "hdd=2")
+				clock = clock.Add(time.Minute)
+			}
+			last := clock.Add(-time.Minute)
+			loc, _ := e.l.Locate(ctx, "bkt", "k0")
+			id := loc.Extents[0].Egroup
+			if eg, _ := egroupRecord(t, e.kv, id); eg.Mtime == last.UnixNano() {
+				t.Fatal("the record was rewritten by the last PUT: the lag is not exercised")
+			}
+			clock = clock.Add(time.Hour)
+			switch how {
+			case "idle":
+				if n, err := e.l.SealIdle(ctx, time.Minute); err != nil || n != 1 {
+					t.Fatalf("SealIdle: %d sealed, %v", n, err)
+				}
+			case "curator":
+				_, rev := egroupRecord(t, e.kv, id)
+				if err := e.l.SealEgroup(ctx, id, rev); err != nil {
+					t.Fatal(err)
+				}
+			case "recovery":
+				e.restart()
+			}
+			eg, _ := egroupRecord(t, e.kv, id)
+			if eg.State != meta.EgroupSealed || eg.Mtime != last.UnixNano() {
+				t.Fatalf("sealed %v with mtime %v, want the last PUT's %v", eg.State == meta.EgroupSealed, time.Unix(0, eg.Mtime), last)
+			}
+		})
+	}
+}
+
+// restartLayer closes l and returns a new layer over e's store and
+// devices after start-up recovery, as a restarted node has; closed when
+// the test ends.
+func restartLayer(t *testing.T, e *env, l *Layer) *Layer {
+	t.Helper()
 	l.Close()
 	l2, err := New(e.kv, e.local, e.local, Options{StatsInterval: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l2.Close()
-	if _, err := l2.Recover(ctx, e.local); err != nil {
+	t.Cleanup(func() { l2.Close() })
+	if _, err := l2.Recover(context.Background(), e.local); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"a", "bb", "ccc", "dddd"} {
-		if got, err := readAll(t, l2, k); err != nil || !bytes.Equal(got, payload(uint64(len(k)), 3000)) {
-			t.Fatalf("%s after the seal and a restart: %v", k, err)
+	return l2
+}
+
+// appendGarbage appends a valid slice to each file, as an append that
+// reached the replicas but was never committed leaves it.
+func appendGarbage(t *testing.T, paths []string) {
+	t.Helper()
+	for _, p := range paths {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
+		if _, err := f.Write(extent.Encode(nil, []byte("unacknowledged"))); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
 	}
 }

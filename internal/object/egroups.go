@@ -69,12 +69,12 @@ func (l *Layer) SealEgroup(ctx context.Context, id uint64, modRev int64) error {
 		return err
 	}
 	eg.State = meta.EgroupSealed
-	eg.Mtime = l.opts.Now().UnixNano()
 	return l.SwitchEgroup(ctx, id, rev, eg)
 }
 
 // settleTail returns an open egroup's record with Size raised to its
-// committed length and the tail range cleared, and the record's new
+// committed length, Mtime to its last extent's write and the tail range
+// cleared, and the record's new
 // revision; a record without a tail range comes back as it is. The
 // writer may have committed extents past Size without rewriting the
 // record (Options.EgroupRecordLag), all numbered within the range. The
@@ -110,6 +110,9 @@ func (l *Layer) settleTail(ctx context.Context, id uint64, eg meta.Egroup, rev i
 			}
 			if x.Egroup == id {
 				eg.Size = max(eg.Size, x.Off+extent.EncodedLen(x.StoredLen()))
+				// The record's Mtime is its last rewrite; tiering and
+				// the garbage grace age the data by its last write.
+				eg.Mtime = max(eg.Mtime, x.Ctime)
 			}
 		}
 		if len(items) < 1024 {

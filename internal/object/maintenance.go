@@ -82,7 +82,7 @@ func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 		// egroup from the pool), so its committed length is exact.
 		eg.Size = max(eg.Size, e.committed)
 		eg.TailFrom, eg.TailTo = 0, 0
-		eg.Mtime = l.opts.Now().UnixNano()
+		eg.Mtime = max(eg.Mtime, e.mtime) // its last commit: tiering ages data by it
 		eg.State = meta.EgroupSealed
 		var t meta.Txn
 		t.If(meta.EgroupKey(e.id), rev)

@@ -546,14 +546,7 @@ func TestRecoveryTruncatesUnacknowledgedBytes(t *testing.T) {
 		st, _ := e.local.Store(r.Device)
 		paths = append(paths, filepath.Join(st.Device().Spec().Path, extent.FileName(loc.Extents[0].Egroup)))
 	}
-	for _, p := range paths {
-		f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Write(extent.Encode(nil, []byte("unacknowledged")))
-		f.Close()
-	}
+	appendGarbage(t, paths)
 	orphan := filepath.Join(e.specs[0].Path, extent.FileName(999999))
 	os.MkdirAll(filepath.Dir(orphan), 0o755)
 	os.WriteFile(orphan, []byte("junk"), 0o644)

@@ -39,7 +39,7 @@ type openEgroup struct {
 	// of recorded, do not rewrite the record.
 	recorded         int64
 	tailFrom, tailTo uint64
-	mtime            int64
+	mtime            int64     // of its last commit (unix ns)
 	idleSince        time.Time // when it went back to the pool
 	// retireAt, when set, is when the pool stops handing the egroup out:
 	// it was placed on a slower tier than its vector prefers because the
@@ -630,6 +630,7 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 			}
 			for i, e := range batch {
 				e.committed = e.size
+				e.mtime = now
 				if rewrite[i] {
 					e.modRev = rev
 					e.recorded = e.size
@@ -769,7 +770,6 @@ func (w *writer) sealDropped(ctx context.Context, e *openEgroup) {
 			return
 		}
 		eg.State = meta.EgroupSealed
-		eg.Mtime = w.l.opts.Now().UnixNano()
 		var t meta.Txn
 		t.If(meta.EgroupKey(e.id), rev)
 		t.Put(meta.EgroupKey(e.id), meta.Encode(eg))

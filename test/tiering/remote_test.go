@@ -206,8 +206,15 @@ func TestRemoteTierDemotePromoteRecall(t *testing.T) {
 			t.Fatalf("read k%03d after demotion: %v", i, err)
 		}
 	}
-	t.Logf("demoted: %d objects have a remote replica, %d only remote; last job %v", onRemote, len(remoteOnly), rec.Done)
+	t.Logf("demoted: %d objects have a remote replica, %d only remote; last job %v failed %d errors %v", onRemote, len(remoteOnly), rec.Done, rec.Failed, rec.Errors)
 	if onRemote == 0 {
+		for i := 0; i < n2+n1; i++ {
+			var loc object.Location
+			local.call(t, "GET", fmt.Sprintf("/v1/object/locate?bucket=tier&key=k%03d", i), nil, &loc)
+			for _, x := range loc.Extents {
+				t.Logf("k%03d: egroup %x %s on %v", i, x.Egroup, x.State, x.Replicas)
+			}
+		}
 		b, _ := json.MarshalIndent(policy, "", " ")
 		t.Fatalf("nothing demoted to the remote tier; policy: %s", b)
 	}
