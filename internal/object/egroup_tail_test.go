@@ -134,6 +134,33 @@ func TestSmallPutsLeaveTheEgroupRecordAlone(t *testing.T) {
 	}
 }
 
+// TestNoLagRewritesTheRecordEveryCommit: with EgroupRecordLag negative
+// (a cluster some of whose nodes predate the tail range) every commit
+// states the exact length and no tail range, as before.
+func TestNoLagRewritesTheRecordEveryCommit(t *testing.T) {
+	e := newEnv(t)
+	e.tweak = func(o *Options) { o.EgroupRecordLag = -1 }
+	e.restart()
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	var id uint64
+	last := int64(-1)
+	for i := 0; i < 10; i++ {
+		e.put("bkt", fmt.Sprintf("k%d", i), payload(uint64(i), 3000), "hdd=2")
+		if i == 0 {
+			loc, _ := e.l.Locate(ctx, "bkt", "k0")
+			id = loc.Extents[0].Egroup
+		}
+		eg, rev := egroupRecord(t, e.kv, id)
+		if rev == last || eg.Size != int64(i+1)*extent.EncodedLen(3000) || eg.TailTo != 0 {
+			t.Fatalf("after PUT %d: record at rev %d (was %d), size %d, tail %d; want rewritten, exact, no tail", i, rev, last, eg.Size, eg.TailTo)
+		}
+		last = rev
+	}
+}
+
 // TestRecoverySealsAtTheCommittedTail: a node that crashes with an open
 // egroup whose record lags its commits must, on restart, seal it at the
 // end of its last committed extent — truncating to the stale Size would

@@ -88,3 +88,14 @@ func TestExtentSizeFollowsSmallEgroups(t *testing.T) {
 		}
 	}
 }
+
+// A cluster in a rolling upgrade (meta_record_format: json) keeps every
+// egroup record exact, as older versions expect; otherwise the object
+// layer's default lag applies.
+func TestEgroupRecordLagFollowsTheRecordFormat(t *testing.T) {
+	for format, want := range map[string]int64{"": 0, "binary": 0, "json": -1} {
+		if got := egroupRecordLag(Config{MetaRecordFormat: format}); got != want {
+			t.Errorf("meta_record_format %q: egroup record lag %d, want %d", format, got, want)
+		}
+	}
+}
