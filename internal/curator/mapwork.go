@@ -52,6 +52,10 @@ type MapRecord struct {
 	Access *meta.Access
 	Extent *meta.Extent
 	Owner  *OwnerRecord
+	// compact, when its shape is set, is an egroup already in the form
+	// the master keeps (a worker's compact stream; Egroup and Access are
+	// then nil). Not sent: it exists on the master only.
+	compact egroupRec
 }
 
 // OwnerRecord is an object, version or upload part record as the reduce
@@ -576,10 +580,34 @@ func decodeVersion(it meta.Item) (v meta.Version, bucket, key string, err error)
 // map). A stream without its end frame was cut off and is not used.
 type mapFrame struct {
 	Recs []MapRecord
-	End  bool
-	Read int
-	N    int
-	Err  string
+	// A compact stream of an egroup partition (WriteCompactMapStream)
+	// sends its egroups as Egs instead, each naming its shape by its
+	// index among the Shapes of the stream's frames so far; a frame
+	// carries the shapes its egroups are the first to use.
+	Shapes []mapShape
+	Egs    []mapEgroup
+	End    bool
+	Read   int
+	N      int
+	Err    string
+}
+
+// mapShape is an egroup shape (egroupShape) as a compact stream sends it:
+// the first record that has it, and whether that egroup has an access
+// record. The master interns it as it would that record's.
+type mapShape struct {
+	Egroup   meta.Egroup
+	Accessed bool
+}
+
+// mapEgroup is an egroup in the compact form the master keeps
+// (egroupRec): the worker does the master's first reduce step, and what
+// travels per egroup is nine integers, not a decoded record with its
+// replica list and access record.
+type mapEgroup struct {
+	ID                                                 uint64
+	Rev, Size, Mtime, Logical, FileBytes, Atime, Reads int64
+	Shape                                              uint32
 }
 
 // mapFrameRecords is how many records one frame carries.
@@ -601,6 +629,24 @@ const mapHeartbeat = time.Second
 // reason, not a truncated stream. Every frame is one Write (flush it, on
 // HTTP, so heartbeats are not held in a buffer).
 func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition) error {
+	return writeMapStream(ctx, w, kv, part, false)
+}
+
+// WriteCompactMapStream is WriteMapStream sending an egroup partition's
+// egroups in the compact form the master keeps (mapEgroup, mapShape);
+// other partitions are sent as WriteMapStream sends them. A master of
+// this version reads both forms with ReadMapStream; one that predates
+// the compact form must not ask for it.
+func WriteCompactMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition) error {
+	return writeMapStream(ctx, w, kv, part, true)
+}
+
+func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition, compact bool) error {
+	if mapName, err := ParsePartition(part.Name); err != nil {
+		return err
+	} else if mapName != "egroups" {
+		compact = false
+	}
 	if part.Rev > 0 {
 		// The master's snapshot: read the same revision here.
 		ss, ok := kv.(meta.Snapshotter)
@@ -645,8 +691,29 @@ func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 		}
 	}()
 	buf := make([]MapRecord, 0, mapFrameRecords)
+	var cf mapFrame // the compact frame being filled
+	in := newShapeInterner()
+	shapeIDs := map[*egroupShape]uint32{}
 	sent := 0
 	read, err := MapPartition(ctx, kv, part, func(r MapRecord) error {
+		if compact {
+			x := in.rec(r)
+			id, ok := shapeIDs[x.shape]
+			if !ok {
+				id = uint32(len(shapeIDs))
+				shapeIDs[x.shape] = id
+				cf.Shapes = append(cf.Shapes, mapShape{Egroup: *r.Egroup, Accessed: r.Access != nil})
+			}
+			cf.Egs = append(cf.Egs, mapEgroup{ID: x.id, Rev: x.rev, Size: x.size, Mtime: x.mtime, Logical: x.logical,
+				FileBytes: x.fileBytes, Atime: x.atime, Reads: x.reads, Shape: id})
+			if len(cf.Egs) < mapFrameRecords {
+				return nil
+			}
+			sent += len(cf.Egs)
+			err := send(cf)
+			cf = mapFrame{Egs: cf.Egs[:0]}
+			return err
+		}
 		buf = append(buf, r)
 		if len(buf) < mapFrameRecords {
 			return nil
@@ -659,6 +726,10 @@ func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 	if err == nil && len(buf) > 0 {
 		sent += len(buf)
 		err = send(mapFrame{Recs: buf})
+	}
+	if err == nil && len(cf.Egs) > 0 {
+		sent += len(cf.Egs)
+		err = send(cf)
 	}
 	close(stop)
 	beats.Wait()
@@ -699,6 +770,8 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 	dec := gob.NewDecoder(r)
 	n := 0
 	var last uint64
+	var in *shapeInterner // a compact stream's shapes, interned here
+	var shapes []*egroupShape
 	for {
 		var f mapFrame
 		if err := dec.Decode(&f); err != nil {
@@ -711,15 +784,39 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			switch {
 			case f.Err != "":
 				return 0, fmt.Errorf("curator: map of %s failed on the worker: %s", part.Name, f.Err)
-			case f.N != n || len(f.Recs) != 0:
+			case f.N != n || len(f.Recs) != 0 || len(f.Egs) != 0 || len(f.Shapes) != 0:
 				return 0, fmt.Errorf("curator: map output of %s: %d records, the worker sent %d", part.Name, n, f.N)
 			case f.Read < 0:
 				return 0, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
 			}
 			return f.Read, nil
 		}
-		if n+len(f.Recs) > maxMapRecords {
+		if n+len(f.Recs)+len(f.Egs) > maxMapRecords || len(shapes)+len(f.Shapes) > maxMapRecords {
 			return 0, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
+		}
+		if (len(f.Egs) > 0 || len(f.Shapes) > 0) && (mapName != "egroups" || len(f.Recs) > 0) {
+			return 0, fmt.Errorf("curator: map output of %s: compact egroups in a stream of other records", part.Name)
+		}
+		for i := range f.Shapes {
+			if in == nil {
+				in = newShapeInterner()
+			}
+			s := &f.Shapes[i]
+			shapes = append(shapes, in.shape(&s.Egroup, s.Accessed))
+		}
+		for _, c := range f.Egs {
+			switch {
+			case c.ID < part.Lo || c.ID > part.Hi:
+				return 0, fmt.Errorf("curator: map output of %s: egroup %016x is not in [%016x, %016x]", part.Name, c.ID, part.Lo, part.Hi)
+			case n > 0 && last >= c.ID:
+				return 0, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, c.ID, last)
+			case int(c.Shape) >= len(shapes):
+				return 0, fmt.Errorf("curator: map output of %s: egroup %016x has shape %d of %d sent", part.Name, c.ID, c.Shape, len(shapes))
+			}
+			last = c.ID
+			n++
+			emit(MapRecord{ID: c.ID, Rev: c.Rev, compact: egroupRec{id: c.ID, rev: c.Rev, size: c.Size, mtime: c.Mtime,
+				logical: c.Logical, fileBytes: c.FileBytes, atime: c.Atime, reads: c.Reads, shape: shapes[c.Shape]}})
 		}
 		for _, rec := range f.Recs {
 			if err := checkMapRecord(rec, mapName, part); err != nil {

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/gob"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 )
@@ -299,6 +302,14 @@ func TestReadMapStreamRefusesBadStreams(t *testing.T) {
 		"wrong kind":     frames(mapFrame{Recs: []MapRecord{{ID: a1, Extent: &meta.Extent{}}}}, mapFrame{End: true, N: 1}),
 		"negative read":  frames(mapFrame{End: true, Read: -1}),
 		"garbage":        bytes.NewBufferString("\x03\xff\x00garbage"),
+		// Compact streams (WriteCompactMapStream).
+		"shape not sent": frames(mapFrame{Shapes: []mapShape{{Egroup: *eg}}, Egs: []mapEgroup{{ID: a1, Shape: 1}}}, mapFrame{End: true, N: 1}),
+		"compact out of order": frames(mapFrame{Shapes: []mapShape{{Egroup: *eg}}, Egs: []mapEgroup{{ID: a2}, {ID: a1}}},
+			mapFrame{End: true, N: 2}),
+		"compact outside":  frames(mapFrame{Shapes: []mapShape{{Egroup: *eg}}, Egs: []mapEgroup{{ID: 1}}}, mapFrame{End: true, N: 1}),
+		"compact and recs": frames(mapFrame{Recs: []MapRecord{{ID: a1, Egroup: eg}}, Shapes: []mapShape{{Egroup: *eg}}, Egs: []mapEgroup{{ID: a2}}}, mapFrame{End: true, N: 2}),
+		"compact count":    frames(mapFrame{Shapes: []mapShape{{Egroup: *eg}}, Egs: []mapEgroup{{ID: a1}}}, mapFrame{End: true, N: 2}),
+		"egs in the end":   frames(mapFrame{End: true, N: 1, Shapes: []mapShape{{Egroup: *eg}}, Egs: []mapEgroup{{ID: a1}}}),
 	}
 	pa := Partition{Name: "egroups/a", Lo: a1, Hi: a2}
 	for name, b := range cases {
@@ -310,6 +321,92 @@ func TestReadMapStreamRefusesBadStreams(t *testing.T) {
 	if out, err := ReadMapStream(good, pa); err != nil || len(out.Records) != 2 || out.Read != 3 {
 		t.Fatalf("good stream: %+v %v", out, err)
 	}
+	// Compact egroups are refused for a partition of another map.
+	px := Partition{Name: "extents/a", Lo: a1, Hi: a2}
+	if _, err := ReadMapStream(frames(mapFrame{Shapes: []mapShape{{Egroup: *eg}}, Egs: []mapEgroup{{ID: a1}}}, mapFrame{End: true, N: 1}), px); err == nil {
+		t.Error("compact egroups accepted as an extent partition's output")
+	}
+}
+
+// TestCompactMapStreamGivesTheSameViews: an egroup partition sent in the
+// compact form (the worker interns the shapes, the master re-interns
+// each once) yields exactly the decision views the records would, over
+// egroups of many shapes — open, sealed, erasure coded, compressed, with
+// bad replicas, several vectors and writers, with and without access
+// records, JSON and binary — across several frames.
+func TestCompactMapStreamGivesTheSameViews(t *testing.T) {
+	e := newEnv(t, "ssd:%s:1GiB")
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	vectors := []string{"hdd=2", "ssd=1,hdd=1", "any=3"}
+	var txn meta.Txn
+	for id := uint64(1); id <= 3000; id++ {
+		eg := meta.Egroup{State: meta.EgroupState(rng.IntN(2)), Size: rng.Int64N(16 << 20), Mtime: rng.Int64(),
+			Vector: model.MustParseVector(vectors[rng.IntN(len(vectors))]), Writer: model.NodeID(fmt.Sprintf("n%d", rng.IntN(3)))}
+		for r := range 1 + rng.IntN(3) {
+			eg.Replicas = append(eg.Replicas, meta.EgroupReplica{Device: model.DeviceID(fmt.Sprintf("n%d/hdd%d", r, rng.IntN(2))),
+				Node: model.NodeID(fmt.Sprintf("n%d", r)), Tier: "hdd", Bad: rng.IntN(20) == 0})
+		}
+		switch rng.IntN(10) {
+		case 0:
+			eg.Codec, eg.Logical = "zstd", eg.Size*2
+		case 1:
+			eg.EC = &meta.ECLayout{K: 4, M: 2, StripLen: 1 << 20}
+		case 2:
+			eg.Incompressible = true
+		}
+		enc := meta.Encode(eg)
+		if rng.IntN(4) == 0 {
+			enc = jsonOf(t, eg)
+		}
+		txn.Put(meta.EgroupKey(id), enc)
+		if rng.IntN(2) == 0 {
+			txn.Put(meta.AccessKey(id), meta.Encode(meta.Access{Atime: rng.Int64(), Reads: 3, WinReads: rng.Int64N(9)}))
+		}
+		if len(txn.Ops) > 100 {
+			if _, err := e.kv.Commit(ctx, &txn); err != nil {
+				t.Fatal(err)
+			}
+			txn = meta.Txn{}
+		}
+	}
+	if _, err := e.kv.Commit(ctx, &txn); err != nil {
+		t.Fatal(err)
+	}
+	part := Partition{Name: "egroups/0", Lo: 0, Hi: math.MaxUint64}
+	var want []decide.Egroup
+	in := newShapeInterner()
+	wantRead, err := MapPartition(ctx, e.kv, part, func(r MapRecord) error {
+		x := in.rec(r)
+		want = append(want, x.view())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteCompactMapStream(ctx, &buf, e.kv, part); err != nil {
+		t.Fatal(err)
+	}
+	compactBytes := buf.Len()
+	var got []decide.Egroup
+	read, err := ReadMapStreamTo(&buf, part, func(r MapRecord) {
+		if r.compact.shape == nil || r.Egroup != nil {
+			t.Fatalf("egroup %d came as a record, not compact", r.ID)
+		}
+		got = append(got, r.compact.view())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read != wantRead || len(got) != 3000 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("compact stream: %d views (read %d); records: %d (read %d); equal %v", len(got), read, len(want), wantRead, reflect.DeepEqual(got, want))
+	}
+	buf.Reset()
+	if err := WriteMapStream(ctx, &buf, e.kv, part); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stream of 3000 egroups: %d bytes compact, %d as records", compactBytes, buf.Len())
 }
 
 // FuzzReadMapStream: arbitrary bytes from a peer give an output or an
@@ -325,12 +422,18 @@ func FuzzReadMapStream(f *testing.F) {
 	_ = enc.Encode(mapFrame{Recs: []MapRecord{{ID: 1, Owner: &OwnerRecord{Bucket: "c", Extents: []uint64{7}}}, {ID: 2, Owner: &OwnerRecord{Bucket: "d", History: true, Key: "k"}}}})
 	_ = enc.Encode(mapFrame{End: true, N: 2, Read: 5})
 	f.Add(b.Bytes())
+	b.Reset()
+	enc = gob.NewEncoder(&b)
+	_ = enc.Encode(mapFrame{Shapes: []mapShape{{Egroup: meta.Egroup{Size: 1, Replicas: []meta.EgroupReplica{{Device: "n1/hdd0"}}}, Accessed: true}},
+		Egs: []mapEgroup{{ID: 0xa000000000000001, Size: 1}, {ID: 0xa000000000000002, Size: 2}}})
+	_ = enc.Encode(mapFrame{End: true, N: 2, Read: 4})
+	f.Add(b.Bytes())
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out, err := ReadMapStream(bytes.NewReader(in), Partition{Name: "egroups/a", Lo: 0xa000000000000000, Hi: 0xafffffffffffffff})
 		if err == nil {
 			for _, r := range out.Records {
-				if r.Egroup == nil || r.Owner != nil {
+				if (r.Egroup == nil) == (r.compact.shape == nil) || r.Owner != nil || r.ID < 0xa000000000000000 || r.ID > 0xafffffffffffffff {
 					t.Fatalf("accepted a record without its egroup: %+v", r)
 				}
 			}

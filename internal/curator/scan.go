@@ -271,6 +271,10 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		return nil, err
 	}
 	err = c.scanPartitions(ctx, scanKV, parts, assign, res, &mu, func(i int, r MapRecord) {
+		if r.compact.shape != nil { // a worker's compact stream
+			egParts[i].add(r.compact)
+			return
+		}
 		if interners[i] == nil {
 			interners[i] = newShapeInterner()
 		}

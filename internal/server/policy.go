@@ -108,6 +108,11 @@ func (b scanBalancer) MapPartitionTo(ctx context.Context, node model.NodeID, par
 	if part.Rev > 0 {
 		q.Set("rev", strconv.FormatInt(part.Rev, 10))
 	}
+	// Egroups in the form the master keeps: the worker interns their
+	// shapes, and nine integers travel per egroup. A worker of a version
+	// without the compact form ignores the parameter and sends records,
+	// which ReadMapStreamTo reads as well.
+	q.Set("form", "compact")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/v1/curator/map?"+q.Encode(), nil)
 	if err != nil {
 		return 0, err
@@ -598,6 +603,16 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	if err == nil && err3 != nil {
 		err = fmt.Errorf("map: rev %q is not a revision (decimal)", q.Get("rev"))
 	}
+	write := curator.WriteMapStream
+	switch q.Get("form") {
+	case "", "records":
+	case "compact":
+		write = curator.WriteCompactMapStream
+	default:
+		if err == nil {
+			err = fmt.Errorf("map: form %q: want records or compact", q.Get("form"))
+		}
+	}
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, APIError{Error: err.Error(), Code: "InvalidArgument"})
 		return
@@ -608,7 +623,7 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	if f, ok := w.(http.Flusher); ok {
 		out = flushWriter{w, f}
 	}
-	if err := curator.WriteMapStream(r.Context(), out, n.KV, part); err != nil {
+	if err := write(r.Context(), out, n.KV, part); err != nil {
 		// The end frame carries the error to the master; log it here too.
 		n.Log.Warn("curator map", "partition", part.Name, "err", err)
 		return
