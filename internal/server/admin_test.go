@@ -2,14 +2,19 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/terrace-storage/terrace/internal/adminauth"
+	"github.com/terrace-storage/terrace/internal/curator"
+	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/object"
 )
 
 // openNode opens a real single node (Pebble, directory devices) without
@@ -81,5 +86,53 @@ func TestAdminAPIIsAuthenticated(t *testing.T) {
 		if got := status(t, http.DefaultClient, so.URL+path); got != want {
 			t.Errorf("admin_public metrics,health: unsigned GET %s: %d, want %d", path, got, want)
 		}
+	}
+}
+
+// TestCuratorMapForms: a worker's map endpoint streams an egroup
+// partition as records or, asked for it, in the compact form; both read
+// back to the same number of egroups, and a form it does not know is a
+// clear 400.
+func TestCuratorMapForms(t *testing.T) {
+	n := openNode(t, nil)
+	ctx := context.Background()
+	if err := n.Layer.CreateBucket(ctx, "maps", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		// Distinct vectors: several egroups.
+		v := model.MustParseVector([]string{"ssd=1", "hdd=1", "any=1"}[i%3])
+		if _, err := n.Layer.Put(ctx, "maps", fmt.Sprint(i), strings.NewReader("x"), object.PutOptions{Size: 1, Vector: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := httptest.NewServer(n.AdminHandler())
+	defer s.Close()
+	root := adminauth.Client(n.Config.RootUser, n.Config.RootPassword)
+	part := curator.Partition{Name: "egroups/0", Lo: 0, Hi: 1 << 40}
+	count := func(form string) (int, int) {
+		t.Helper()
+		resp, err := root.Get(fmt.Sprintf("%s/v1/curator/map?part=egroups/0&lo=0&hi=%d&form=%s", s.URL, part.Hi, form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, len(b)
+		}
+		out, err := curator.ReadMapStream(resp.Body, part)
+		if err != nil {
+			t.Fatalf("form %q: %v", form, err)
+		}
+		return resp.StatusCode, len(out.Records)
+	}
+	_, records := count("records")
+	_, compact := count("compact")
+	if records < 3 || compact != records {
+		t.Fatalf("%d egroups as records, %d compact; want the same, at least 3", records, compact)
+	}
+	if code, _ := count("protobuf"); code != http.StatusBadRequest {
+		t.Fatalf("an unknown form: %d, want 400", code)
 	}
 }
