@@ -54,8 +54,13 @@ type MapRecord struct {
 	Owner  *OwnerRecord
 	// compact, when its shape is set, is an egroup already in the form
 	// the master keeps (a worker's compact stream; Egroup and Access are
-	// then nil). Not sent: it exists on the master only.
-	compact egroupRec
+	// then nil); compactExtent, when isExtent is set, is such an extent
+	// with its fingerprint (Extent nil). Not sent: they exist on the
+	// master only.
+	compact       egroupRec
+	compactExtent extentRec
+	compactFP     []byte
+	isExtent      bool
 }
 
 // OwnerRecord is an object, version or upload part record as the reduce
@@ -586,10 +591,12 @@ type mapFrame struct {
 	// carries the shapes its egroups are the first to use.
 	Shapes []mapShape
 	Egs    []mapEgroup
-	End    bool
-	Read   int
-	N      int
-	Err    string
+	// An extent partition's compact stream sends its extents as Xs.
+	Xs   []mapExtent
+	End  bool
+	Read int
+	N    int
+	Err  string
 }
 
 // mapShape is an egroup shape (egroupShape) as a compact stream sends it:
@@ -598,6 +605,17 @@ type mapFrame struct {
 type mapShape struct {
 	Egroup   meta.Egroup
 	Accessed bool
+}
+
+// mapExtent is an extent in the form the master keeps (extentRec): the
+// fields a full scan's reduce reads, without the codec name and checksum
+// a decoded record carries, and no pointer to allocate per record.
+type mapExtent struct {
+	ID                      uint64
+	Rev                     int64
+	Egroup                  uint64
+	Off, Len, Stored, Ctime int64
+	FP                      []byte
 }
 
 // mapEgroup is an egroup in the compact form the master keeps
@@ -642,9 +660,11 @@ func WriteCompactMapStream(ctx context.Context, w io.Writer, kv PageScanner, par
 }
 
 func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition, compact bool) error {
-	if mapName, err := ParsePartition(part.Name); err != nil {
+	mapName, err := ParsePartition(part.Name)
+	if err != nil {
 		return err
-	} else if mapName != "egroups" {
+	}
+	if mapName != "egroups" && mapName != "extents" {
 		compact = false
 	}
 	if part.Rev > 0 {
@@ -696,6 +716,18 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 	shapeIDs := map[*egroupShape]uint32{}
 	sent := 0
 	read, err := MapPartition(ctx, kv, part, func(r MapRecord) error {
+		if compact && r.Extent != nil {
+			x := r.Extent
+			cf.Xs = append(cf.Xs, mapExtent{ID: r.ID, Rev: r.Rev, Egroup: x.Egroup, Off: x.Off, Len: x.Len,
+				Stored: x.StoredLen(), Ctime: x.Ctime, FP: x.FP})
+			if len(cf.Xs) < mapFrameRecords {
+				return nil
+			}
+			sent += len(cf.Xs)
+			err := send(cf)
+			cf = mapFrame{Xs: cf.Xs[:0]}
+			return err
+		}
 		if compact {
 			x := in.rec(r)
 			id, ok := shapeIDs[x.shape]
@@ -727,8 +759,8 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 		sent += len(buf)
 		err = send(mapFrame{Recs: buf})
 	}
-	if err == nil && len(cf.Egs) > 0 {
-		sent += len(cf.Egs)
+	if err == nil && len(cf.Egs)+len(cf.Xs) > 0 {
+		sent += len(cf.Egs) + len(cf.Xs)
 		err = send(cf)
 	}
 	close(stop)
@@ -784,18 +816,33 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			switch {
 			case f.Err != "":
 				return 0, fmt.Errorf("curator: map of %s failed on the worker: %s", part.Name, f.Err)
-			case f.N != n || len(f.Recs) != 0 || len(f.Egs) != 0 || len(f.Shapes) != 0:
+			case f.N != n || len(f.Recs) != 0 || len(f.Egs) != 0 || len(f.Shapes) != 0 || len(f.Xs) != 0:
 				return 0, fmt.Errorf("curator: map output of %s: %d records, the worker sent %d", part.Name, n, f.N)
 			case f.Read < 0:
 				return 0, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
 			}
 			return f.Read, nil
 		}
-		if n+len(f.Recs)+len(f.Egs) > maxMapRecords || len(shapes)+len(f.Shapes) > maxMapRecords {
+		if n+len(f.Recs)+len(f.Egs)+len(f.Xs) > maxMapRecords || len(shapes)+len(f.Shapes) > maxMapRecords {
 			return 0, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
 		}
 		if (len(f.Egs) > 0 || len(f.Shapes) > 0) && (mapName != "egroups" || len(f.Recs) > 0) {
 			return 0, fmt.Errorf("curator: map output of %s: compact egroups in a stream of other records", part.Name)
+		}
+		if len(f.Xs) > 0 && (mapName != "extents" || len(f.Recs) > 0) {
+			return 0, fmt.Errorf("curator: map output of %s: compact extents in a stream of other records", part.Name)
+		}
+		for _, x := range f.Xs {
+			switch {
+			case x.ID < part.Lo || x.ID > part.Hi:
+				return 0, fmt.Errorf("curator: map output of %s: extent %016x is not in [%016x, %016x]", part.Name, x.ID, part.Lo, part.Hi)
+			case n > 0 && last >= x.ID:
+				return 0, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, x.ID, last)
+			}
+			last = x.ID
+			n++
+			emit(MapRecord{ID: x.ID, Rev: x.Rev, isExtent: true, compactFP: x.FP, compactExtent: extentRec{id: x.ID, modRev: x.Rev,
+				egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.Stored, ctime: x.Ctime}})
 		}
 		for i := range f.Shapes {
 			if in == nil {

@@ -45,10 +45,18 @@ type extentRecs struct {
 }
 
 func (rs *extentRecs) add(r MapRecord) {
+	if r.isExtent { // a worker's compact stream
+		rs.addRec(r.compactExtent, r.compactFP)
+		return
+	}
 	x := r.Extent
-	e := extentRec{id: r.ID, modRev: r.Rev, egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.StoredLen(), ctime: x.Ctime}
-	if len(x.FP) > 0 {
-		rs.fps = append(rs.fps, x.FP)
+	rs.addRec(extentRec{id: r.ID, modRev: r.Rev, egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.StoredLen(), ctime: x.Ctime}, x.FP)
+}
+
+// addRec adds e with its fingerprint (none if fp is empty).
+func (rs *extentRecs) addRec(e extentRec, fp []byte) {
+	if len(fp) > 0 {
+		rs.fps = append(rs.fps, fp)
 		e.fp = uint32(len(rs.fps))
 	}
 	rs.run.add(e)
