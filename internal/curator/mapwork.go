@@ -27,7 +27,9 @@ import (
 // join needs no shuffle); "extents/a" reads the extent records of its
 // range. The node that runs a partition decodes the records and ships the
 // decoded output — the master never sees raw records of a partition
-// another node mapped — and the master's reduce joins the partitions'
+// another node mapped; egroups and extents travel in the compact form the
+// master keeps (WriteCompactMapStream), so the worker also does the
+// reduce's first step — and the master's reduce joins the partitions'
 // outputs. The master runs the same function for the partitions it
 // keeps, so a partition's output does not depend on where it ran.
 //
