@@ -712,25 +712,29 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 			}
 		}
 	}()
-	buf := make([]MapRecord, 0, mapFrameRecords)
-	var cf mapFrame // the compact frame being filled
+	var cf mapFrame // the frame being filled
 	in := newShapeInterner()
 	shapeIDs := map[*egroupShape]uint32{}
 	sent := 0
+	count := func() int { return len(cf.Recs) + len(cf.Egs) + len(cf.Xs) }
+	flush := func() error {
+		if count() == 0 {
+			return nil
+		}
+		sent += count()
+		err := send(cf)
+		// Encode has written the frame: its slices can take the next.
+		// A frame carries only the shapes first used in it.
+		cf = mapFrame{Recs: cf.Recs[:0], Egs: cf.Egs[:0], Xs: cf.Xs[:0]}
+		return err
+	}
 	read, err := MapPartition(ctx, kv, part, func(r MapRecord) error {
-		if compact && r.Extent != nil {
+		switch {
+		case compact && r.Extent != nil:
 			x := r.Extent
 			cf.Xs = append(cf.Xs, mapExtent{ID: r.ID, Rev: r.Rev, Egroup: x.Egroup, Off: x.Off, Len: x.Len,
 				Stored: x.StoredLen(), Ctime: x.Ctime, FP: x.FP})
-			if len(cf.Xs) < mapFrameRecords {
-				return nil
-			}
-			sent += len(cf.Xs)
-			err := send(cf)
-			cf = mapFrame{Xs: cf.Xs[:0]}
-			return err
-		}
-		if compact {
+		case compact:
 			x := in.rec(r)
 			id, ok := shapeIDs[x.shape]
 			if !ok {
@@ -740,30 +744,16 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 			}
 			cf.Egs = append(cf.Egs, mapEgroup{ID: x.id, Rev: x.rev, Size: x.size, Mtime: x.mtime, Logical: x.logical,
 				FileBytes: x.fileBytes, Atime: x.atime, Reads: x.reads, Shape: id})
-			if len(cf.Egs) < mapFrameRecords {
-				return nil
-			}
-			sent += len(cf.Egs)
-			err := send(cf)
-			cf = mapFrame{Egs: cf.Egs[:0]}
-			return err
+		default:
+			cf.Recs = append(cf.Recs, r)
 		}
-		buf = append(buf, r)
-		if len(buf) < mapFrameRecords {
+		if count() < mapFrameRecords {
 			return nil
 		}
-		sent += len(buf)
-		err := send(mapFrame{Recs: buf})
-		buf = buf[:0]
-		return err
+		return flush()
 	})
-	if err == nil && len(buf) > 0 {
-		sent += len(buf)
-		err = send(mapFrame{Recs: buf})
-	}
-	if err == nil && len(cf.Egs)+len(cf.Xs) > 0 {
-		sent += len(cf.Egs) + len(cf.Xs)
-		err = send(cf)
+	if err == nil {
+		err = flush()
 	}
 	close(stop)
 	beats.Wait()
@@ -834,15 +824,23 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 		if len(f.Xs) > 0 && (mapName != "extents" || len(f.Recs) > 0) {
 			return 0, fmt.Errorf("curator: map output of %s: compact extents in a stream of other records", part.Name)
 		}
-		for _, x := range f.Xs {
+		// next takes a compact record's ID: in the partition, after the
+		// last one.
+		next := func(kind string, id uint64) error {
 			switch {
-			case x.ID < part.Lo || x.ID > part.Hi:
-				return 0, fmt.Errorf("curator: map output of %s: extent %016x is not in [%016x, %016x]", part.Name, x.ID, part.Lo, part.Hi)
-			case n > 0 && last >= x.ID:
-				return 0, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, x.ID, last)
+			case id < part.Lo || id > part.Hi:
+				return fmt.Errorf("curator: map output of %s: %s %016x is not in [%016x, %016x]", part.Name, kind, id, part.Lo, part.Hi)
+			case n > 0 && last >= id:
+				return fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, id, last)
 			}
-			last = x.ID
+			last = id
 			n++
+			return nil
+		}
+		for _, x := range f.Xs {
+			if err := next("extent", x.ID); err != nil {
+				return 0, err
+			}
 			emit(MapRecord{ID: x.ID, Rev: x.Rev, isExtent: true, compactFP: x.FP, compactExtent: extentRec{id: x.ID, modRev: x.Rev,
 				egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.Stored, ctime: x.Ctime}})
 		}
@@ -854,16 +852,12 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			shapes = append(shapes, in.shape(&s.Egroup, s.Accessed))
 		}
 		for _, c := range f.Egs {
-			switch {
-			case c.ID < part.Lo || c.ID > part.Hi:
-				return 0, fmt.Errorf("curator: map output of %s: egroup %016x is not in [%016x, %016x]", part.Name, c.ID, part.Lo, part.Hi)
-			case n > 0 && last >= c.ID:
-				return 0, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, c.ID, last)
-			case int(c.Shape) >= len(shapes):
+			if int(c.Shape) >= len(shapes) {
 				return 0, fmt.Errorf("curator: map output of %s: egroup %016x has shape %d of %d sent", part.Name, c.ID, c.Shape, len(shapes))
 			}
-			last = c.ID
-			n++
+			if err := next("egroup", c.ID); err != nil {
+				return 0, err
+			}
 			emit(MapRecord{ID: c.ID, Rev: c.Rev, compact: egroupRec{id: c.ID, rev: c.Rev, size: c.Size, mtime: c.Mtime,
 				logical: c.Logical, fileBytes: c.FileBytes, atime: c.Atime, reads: c.Reads, shape: shapes[c.Shape]}})
 		}

@@ -339,7 +339,7 @@ func TestCompactMapStreamGivesTheSameViews(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 8))
 	vectors := []string{"hdd=2", "ssd=1,hdd=1", "any=3"}
-	var txn meta.Txn
+	b := &batchPut{t: t, kv: e.kv}
 	for id := uint64(1); id <= 3000; id++ {
 		eg := meta.Egroup{State: meta.EgroupState(rng.IntN(2)), Size: rng.Int64N(16 << 20), Mtime: rng.Int64(),
 			Vector: model.MustParseVector(vectors[rng.IntN(len(vectors))]), Writer: model.NodeID(fmt.Sprintf("n%d", rng.IntN(3)))}
@@ -359,20 +359,12 @@ func TestCompactMapStreamGivesTheSameViews(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			enc = jsonOf(t, eg)
 		}
-		txn.Put(meta.EgroupKey(id), enc)
+		b.put(meta.EgroupKey(id), enc)
 		if rng.IntN(2) == 0 {
-			txn.Put(meta.AccessKey(id), meta.Encode(meta.Access{Atime: rng.Int64(), Reads: 3, WinReads: rng.Int64N(9)}))
-		}
-		if len(txn.Ops) > 100 {
-			if _, err := e.kv.Commit(ctx, &txn); err != nil {
-				t.Fatal(err)
-			}
-			txn = meta.Txn{}
+			b.put(meta.AccessKey(id), meta.Encode(meta.Access{Atime: rng.Int64(), Reads: 3, WinReads: rng.Int64N(9)}))
 		}
 	}
-	if _, err := e.kv.Commit(ctx, &txn); err != nil {
-		t.Fatal(err)
-	}
+	b.flush()
 	part := Partition{Name: "egroups/0", Lo: 0, Hi: math.MaxUint64}
 	var want []decide.Egroup
 	in := newShapeInterner()
@@ -416,7 +408,7 @@ func TestCompactExtentStreamGivesTheSameRecords(t *testing.T) {
 	e := newEnv(t, "ssd:%s:1GiB")
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(9, 10))
-	var txn meta.Txn
+	b := &batchPut{t: t, kv: e.kv}
 	for id := uint64(1); id <= 2000; id++ {
 		x := meta.Extent{Egroup: rng.Uint64N(100), Off: rng.Int64N(1 << 24), Len: rng.Int64N(4 << 20), Ctime: rng.Int64()}
 		switch rng.IntN(4) {
@@ -431,17 +423,9 @@ func TestCompactExtentStreamGivesTheSameRecords(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			enc = jsonOf(t, x)
 		}
-		txn.Put(meta.ExtentKey(id), enc)
-		if len(txn.Ops) > 100 {
-			if _, err := e.kv.Commit(ctx, &txn); err != nil {
-				t.Fatal(err)
-			}
-			txn = meta.Txn{}
-		}
+		b.put(meta.ExtentKey(id), enc)
 	}
-	if _, err := e.kv.Commit(ctx, &txn); err != nil {
-		t.Fatal(err)
-	}
+	b.flush()
 	part := Partition{Name: "extents/0", Lo: 0, Hi: math.MaxUint64}
 	var want extentRecs
 	wantRead, err := MapPartition(ctx, e.kv, part, func(r MapRecord) error {
@@ -695,4 +679,29 @@ func jsonOf(t *testing.T, v any) []byte {
 	defer meta.SetBinaryRecords(true)
 	meta.SetBinaryRecords(false)
 	return meta.Encode(v)
+}
+
+// batchPut writes records a hundred to a transaction.
+type batchPut struct {
+	t   *testing.T
+	kv  meta.KV
+	txn meta.Txn
+}
+
+func (b *batchPut) put(key, val []byte) {
+	b.txn.Put(key, val)
+	if len(b.txn.Ops) >= 100 {
+		b.flush()
+	}
+}
+
+func (b *batchPut) flush() {
+	b.t.Helper()
+	if len(b.txn.Ops) == 0 {
+		return
+	}
+	if _, err := b.kv.Commit(context.Background(), &b.txn); err != nil {
+		b.t.Fatal(err)
+	}
+	b.txn = meta.Txn{}
 }
