@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/actuate"
+	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/plan"
 )
@@ -253,6 +254,13 @@ func (c *Curator) plannerModel(res *scanResult, snap *model.Snapshot) (*plan.Mod
 		if eg.Open || eg.Size == 0 || eg.EC.K > 0 {
 			continue // an open egroup belongs to its writer; strips are not replicas to move
 		}
+		if demoted(eg) {
+			// Tiering put a replica on the remote tier, where the vector's
+			// "any" never places one: the planner would see it misplaced
+			// and pull it back, undoing the demotion every other job.
+			// Tiering owns such an egroup until it promotes it.
+			continue
+		}
 		pe := plan.Egroup{ID: eg.ID, SizeBytes: eg.Size, Vector: eg.Vector, Bucket: res.bucketOf[eg.ID]}
 		for _, r := range eg.Replicas {
 			if !r.Bad && known[r.Device] {
@@ -466,4 +474,15 @@ func (c *Curator) JobProgress(ctx context.Context, n int) ([]actuate.Progress, e
 		}
 	}
 	return running, nil
+}
+
+// demoted reports whether tiering has put a replica of eg on the remote
+// tier that its vector does not name.
+func demoted(eg decide.Egroup) bool {
+	for _, r := range eg.Replicas {
+		if r.Tier == model.TierRemote && eg.Vector.Counts[model.TierRemote] == 0 {
+			return true
+		}
+	}
+	return false
 }

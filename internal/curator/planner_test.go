@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,51 @@ func TestPlannerModelDeviceLoadIsReplicaLoad(t *testing.T) {
 	}
 	if m.Egroups[0].Load != 1<<20 || m.Egroups[2].Load != 0 {
 		t.Errorf("egroup loads %v, %v", m.Egroups[0].Load, m.Egroups[2].Load)
+	}
+}
+
+// TestLivePlanLeavesDemotedReplicasAlone: an egroup tiering demoted to the
+// remote tier keeps its remote replica through the next job's live plan.
+// Found in test/tiering (the layout below is its): the plan pulled the
+// egroup's hdd replica onto the emptier hdd and then moved the remote
+// replica back onto the other hdd ("any" never places on the remote tier,
+// so vector_satisfied saw it misplaced), undoing the demotion.
+func TestLivePlanLeavesDemotedReplicasAlone(t *testing.T) {
+	c := &Curator{}
+	c.opts.EnsureDefaults()
+	const mb = 1 << 20
+	devs := []model.Device{
+		{ID: "n1/hdd0", Node: "n1", Tier: "hdd", State: model.DeviceUp, CapacityBytes: 24 * mb, UsedBytes: 1800 << 10},
+		{ID: "n1/hdd1", Node: "n1", Tier: "hdd", State: model.DeviceUp, CapacityBytes: 24 * mb, UsedBytes: 20400 << 10},
+		{ID: "n1/remote0", Node: "n1", Tier: "remote", State: model.DeviceUp, CapacityBytes: 1 << 30, UsedBytes: 16200 << 10},
+	}
+	snap := model.NewSnapshot(time.Unix(1000, 0), []model.Node{{ID: "n1", Up: true}}, devs)
+	rep := func(d string) decide.Replica {
+		tier := model.Tier("hdd")
+		if strings.Contains(d, "remote") {
+			tier = "remote"
+		}
+		return decide.Replica{Replica: model.Replica{Device: model.DeviceID(d), Node: "n1", Tier: tier}}
+	}
+	res := &scanResult{bucketOf: map[uint64]string{}, egroups: []decide.Egroup{
+		{ID: 1, Size: 2400 << 10, Vector: model.MustParseVector("any=1"), Replicas: []decide.Replica{rep("n1/hdd1")}},
+		{ID: 2, Size: 16200 << 10, Vector: model.MustParseVector("any=2"), Replicas: []decide.Replica{rep("n1/hdd1"), rep("n1/remote0")}},
+		{ID: 3, Size: 1800 << 10, Vector: model.MustParseVector("any=2"), Replicas: []decide.Replica{rep("n1/hdd1"), rep("n1/hdd0")}},
+	}}
+	tasks, lp := c.livePlan(snap, res, nil, rand.New(rand.NewPCG(1, 2)))
+	if lp != nil && lp.Error != "" {
+		t.Fatal(lp.Error)
+	}
+	moved1 := false
+	for _, task := range tasks {
+		for _, r := range task.Remove {
+			if r.Tier == model.TierRemote || strings.Contains(string(r.Device), "remote") {
+				t.Fatalf("the live plan moves a demoted replica back: %v", task)
+			}
+		}
+		moved1 = moved1 || task.Egroup == 1
+	}
+	if !moved1 {
+		t.Fatalf("the hdd tier was not balanced (egroup 1 onto n1/hdd0): %v", tasks)
 	}
 }
