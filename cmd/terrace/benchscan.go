@@ -59,6 +59,10 @@ records/s for the cluster, and per node the records it mapped and its rate
 			if o.Dir == "" {
 				o.Dir = filepath.Join(os.TempDir(), fmt.Sprintf("terrace-bench-scan-%d", os.Getpid()))
 			}
+			// Each cluster's directory is removed after its run; the
+			// working directory itself goes too if that left it empty
+			// (one empty directory per run piled up in /tmp).
+			defer os.Remove(o.Dir)
 			o.Log = func(f string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), f+"\n", a...) }
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
