@@ -118,6 +118,10 @@ type Options struct {
 	Tuner    TierTuner
 	Balancer ScanBalancer
 	Self     model.NodeID
+	// Shuffle is this node's store of shuffled references (shuffle.go):
+	// with it and a ShuffleBalancer, a full scan joins references with
+	// extents on the nodes that map the extent partitions.
+	Shuffle *ShuffleStore
 }
 
 // EnsureDefaults fills zero fields.
@@ -527,6 +531,11 @@ type JobRecord struct {
 	// Partitions names the node that scanned each map partition when a
 	// balancer spreads the scan (absent: the master scanned everything).
 	Partitions map[string]string `json:"partitions,omitempty"`
+	// Shuffle names the shuffle that joined a full scan's references with
+	// the extents on the reducers (shuffle.go); ShuffleError why one failed
+	// and the master joined them instead.
+	Shuffle      string `json:"shuffle,omitempty"`
+	ShuffleError string `json:"shuffle_error,omitempty"`
 	// Transformed counts the payload bytes compression and decompression
 	// rewrote, before (logical) and after (stored), by task kind.
 	Transformed map[string]TransformBytes `json:"transformed,omitempty"`
@@ -583,6 +592,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	if len(res.partitions) > 0 {
 		rec.Partitions = res.partitions
 	}
+	rec.Shuffle, rec.ShuffleError = res.shuffle, res.shuffleErr
 	snap := c.snapshotFor()
 	// The tiering policy runs outside c.mu (it may take up to its
 	// deadline); its coldness ranks cover every egroup.

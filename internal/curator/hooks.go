@@ -89,21 +89,15 @@ func (c *Curator) assignPartitions(s *model.Snapshot) map[string]model.NodeID {
 		return nil
 	}
 	a := c.opts.Balancer.AssignPartitions(s, c.opts.Self, c.PartitionLoads())
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	// A node whose map failed lately (partitioned, paused, overloaded)
 	// would only cost this scan its idle timeout again: its partitions stay
 	// here until mapRetryAfter has passed.
-	out := make(map[string]model.NodeID, len(a)) // a may be the balancer's own
-	for part, n := range a {
-		if at, failed := c.mapFailed[n]; failed && c.now().Sub(at) < mapRetryAfter {
-			n = c.opts.Self
-		}
-		out[part] = n
+	var out map[string]model.NodeID
+	if a != nil {
+		out = c.withoutFailed(a) // a copy: a may be the balancer's own
 	}
-	if a == nil {
-		out = nil
-	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.assigned = out
 	return out
 }

@@ -63,6 +63,13 @@ type MapRecord struct {
 	compactExtent extentRec
 	compactFP     []byte
 	isExtent      bool
+	// isRef marks a reference a shuffle's reduce joined (shuffle.go): to
+	// extent ID, at scan-order position refSeq, from bucket refBucket.
+	isRef     bool
+	refSeq    uint32
+	refBucket string
+	// shuffled, alone in a record, is what a shuffled owner map sent.
+	shuffled *shuffled
 }
 
 // OwnerRecord is an object, version or upload part record as the reduce
@@ -112,6 +119,10 @@ type Partition struct {
 	// a full scan reads the owner maps as of one snapshot (scanOwners),
 	// and a worker reads the master's snapshot from its own member.
 	Rev int64
+	// Shuffle, when set, makes the partition's map part of a shuffle
+	// (shuffle.go): an owner partition sends its references to the
+	// extent partitions' reducers, an extent partition is reduced.
+	Shuffle *ShuffleSpec `json:"shuffle,omitempty"`
 }
 
 // ownerMaps are the maps that reference extents, in the order a full scan
@@ -376,6 +387,9 @@ func (p Partition) Check() error {
 	if p.Rev < 0 {
 		return fmt.Errorf("curator: partition %s: negative revision %d", p.Name, p.Rev)
 	}
+	if err := p.checkShuffle(); err != nil {
+		return err
+	}
 	if isOwnerMap(m) {
 		if p.To != "" && p.From >= p.To {
 			return fmt.Errorf("curator: partition %s: bucket range [%q, %q) is empty", p.Name, p.From, p.To)
@@ -397,6 +411,9 @@ func (p Partition) Check() error {
 func MapPartition(ctx context.Context, kv PageScanner, p Partition, emit func(MapRecord) error) (read int, err error) {
 	if err := p.Check(); err != nil {
 		return 0, err
+	}
+	if p.Shuffle != nil {
+		return 0, fmt.Errorf("curator: partition %s is part of shuffle %s: map it with the node's shuffle store", p.Name, p.Shuffle.ID)
 	}
 	mapName, _ := ParsePartition(p.Name)
 	if isOwnerMap(mapName) {
@@ -594,11 +611,27 @@ type mapFrame struct {
 	Shapes []mapShape
 	Egs    []mapEgroup
 	// An extent partition's compact stream sends its extents as Xs.
-	Xs   []mapExtent
-	End  bool
-	Read int
-	N    int
-	Err  string
+	Xs []mapExtent
+	// A reduced extent partition (shuffle.go) also sends the joined
+	// references as Refs, naming buckets by 1 + index among the Names
+	// of the stream's frames so far (0: none).
+	Refs  []mapRef
+	Names []string
+	End   bool
+	Read  int
+	N     int
+	Err   string
+	// Shuffled, in the end frame of a shuffled owner partition, is how
+	// many references the map sent to each reducer, as Mapper.
+	Shuffled []ShuffleCount
+	Mapper   model.NodeID
+}
+
+// mapRef is a joined reference a reduce sends (MapRecord.isRef).
+type mapRef struct {
+	ID     uint64
+	Seq    uint32
+	Bucket uint32
 }
 
 // mapShape is an egroup shape (egroupShape) as a compact stream sends it:
@@ -649,7 +682,7 @@ const mapHeartbeat = time.Second
 // reason, not a truncated stream. Every frame is one Write (flush it, on
 // HTTP, so heartbeats are not held in a buffer).
 func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition) error {
-	return writeMapStream(ctx, w, kv, part, false)
+	return writeMapStream(ctx, w, kv, part, false, ShuffleEnv{})
 }
 
 // WriteCompactMapStream is WriteMapStream sending an egroup partition's
@@ -658,16 +691,33 @@ func WriteMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 // this version reads both forms with ReadMapStream; one that predates
 // the compact form must not ask for it.
 func WriteCompactMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition) error {
-	return writeMapStream(ctx, w, kv, part, true)
+	return writeMapStream(ctx, w, kv, part, true, ShuffleEnv{})
 }
 
-func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition, compact bool) error {
+// WriteShuffleMapStream is WriteCompactMapStream for a node that takes
+// part in shuffles (shuffle.go): a partition with a shuffle spec is
+// mapped with env — an owner partition pushes its references to their
+// reducers and sends the counts in its end frame, an extent partition is
+// reduced with the references env's store holds for it.
+func WriteShuffleMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition, env ShuffleEnv) error {
+	return writeMapStream(ctx, w, kv, part, true, env)
+}
+
+func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Partition, compact bool, env ShuffleEnv) error {
 	mapName, err := ParsePartition(part.Name)
 	if err != nil {
 		return err
 	}
 	if mapName != "egroups" && mapName != "extents" {
 		compact = false
+	}
+	mapFn := MapPartition
+	if part.Shuffle != nil {
+		// A reduce's output exists in compact form only.
+		compact = compact || mapName == "extents"
+		mapFn = func(ctx context.Context, kv PageScanner, p Partition, emit func(MapRecord) error) (int, error) {
+			return mapShuffled(ctx, kv, p, env, emit)
+		}
 	}
 	if part.Rev > 0 {
 		// The master's snapshot: read the same revision here.
@@ -715,8 +765,10 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 	var cf mapFrame // the frame being filled
 	in := newShapeInterner()
 	shapeIDs := map[*egroupShape]uint32{}
+	bucketIDs := map[string]uint32{}
+	var done *shuffled
 	sent := 0
-	count := func() int { return len(cf.Recs) + len(cf.Egs) + len(cf.Xs) }
+	count := func() int { return len(cf.Recs) + len(cf.Egs) + len(cf.Xs) + len(cf.Refs) }
 	flush := func() error {
 		if count() == 0 {
 			return nil
@@ -724,12 +776,26 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 		sent += count()
 		err := send(cf)
 		// Encode has written the frame: its slices can take the next.
-		// A frame carries only the shapes first used in it.
-		cf = mapFrame{Recs: cf.Recs[:0], Egs: cf.Egs[:0], Xs: cf.Xs[:0]}
+		// A frame carries only the shapes and names first used in it.
+		cf = mapFrame{Recs: cf.Recs[:0], Egs: cf.Egs[:0], Xs: cf.Xs[:0], Refs: cf.Refs[:0]}
 		return err
 	}
-	read, err := MapPartition(ctx, kv, part, func(r MapRecord) error {
+	read, err := mapFn(ctx, kv, part, func(r MapRecord) error {
 		switch {
+		case r.shuffled != nil:
+			done = r.shuffled
+			return nil
+		case r.isRef:
+			b := uint32(0)
+			if r.refBucket != "" {
+				var ok bool
+				if b, ok = bucketIDs[r.refBucket]; !ok {
+					b = uint32(len(bucketIDs) + 1)
+					bucketIDs[r.refBucket] = b
+					cf.Names = append(cf.Names, r.refBucket)
+				}
+			}
+			cf.Refs = append(cf.Refs, mapRef{ID: r.ID, Seq: r.refSeq, Bucket: b})
 		case compact && r.Extent != nil:
 			x := r.Extent
 			cf.Xs = append(cf.Xs, mapExtent{ID: r.ID, Rev: r.Rev, Egroup: x.Egroup, Off: x.Off, Len: x.Len,
@@ -758,6 +824,9 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 	close(stop)
 	beats.Wait()
 	end := mapFrame{End: true, Read: read, N: sent}
+	if done != nil {
+		end.Shuffled, end.Mapper = done.counts, done.mapper
+	}
 	if err != nil {
 		end.Err = err.Error()
 	}
@@ -793,9 +862,11 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 	mapName, _ := ParsePartition(part.Name)
 	dec := gob.NewDecoder(r)
 	n := 0
-	var last uint64
+	var last, lastRef uint64
 	var in *shapeInterner // a compact stream's shapes, interned here
 	var shapes []*egroupShape
+	var names []string // a reduce's bucket names
+	shuffledOwners := part.Shuffle != nil && isOwnerMap(mapName)
 	for {
 		var f mapFrame
 		if err := dec.Decode(&f); err != nil {
@@ -813,6 +884,15 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			case f.Read < 0:
 				return 0, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
 			}
+			if shuffledOwners {
+				sh, err := checkShuffled(part, f)
+				if err != nil {
+					return 0, err
+				}
+				emit(MapRecord{shuffled: sh})
+			} else if len(f.Shuffled) > 0 || f.Mapper != "" {
+				return 0, fmt.Errorf("curator: map output of %s: shuffle counts for a partition not shuffled", part.Name)
+			}
 			return f.Read, nil
 		}
 		if n+len(f.Recs)+len(f.Egs)+len(f.Xs) > maxMapRecords || len(shapes)+len(f.Shapes) > maxMapRecords {
@@ -823,6 +903,12 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 		}
 		if len(f.Xs) > 0 && (mapName != "extents" || len(f.Recs) > 0) {
 			return 0, fmt.Errorf("curator: map output of %s: compact extents in a stream of other records", part.Name)
+		}
+		if (len(f.Refs) > 0 || len(f.Names) > 0) && (mapName != "extents" || part.Shuffle == nil || len(f.Recs) > 0) {
+			return 0, fmt.Errorf("curator: map output of %s: joined references from a partition not reduced", part.Name)
+		}
+		if len(f.Refs) > maxMapRecords || len(names)+len(f.Names) > maxMapRecords {
+			return 0, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
 		}
 		// next takes a compact record's ID: in the partition, after the
 		// last one.
@@ -843,6 +929,24 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			}
 			emit(MapRecord{ID: x.ID, Rev: x.Rev, isExtent: true, compactFP: x.FP, compactExtent: extentRec{id: x.ID, modRev: x.Rev,
 				egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.Stored, ctime: x.Ctime}})
+		}
+		names = append(names, f.Names...)
+		for _, x := range f.Refs {
+			switch {
+			case x.ID < part.Lo || x.ID > part.Hi:
+				return 0, fmt.Errorf("curator: map output of %s: reference to %016x is not in [%016x, %016x]", part.Name, x.ID, part.Lo, part.Hi)
+			case x.ID < lastRef:
+				return 0, fmt.Errorf("curator: map output of %s: reference to %016x after %016x (out of order)", part.Name, x.ID, lastRef)
+			case int(x.Bucket) > len(names):
+				return 0, fmt.Errorf("curator: map output of %s: reference names bucket %d of %d sent", part.Name, x.Bucket, len(names))
+			}
+			lastRef = x.ID
+			n++
+			r := MapRecord{ID: x.ID, isRef: true, refSeq: x.Seq}
+			if x.Bucket > 0 {
+				r.refBucket = names[x.Bucket-1]
+			}
+			emit(r)
 		}
 		for i := range f.Shapes {
 			if in == nil {
@@ -865,6 +969,9 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			if err := checkMapRecord(rec, mapName, part); err != nil {
 				return 0, fmt.Errorf("curator: map output of %s: %w", part.Name, err)
 			}
+			if shuffledOwners && len(rec.Owner.Extents) > 0 {
+				return 0, fmt.Errorf("curator: map output of %s: record %d carries references the worker should have shuffled", part.Name, rec.ID)
+			}
 			if n > 0 && last >= rec.ID {
 				return 0, fmt.Errorf("curator: map output of %s: record %016x after %016x (out of order)", part.Name, rec.ID, last)
 			}
@@ -873,6 +980,26 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			emit(rec)
 		}
 	}
+}
+
+// checkShuffled verifies the shuffle counts in a shuffled owner
+// partition's end frame: its mapper, and a count for reducers it was
+// routed to, once each.
+func checkShuffled(part Partition, f mapFrame) (*shuffled, error) {
+	if f.Mapper == "" {
+		return nil, fmt.Errorf("curator: map output of %s: the worker did not shuffle it (a node of a version without shuffles?)", part.Name)
+	}
+	sh := &shuffled{mapper: f.Mapper}
+	seen := map[string]bool{}
+	for _, c := range f.Shuffled {
+		ok := slices.ContainsFunc(part.Shuffle.Routes, func(r ShuffleRoute) bool { return r.Part == c.Dst })
+		if !ok || c.Refs <= 0 || seen[c.Dst] {
+			return nil, fmt.Errorf("curator: map output of %s: %d references shuffled to %q (not a route, none, or twice)", part.Name, c.Refs, c.Dst)
+		}
+		seen[c.Dst] = true
+		sh.counts = append(sh.counts, c)
+	}
+	return sh, nil
 }
 
 // checkMapRecord verifies a decoded record belongs to the partition.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -200,6 +202,10 @@ type scanResult struct {
 	partitions map[string]string
 	// dedup groups live extents by fingerprint (full scans).
 	dedup []decide.DedupGroup
+	// shuffle names the shuffle that joined the references on the
+	// reducers (shuffle.go); shuffleErr says why one failed and the
+	// references were joined here instead.
+	shuffle, shuffleErr string
 	// removalIncomplete is set when data removal's first stage did not
 	// delete every extent record in deadExtents: tail ends computed
 	// without them are then not safe to truncate to (exec.go).
@@ -301,29 +307,11 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	}
 
 	if full {
-		// Map: object, version and part records emit the extent IDs they
-		// reference (scanOwners).
 		res.maps = append(res.maps, "uploads", "objects", "versions", "extents")
-		refs, bucketNames, err := c.scanOwners(ctx, scanKV, rev, assign, res, &mu)
+		xs, fps, refs, bucketNames, err := c.scanExtentSide(ctx, scanKV, rev, assign, res, &mu)
 		if err != nil {
 			return nil, err
 		}
-		// Map: extents, joined with refs (reduce by extent ID).
-		var extParts [16]extentRecs
-		for i := range extParts {
-			extParts[i].run.s = res.spill
-		}
-		parts, err := idPartitions(ctx, scanKV, "extents", rev)
-		if err != nil {
-			return nil, err
-		}
-		err = c.scanPartitions(ctx, scanKV, parts, assign, res, &mu, func(i int, r MapRecord) {
-			extParts[i].add(r)
-		}, func(i int) { extParts[i].discard() })
-		if err != nil {
-			return nil, err
-		}
-		xs, fps := joinExtentParts(res.spill, extParts[:])
 		err = c.joinFull(ctx, kv, res, xs, fps, refs, bucketNames)
 		freeSlice(res.spill, refs)
 		if err != nil {
@@ -339,6 +327,137 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 	}
 	done = true
 	return res, nil
+}
+
+// scanExtentSide maps the owner maps and the extent map of a full scan
+// and returns the extents sorted by ID with their fingerprints, and the
+// references to them with the bucket names they index. With a
+// balancer whose nodes shuffle, the references are joined with the
+// extents on the reducers (shuffle.go); if that fails anywhere, or
+// otherwise, they are all brought here.
+func (c *Curator) scanExtentSide(ctx context.Context, kv PageScanner, rev int64, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex) ([]extentRec, [][]byte, []extentRef, []string, error) {
+	parts, err := idPartitions(ctx, kv, "extents", rev)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if sb, ok := c.opts.Balancer.(ShuffleBalancer); ok && assign != nil && rev > 0 && c.opts.Shuffle != nil && c.opts.Self != "" {
+		mu.Lock()
+		records, history := res.records0, len(res.history)
+		partitions := maps.Clone(res.partitions)
+		mu.Unlock()
+		id := fmt.Sprintf("%s-%d", c.opts.Self, res.start.UnixNano())
+		xs, fps, refs, names, err := c.shuffledExtentSide(ctx, kv, rev, assign, res, mu, slices.Clone(parts), id, sb)
+		if err == nil {
+			res.shuffle = id
+			return xs, fps, refs, names, nil
+		}
+		c.opts.Shuffle.Drop(id)
+		if ctx.Err() != nil {
+			return nil, nil, nil, nil, ctx.Err()
+		}
+		c.log.Warn("curator: shuffle failed; joining the references here", "shuffle", id, "err", err)
+		mu.Lock()
+		res.records0, res.history, res.partitions = records, res.history[:history], partitions
+		res.shuffleErr = err.Error()
+		mu.Unlock()
+		assign = c.withoutFailed(assign)
+	}
+	// Map: object, version and part records emit the extent IDs they
+	// reference (scanOwners).
+	refs, bucketNames, _, err := c.scanOwners(ctx, kv, rev, assign, res, mu, nil)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	// Map: extents, joined with refs (reduce by extent ID, in joinFull).
+	var extParts [16]extentRecs
+	for i := range extParts {
+		extParts[i].run.s = res.spill
+	}
+	err = c.scanPartitions(ctx, kv, parts, assign, res, mu, func(i int, r MapRecord) {
+		extParts[i].add(r)
+	}, func(i int) { extParts[i].discard() })
+	if err != nil {
+		freeSlice(res.spill, refs)
+		for i := range extParts {
+			extParts[i].discard()
+		}
+		return nil, nil, nil, nil, err
+	}
+	xs, fps := joinExtentParts(res.spill, extParts[:])
+	return xs, fps, refs, bucketNames, nil
+}
+
+// shuffledExtentSide is scanExtentSide with the reduce by extent ID on
+// the reducers of shuffle id (shuffle.go): the node assigned each extent
+// partition (or this one) receives the references to its extents from
+// every owner partition's map and sends back its extents and the joined
+// references.
+func (c *Curator) shuffledExtentSide(ctx context.Context, kv PageScanner, rev int64, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex,
+	parts []Partition, id string, sb ShuffleBalancer) ([]extentRec, [][]byte, []extentRef, []string, error) {
+	spec := &ShuffleSpec{ID: id}
+	for _, p := range parts {
+		node := assign[p.Name]
+		if node == "" {
+			node = c.opts.Self
+		}
+		spec.Routes = append(spec.Routes, ShuffleRoute{Part: p.Name, Lo: p.Lo, Hi: p.Hi, Node: node})
+	}
+	_, _, sources, err := c.scanOwners(ctx, kv, rev, assign, res, mu, spec)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	for i := range parts {
+		parts[i].Shuffle = &ShuffleSpec{ID: id, Expect: sources[parts[i].Name]}
+	}
+	var extParts [16]extentRecs
+	var refRuns [16]spillRun[extentRef]
+	for i := range extParts {
+		extParts[i].run.s, refRuns[i].s = res.spill, res.spill
+	}
+	var names []string
+	index := map[string]uint32{}
+	var internMu sync.Mutex
+	intern := func(b string) uint32 {
+		if b == "" {
+			return 0
+		}
+		internMu.Lock()
+		defer internMu.Unlock()
+		bi := index[b]
+		if bi == 0 {
+			names = append(names, b)
+			bi = uint32(len(names))
+			index[b] = bi
+		}
+		return bi
+	}
+	err = c.scanPartitions(ctx, kv, parts, assign, res, mu, func(i int, r MapRecord) {
+		if r.isRef {
+			refRuns[i].add(extentRef{id: r.ID, seq: r.refSeq, bucket: intern(r.refBucket)})
+			return
+		}
+		extParts[i].add(r)
+	}, func(i int) {
+		extParts[i].discard()
+		refRuns[i].free()
+	})
+	if err != nil {
+		for i := range extParts {
+			extParts[i].discard()
+			refRuns[i].free()
+		}
+		return nil, nil, nil, nil, err
+	}
+	xs, fps := joinExtentParts(res.spill, extParts[:])
+	total := 0
+	for i := range refRuns {
+		total += refRuns[i].len()
+	}
+	refs := spillSlice[extentRef](res.spill, total)[:0]
+	for i := range refRuns {
+		refRuns[i].drain(func(r *extentRef) { refs = append(refs, *r) })
+	}
+	return xs, fps, refs, names, nil
 }
 
 // release frees what the scan holds outside the Go heap (spill.go): its
@@ -401,13 +520,18 @@ func idPartitions(ctx context.Context, kv PageScanner, mapName string, rev int64
 // In a snapshot every extent referenced then is seen referenced. A store
 // without snapshots (rev 0) is read as it goes, one map after another in
 // the order references move (ownerMaps), all of it here.
-func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex) ([]extentRef, []string, error) {
+//
+// With a shuffle spec (shuffle.go) the partitions send their references
+// to the spec's reducers instead, and scanOwners returns, per extent
+// partition, the contributions its reducer must join.
+func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex,
+	spec *ShuffleSpec) ([]extentRef, []string, map[string][]ShuffleSource, error) {
 	var buckets []string
 	if _, err := scanRange(ctx, kv, []byte(meta.PrefixBucket), meta.PrefixEnd([]byte(meta.PrefixBucket)), func(it meta.Item) error {
 		buckets = append(buckets, strings.TrimPrefix(string(it.Key), meta.PrefixBucket))
 		return nil
 	}); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Buckets are interned across partitions (emit runs on every
 	// partition's goroutine); an upload part's bucket index is 0.
@@ -429,11 +553,13 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		refs    spillRun[extentRef] // seq: position within the partition
 		history [][2]string
 		cuts    []string
+		sent    *shuffled // what a shuffled map sent
 	}
 	// Every partition's references stay in its run until all three maps
 	// are mapped, then move into one array (from res.spill: on the heap
 	// or spilled) a chunk at a time.
 	var runs []*spillRun[extentRef]
+	var sources map[string][]ShuffleSource
 	defer func() {
 		for _, r := range runs {
 			r.free()
@@ -444,6 +570,7 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		parts := ownerPartitions(m, buckets, cuts)
 		for i := range parts {
 			parts[i].Rev = rev
+			parts[i].Shuffle = spec
 		}
 		outs := make([]partOut, len(parts))
 		for i := range outs {
@@ -451,6 +578,10 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		}
 		err := c.scanPartitions(ctx, kv, parts, assign, res, mu, func(i int, r MapRecord) {
 			o, out := r.Owner, &outs[i]
+			if r.shuffled != nil {
+				out.sent = r.shuffled
+				return
+			}
 			if o.Cut != "" {
 				out.cuts = append(out.cuts, o.Cut)
 				return
@@ -470,7 +601,7 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 			outs[i] = partOut{refs: spillRun[extentRef]{s: res.spill}}
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		// The partitions tile the map in key order: their outputs
 		// concatenated are the map in key order.
@@ -480,6 +611,17 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		}
 		c.keepCuts(ctx, m, cuts)
 		for i := range outs {
+			if spec != nil {
+				if outs[i].sent == nil {
+					return nil, nil, nil, fmt.Errorf("curator: shuffle %s: %s was mapped without shuffling its references", spec.ID, parts[i].Name)
+				}
+				if sources == nil {
+					sources = map[string][]ShuffleSource{}
+				}
+				for _, n := range outs[i].sent.counts {
+					sources[n.Dst] = append(sources[n.Dst], ShuffleSource{Src: parts[i].Name, Mapper: outs[i].sent.mapper, Refs: n.Refs})
+				}
+			}
 			runs = append(runs, &outs[i].refs)
 			res.history = append(res.history, outs[i].history...)
 			outs[i].history = nil
@@ -490,7 +632,7 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 		total += r.len()
 	}
 	if total >= math.MaxUint32 {
-		return nil, nil, fmt.Errorf("curator: a full scan holds at most %d extent references", uint32(math.MaxUint32))
+		return nil, nil, nil, fmt.Errorf("curator: a full scan holds at most %d extent references", uint32(math.MaxUint32))
 	}
 	refs := spillSlice[extentRef](res.spill, total)[:0]
 	for _, r := range runs {
@@ -501,7 +643,7 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 			refs = append(refs, y)
 		})
 	}
-	return refs, bucketNames, nil
+	return refs, bucketNames, sources, nil
 }
 
 // scanPartitions maps partitions of a map in parallel (here through
@@ -568,7 +710,13 @@ func (c *Curator) scanPartitions(ctx context.Context, local PageScanner, parts [
 		}
 		if !remote {
 			out = MapOutput{Part: name}
-			out.Read, err = MapPartition(ctx, local, part, func(r MapRecord) error {
+			mapFn := MapPartition
+			if part.Shuffle != nil {
+				mapFn = func(ctx context.Context, kv PageScanner, p Partition, emit func(MapRecord) error) (int, error) {
+					return mapShuffled(ctx, kv, p, c.shuffleEnv(), emit)
+				}
+			}
+			out.Read, err = mapFn(ctx, local, part, func(r MapRecord) error {
 				emit(i, r)
 				return nil
 			})
@@ -590,6 +738,30 @@ func (c *Curator) scanPartitions(ctx context.Context, local PageScanner, parts [
 		c.mu.Unlock()
 		return nil
 	})
+}
+
+// withoutFailed is assign with the partitions of nodes whose maps failed
+// lately (mapRetryAfter) given to this node.
+func (c *Curator) withoutFailed(assign map[string]model.NodeID) map[string]model.NodeID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]model.NodeID, len(assign))
+	for part, n := range assign {
+		if at, failed := c.mapFailed[n]; failed && c.now().Sub(at) < mapRetryAfter {
+			n = c.opts.Self
+		}
+		out[part] = n
+	}
+	return out
+}
+
+// shuffleEnv is this node's part in the shuffles it masters.
+func (c *Curator) shuffleEnv() ShuffleEnv {
+	env := ShuffleEnv{Self: c.opts.Self, Store: c.opts.Shuffle}
+	if sb, ok := c.opts.Balancer.(ShuffleBalancer); ok {
+		env.Push = sb.PushShuffle
+	}
+	return env
 }
 
 // snapshotFor returns the placement snapshot with long-down nodes' devices

@@ -1,12 +1,15 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,5 +137,87 @@ func TestCuratorMapForms(t *testing.T) {
 	}
 	if code, _ := count("protobuf"); code != http.StatusBadRequest {
 		t.Fatalf("an unknown form: %d, want 400", code)
+	}
+}
+
+// TestCuratorShuffleEndpoints: a master's pushed chunk of shuffled
+// references is kept by the reducer (204) and joined by the reduce of
+// its extent partition through the map endpoint; a chunk that does not
+// belong where it claims, a body that is not a chunk, a spec that is not
+// JSON, and an unsigned push are refused.
+func TestCuratorShuffleEndpoints(t *testing.T) {
+	n := openNode(t, nil)
+	s := httptest.NewServer(n.AdminHandler())
+	defer s.Close()
+	root := adminauth.Client(n.Config.RootUser, n.Config.RootPassword)
+	dst := curator.Partition{Name: "extents/3", Lo: 1 << 50, Hi: 1<<50 + 99}
+	chunk := func(id uint64) []byte {
+		seq := uint32(1)<<30 | 2<<26 | 7 // objects/2, record 7
+		var b bytes.Buffer
+		if err := curator.WriteShuffleChunk(&b, curator.ShuffleChunk{Names: []string{"b"}, Refs: []curator.ShuffleRef{{ID: id, Seq: seq, Bucket: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	push := func(c *http.Client, query string, body []byte) int {
+		t.Helper()
+		resp, err := c.Post(s.URL+"/v1/curator/shuffle?"+query, "application/x-gob", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	q := fmt.Sprintf("id=m-1&dst=%s&lo=%d&hi=%d&src=objects/2&mapper=n2", dst.Name, dst.Lo, dst.Hi)
+	for name, tc := range map[string]struct {
+		c     *http.Client
+		query string
+		body  []byte
+		want  int
+	}{
+		"outside the range": {root, q, chunk(dst.Hi + 1), http.StatusBadRequest},
+		"not a chunk":       {root, q, []byte("hello"), http.StatusBadRequest},
+		"no range":          {root, "id=m-1&dst=extents/3&src=objects/2&mapper=n2", chunk(dst.Lo), http.StatusBadRequest},
+		"owner as dst":      {root, strings.Replace(q, "dst=extents/3", "dst=objects/3", 1), chunk(dst.Lo), http.StatusBadRequest},
+		"unsigned":          {http.DefaultClient, q, chunk(dst.Lo), http.StatusUnauthorized},
+		"good":              {root, q, chunk(dst.Lo + 5), http.StatusNoContent},
+	} {
+		if got := push(tc.c, tc.query, tc.body); got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+	}
+	mapURL := func(spec string) string {
+		return fmt.Sprintf("%s/v1/curator/map?part=%s&lo=%d&hi=%d&form=compact&shuffle=%s", s.URL, dst.Name, dst.Lo, dst.Hi, url.QueryEscape(spec))
+	}
+	resp, err := root.Get(mapURL("{not json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a spec that is not JSON: %d, want 400", resp.StatusCode)
+	}
+	dst.Shuffle = &curator.ShuffleSpec{ID: "m-1", Expect: []curator.ShuffleSource{{Src: "objects/2", Mapper: "n2", Refs: 1}}}
+	spec, _ := json.Marshal(dst.Shuffle)
+	resp, err = root.Get(mapURL(string(spec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("reduce: %d %s", resp.StatusCode, b)
+	}
+	// No extent has that ID: the reduce reports the reference as
+	// unresolved (a reference without a bucket past every position).
+	out, err := curator.ReadMapStream(resp.Body, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Records) != 1 || out.Records[0].ID != dst.Lo+5 {
+		t.Fatalf("reduce output %+v, want the one unresolved reference", out.Records)
+	}
+	if n.shuffle.Shuffles() != 0 {
+		t.Fatal("the reduce left its shuffle behind")
 	}
 }

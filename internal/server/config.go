@@ -491,6 +491,11 @@ type CuratorConfig struct {
 	// master instead of spreading partitions over the cluster's nodes
 	// (the default without a balancer policy; docs/curator.md).
 	MasterScansAlone bool `yaml:"master_scans_alone"`
+	// ShuffleReferences joins a full scan's extent references with the
+	// extents on the nodes that map the extent partitions, instead of
+	// sending every reference to the master (default on; off: the master
+	// joins them; docs/curator.md "The shuffle").
+	ShuffleReferences *bool `yaml:"shuffle_references"`
 	// ScanMemoryBytes bounds the heap a full scan's extent records and
 	// references take on the master (64 and 16 bytes per extent); past
 	// it they live in memory-mapped files under <data_dir>/curator-spill

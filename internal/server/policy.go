@@ -46,6 +46,16 @@ func (n *Node) withPolicyHooks(o curator.Options) curator.Options {
 	o.Tuner = n.Policies.Tiering()
 	o.Balancer = scanBalancer{n: n}
 	o.Self = model.NodeID(n.Config.NodeID)
+	// Every node keeps the references shuffled to it as a reducer, within
+	// the scan memory budget (then spilled beside the master's arrays).
+	budget := o.ScanMemoryBytes
+	if budget == 0 {
+		budget = 1 << 30
+	}
+	n.shuffle = curator.NewShuffleStore(o.ScanSpillDir, budget, n.Log.With("component", "curator"))
+	if sr := n.Config.Curator.ShuffleReferences; sr == nil || *sr {
+		o.Shuffle = n.shuffle
+	}
 	o.PlannerRuleSource = func(s *model.Snapshot) curator.RuleSource { return n.Policies.PlanRules(s) }
 	return o
 }
@@ -73,7 +83,79 @@ const (
 	mapPartitionTimeout = 10 * time.Minute
 )
 
-var _ curator.StreamingScanBalancer = scanBalancer{}
+var _ curator.ShuffleBalancer = scanBalancer{}
+
+// shufflePushTimeout bounds one chunk's push to a reducer: a reducer
+// that does not take 32K references in this long is as good as down (the
+// master then joins the references itself).
+const shufflePushTimeout = 30 * time.Second
+
+// PushShuffle sends a chunk of shuffled references to node's store
+// (curator.ShuffleBalancer).
+func (b scanBalancer) PushShuffle(ctx context.Context, node model.NodeID, c curator.ShuffleChunk) error {
+	addr, err := b.n.adminAddressOf(node)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, shufflePushTimeout)
+	defer cancel()
+	var body bytes.Buffer
+	if err := curator.WriteShuffleChunk(&body, c); err != nil {
+		return err
+	}
+	q := url.Values{"id": {c.ID}, "dst": {c.Dst.Name}, "lo": {strconv.FormatUint(c.Dst.Lo, 10)},
+		"hi": {strconv.FormatUint(c.Dst.Hi, 10)}, "src": {c.Src}, "mapper": {string(c.Mapper)}}
+	hc, scheme := b.n.peerHTTP()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+addr+"/v1/curator/shuffle?"+q.Encode(), &body)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("server: shuffle push to %s: %s: %s", node, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+// shuffleEnv is this node's part in other masters' shuffles.
+func (n *Node) shuffleEnv() curator.ShuffleEnv {
+	return curator.ShuffleEnv{Self: model.NodeID(n.Config.NodeID), Store: n.shuffle, Push: scanBalancer{n: n}.PushShuffle}
+}
+
+// maxShuffleChunkBytes bounds a pushed chunk's body (32K references
+// encode to well under 1 MiB; a chunk may hold up to 1M).
+const maxShuffleChunkBytes = 64 << 20
+
+// handleCuratorShuffle keeps a chunk of references a master's scan
+// shuffled to this node as the reducer of an extent partition.
+func (n *Node) handleCuratorShuffle(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	lo, err1 := strconv.ParseUint(q.Get("lo"), 10, 64)
+	hi, err2 := strconv.ParseUint(q.Get("hi"), 10, 64)
+	if err1 != nil || err2 != nil {
+		writeJSON(w, http.StatusBadRequest, APIError{Error: "shuffle needs lo and hi, the destination's ID range (decimal)", Code: "InvalidArgument"})
+		return
+	}
+	if n.shuffle == nil {
+		writeJSON(w, http.StatusServiceUnavailable, APIError{Error: "this node keeps no shuffles", Code: "ServiceUnavailable"})
+		return
+	}
+	dst := curator.Partition{Name: q.Get("dst"), Lo: lo, Hi: hi}
+	c, err := curator.ReadShuffleChunk(http.MaxBytesReader(w, r.Body, maxShuffleChunkBytes), q.Get("id"), dst, q.Get("src"), model.NodeID(q.Get("mapper")))
+	if err == nil {
+		err = n.shuffle.Receive(c)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, APIError{Error: err.Error(), Code: "InvalidArgument"})
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
 
 func (b scanBalancer) MapPartition(ctx context.Context, node model.NodeID, part curator.Partition) (curator.MapOutput, error) {
 	out := curator.MapOutput{Part: part.Name}
@@ -107,6 +189,13 @@ func (b scanBalancer) MapPartitionTo(ctx context.Context, node model.NodeID, par
 	}
 	if part.Rev > 0 {
 		q.Set("rev", strconv.FormatInt(part.Rev, 10))
+	}
+	if part.Shuffle != nil {
+		spec, err := json.Marshal(part.Shuffle)
+		if err != nil {
+			return 0, err
+		}
+		q.Set("shuffle", string(spec))
 	}
 	// Egroups in the form the master keeps: the worker interns their
 	// shapes, and nine integers travel per egroup. A worker of a version
@@ -220,7 +309,10 @@ func (n *Node) policyEnv() policy.Env {
 //	POST   /v1/object/exec?bucket=B&key=K&method=CLASS.METHOD  body: the argument
 //	GET    /v1/curator/map?part=egroups/3&lo=L&hi=H  one scan partition's map output (for the master;
 //	                                                 objects/H, versions/H, uploads/H take from=K&to=K, key bounds,
-//	                                                 and rev=R, the master's snapshot revision)
+//	                                                 and rev=R, the master's snapshot revision; shuffle=JSON, the
+//	                                                 partition's part in a shuffle: curator.ShuffleSpec)
+//	POST   /v1/curator/shuffle?id=S&dst=extents/3&lo=L&hi=H&src=objects/2&mapper=N  body: a chunk of
+//	                                                 shuffled references (curator.WriteShuffleChunk) for this node to reduce
 func (n *Node) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/policies", n.handlePolicyList)
 	mux.HandleFunc("GET /v1/policies/swaps", n.handlePolicySwaps)
@@ -233,6 +325,7 @@ func (n *Node) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/policies/{name}/test", n.handlePolicyTest)
 	mux.HandleFunc("POST /v1/object/exec", n.handleObjectExec)
 	mux.HandleFunc("GET /v1/curator/map", n.handleCuratorMap)
+	mux.HandleFunc("POST /v1/curator/shuffle", n.handleCuratorShuffle)
 }
 
 // PolicyError is the admin API's error body for policy failures: the Lua
@@ -596,7 +689,17 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	if r := q.Get("rev"); r != "" {
 		part.Rev, err3 = strconv.ParseInt(r, 10, 64)
 	}
-	err := part.Check()
+	var errShuffle error
+	if sp := q.Get("shuffle"); sp != "" {
+		part.Shuffle = new(curator.ShuffleSpec)
+		if err := json.Unmarshal([]byte(sp), part.Shuffle); err != nil {
+			errShuffle = fmt.Errorf("map: shuffle: %v", err)
+		}
+	}
+	err := errShuffle
+	if err == nil {
+		err = part.Check()
+	}
 	if err == nil && (err1 != nil || err2 != nil) {
 		err = fmt.Errorf("map needs lo and hi, the partition's ID range (decimal)")
 	}
@@ -622,6 +725,11 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	var out io.Writer = w
 	if f, ok := w.(http.Flusher); ok {
 		out = flushWriter{w, f}
+	}
+	if part.Shuffle != nil {
+		write = func(ctx context.Context, w io.Writer, kv curator.PageScanner, p curator.Partition) error {
+			return curator.WriteShuffleMapStream(ctx, w, kv, p, n.shuffleEnv())
+		}
 	}
 	if err := write(r.Context(), out, n.KV, part); err != nil {
 		// The end frame carries the error to the master; log it here too.

@@ -66,6 +66,9 @@ type Node struct {
 	basePlacement placement.Policy
 	policyStop    context.CancelFunc
 
+	// shuffle keeps the references other masters' scans shuffle to this
+	// node as a reducer (curator.ShuffleStore).
+	shuffle    *curator.ShuffleStore
 	peerOnce   sync.Once
 	peerClient *http.Client
 	peerScheme string

@@ -320,6 +320,11 @@ function where(nodes, units, self) return {n1 = 1, n2 = 1, n3 = 1} end
 		for {
 			spread3 = quietFull("default spread")
 			if len(curatorPartitions(spread3.Partitions).nodes()) == 3 {
+				// The references were joined on the nodes that mapped
+				// the extent partitions (the shuffle), not on the master.
+				if spread3.Shuffle == "" {
+					t.Fatalf("a full scan spread over 3 nodes did not shuffle its references: %q", spread3.ShuffleError)
+				}
 				break
 			}
 			if time.Now().After(deadline) {
