@@ -35,15 +35,27 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []ac
 	}
 	for _, t := range tasks {
 		at := actuate.FromDecide(t)
+		listed := true
 		if t.Kind == decide.KindCompact {
 			at.Vector = res.vectorOf(t.Egroup)
-			for _, x := range res.liveOf(t.Egroup) {
+			var live []extentRec
+			live, listed = res.liveOf(t.Egroup)
+			for _, x := range live {
 				at.Extents = append(at.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.len})
 			}
 		}
 		switch t.Kind {
 		case decide.KindCompress, decide.KindDecompress, decide.KindECEncode, decide.KindECDecode:
-			c.transformTask(&at, t, res)
+			listed = c.transformTask(&at, t, res)
+		}
+		if !listed {
+			// A rewrite with a partial list of live extents would lose the
+			// others: without the list (a shuffled scan lists only the
+			// egroups it expects rewrites of) the task waits for a scan
+			// that has it.
+			rec.Stale++
+			c.log.Warn("curator: rewrite dropped: the scan did not list the egroup's live extents", "kind", t.Kind, "egroup", fmt.Sprintf("%016x", t.Egroup))
+			continue
 		}
 		ats = append(ats, at)
 	}

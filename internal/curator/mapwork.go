@@ -68,8 +68,10 @@ type MapRecord struct {
 	isRef     bool
 	refSeq    uint32
 	refBucket string
-	// shuffled, alone in a record, is what a shuffled owner map sent.
+	// shuffled, alone in a record, is what a shuffled map sent; agg is
+	// an egroup reduce's aggregate of egroup ID.
 	shuffled *shuffled
+	agg      *egroupAgg
 }
 
 // OwnerRecord is an object, version or upload part record as the reduce
@@ -621,10 +623,23 @@ type mapFrame struct {
 	Read  int
 	N     int
 	Err   string
-	// Shuffled, in the end frame of a shuffled owner partition, is how
-	// many references the map sent to each reducer, as Mapper.
+	// An egroup partition's reduce (shuffle.go) sends its aggregates as
+	// Aggs (buckets named as Refs name them) and the extents the master
+	// acts on as Xs, in ID order.
+	Aggs []mapAgg
+	// Shuffled, in the end frame of a shuffled owner or extent partition,
+	// is how many records the map sent to each reducer, as Mapper.
 	Shuffled []ShuffleCount
 	Mapper   model.NodeID
+}
+
+// mapAgg is an egroupAgg on the wire.
+type mapAgg struct {
+	Egroup                           uint64
+	LiveN, DeadN, LiveBytes, TailEnd int64
+	FirstSeq, FirstBucket            uint32
+	Buckets                          []uint32
+	Listed                           bool
 }
 
 // mapRef is a joined reference a reduce sends (MapRecord.isRef).
@@ -651,6 +666,7 @@ type mapExtent struct {
 	Egroup                  uint64
 	Off, Len, Stored, Ctime int64
 	FP                      []byte
+	Live                    bool // a reduce's extent: something references it
 }
 
 // mapEgroup is an egroup in the compact form the master keeps
@@ -714,7 +730,7 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 	mapFn := MapPartition
 	if part.Shuffle != nil {
 		// A reduce's output exists in compact form only.
-		compact = compact || mapName == "extents"
+		compact = compact || !isOwnerMap(mapName)
 		mapFn = func(ctx context.Context, kv PageScanner, p Partition, emit func(MapRecord) error) (int, error) {
 			return mapShuffled(ctx, kv, p, env, emit)
 		}
@@ -766,9 +782,23 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 	in := newShapeInterner()
 	shapeIDs := map[*egroupShape]uint32{}
 	bucketIDs := map[string]uint32{}
+	// bucketID names a bucket by 1 + its index among the stream's names,
+	// sending a name with the frame that first uses it ("": 0).
+	bucketID := func(name string) uint32 {
+		if name == "" {
+			return 0
+		}
+		b, ok := bucketIDs[name]
+		if !ok {
+			b = uint32(len(bucketIDs) + 1)
+			bucketIDs[name] = b
+			cf.Names = append(cf.Names, name)
+		}
+		return b
+	}
 	var done *shuffled
 	sent := 0
-	count := func() int { return len(cf.Recs) + len(cf.Egs) + len(cf.Xs) + len(cf.Refs) }
+	count := func() int { return len(cf.Recs) + len(cf.Egs) + len(cf.Xs) + len(cf.Refs) + len(cf.Aggs) }
 	flush := func() error {
 		if count() == 0 {
 			return nil
@@ -777,7 +807,7 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 		err := send(cf)
 		// Encode has written the frame: its slices can take the next.
 		// A frame carries only the shapes and names first used in it.
-		cf = mapFrame{Recs: cf.Recs[:0], Egs: cf.Egs[:0], Xs: cf.Xs[:0], Refs: cf.Refs[:0]}
+		cf = mapFrame{Recs: cf.Recs[:0], Egs: cf.Egs[:0], Xs: cf.Xs[:0], Refs: cf.Refs[:0], Aggs: cf.Aggs[:0]}
 		return err
 	}
 	read, err := mapFn(ctx, kv, part, func(r MapRecord) error {
@@ -786,16 +816,26 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 			done = r.shuffled
 			return nil
 		case r.isRef:
-			b := uint32(0)
-			if r.refBucket != "" {
-				var ok bool
-				if b, ok = bucketIDs[r.refBucket]; !ok {
-					b = uint32(len(bucketIDs) + 1)
-					bucketIDs[r.refBucket] = b
-					cf.Names = append(cf.Names, r.refBucket)
+			cf.Refs = append(cf.Refs, mapRef{ID: r.ID, Seq: r.refSeq, Bucket: bucketID(r.refBucket)})
+		case r.agg != nil:
+			g := r.agg
+			a := mapAgg{Egroup: g.egroup, LiveN: g.liveN, DeadN: g.deadN, LiveBytes: g.liveBytes, TailEnd: g.tailEnd,
+				FirstSeq: g.firstSeq, Listed: g.listed}
+			if g.firstBucket != 0 {
+				a.FirstBucket = bucketID(g.names[g.firstBucket-1])
+			}
+			for _, b := range g.buckets {
+				if b == 0 {
+					a.Buckets = append(a.Buckets, 0)
+				} else {
+					a.Buckets = append(a.Buckets, bucketID(g.names[b-1]))
 				}
 			}
-			cf.Refs = append(cf.Refs, mapRef{ID: r.ID, Seq: r.refSeq, Bucket: b})
+			cf.Aggs = append(cf.Aggs, a)
+		case r.isExtent:
+			x := r.compactExtent
+			cf.Xs = append(cf.Xs, mapExtent{ID: x.id, Rev: x.modRev, Egroup: x.egroup, Off: x.off, Len: x.len,
+				Stored: x.stored, Ctime: x.ctime, FP: r.compactFP, Live: x.live})
 		case compact && r.Extent != nil:
 			x := r.Extent
 			cf.Xs = append(cf.Xs, mapExtent{ID: r.ID, Rev: r.Rev, Egroup: x.Egroup, Off: x.Off, Len: x.Len,
@@ -866,7 +906,14 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 	var in *shapeInterner // a compact stream's shapes, interned here
 	var shapes []*egroupShape
 	var names []string // a reduce's bucket names
+	// A shuffled owner or extent partition ends with what it sent; a
+	// shuffled egroup partition (a reduce) sends aggregates and the
+	// extents the master acts on.
 	shuffledOwners := part.Shuffle != nil && isOwnerMap(mapName)
+	shuffledSends := part.Shuffle != nil && mapName != "egroups"
+	reduced := part.Shuffle != nil && mapName == "egroups"
+	var lastAgg, lastShip uint64
+	aggs, ships := 0, 0
 	for {
 		var f mapFrame
 		if err := dec.Decode(&f); err != nil {
@@ -884,7 +931,7 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			case f.Read < 0:
 				return 0, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
 			}
-			if shuffledOwners {
+			if shuffledSends {
 				sh, err := checkShuffled(part, f)
 				if err != nil {
 					return 0, err
@@ -895,21 +942,25 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			}
 			return f.Read, nil
 		}
-		if n+len(f.Recs)+len(f.Egs)+len(f.Xs) > maxMapRecords || len(shapes)+len(f.Shapes) > maxMapRecords {
+		if n+len(f.Recs)+len(f.Egs)+len(f.Xs)+len(f.Refs)+len(f.Aggs) > maxMapRecords || len(shapes)+len(f.Shapes) > maxMapRecords {
 			return 0, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
 		}
 		if (len(f.Egs) > 0 || len(f.Shapes) > 0) && (mapName != "egroups" || len(f.Recs) > 0) {
 			return 0, fmt.Errorf("curator: map output of %s: compact egroups in a stream of other records", part.Name)
 		}
-		if len(f.Xs) > 0 && (mapName != "extents" || len(f.Recs) > 0) {
+		if len(f.Xs) > 0 && (mapName != "extents" && !reduced || len(f.Recs) > 0) {
 			return 0, fmt.Errorf("curator: map output of %s: compact extents in a stream of other records", part.Name)
 		}
-		if (len(f.Refs) > 0 || len(f.Names) > 0) && (mapName != "extents" || part.Shuffle == nil || len(f.Recs) > 0) {
-			return 0, fmt.Errorf("curator: map output of %s: joined references from a partition not reduced", part.Name)
+		if len(f.Refs) > 0 && (mapName != "extents" || part.Shuffle == nil || len(f.Recs) > 0) {
+			return 0, fmt.Errorf("curator: map output of %s: dangling references from a partition not reduced", part.Name)
 		}
-		if len(f.Refs) > maxMapRecords || len(names)+len(f.Names) > maxMapRecords {
+		if (len(f.Aggs) > 0 || len(f.Names) > 0) && !reduced {
+			return 0, fmt.Errorf("curator: map output of %s: aggregates from a partition not reduced", part.Name)
+		}
+		if len(f.Refs)+len(f.Aggs) > maxMapRecords || len(names)+len(f.Names) > maxMapRecords {
 			return 0, fmt.Errorf("curator: map output of %s exceeds %d records", part.Name, maxMapRecords)
 		}
+		names = append(names, f.Names...)
 		// next takes a compact record's ID: in the partition, after the
 		// last one.
 		next := func(kind string, id uint64) error {
@@ -923,14 +974,45 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			n++
 			return nil
 		}
+		for i := range f.Aggs {
+			a := &f.Aggs[i]
+			switch {
+			case a.Egroup < part.Lo || a.Egroup > part.Hi:
+				return 0, fmt.Errorf("curator: map output of %s: aggregate of egroup %016x is not in [%016x, %016x]", part.Name, a.Egroup, part.Lo, part.Hi)
+			case aggs > 0 && a.Egroup <= lastAgg:
+				return 0, fmt.Errorf("curator: map output of %s: aggregate of %016x after %016x (out of order)", part.Name, a.Egroup, lastAgg)
+			case a.LiveN < 0 || a.DeadN < 0 || a.LiveBytes < 0 || a.TailEnd < 0 || a.LiveN+a.DeadN == 0:
+				return 0, fmt.Errorf("curator: map output of %s: aggregate of %016x counts %d live and %d dead extents, %d live bytes, tail %d", part.Name, a.Egroup, a.LiveN, a.DeadN, a.LiveBytes, a.TailEnd)
+			case int(a.FirstBucket) > len(names) || slices.ContainsFunc(a.Buckets, func(b uint32) bool { return int(b) > len(names) }):
+				return 0, fmt.Errorf("curator: map output of %s: aggregate of %016x names a bucket not sent", part.Name, a.Egroup)
+			}
+			lastAgg = a.Egroup
+			aggs++
+			n++
+			emit(MapRecord{ID: a.Egroup, agg: &egroupAgg{egroup: a.Egroup, liveN: a.LiveN, deadN: a.DeadN, liveBytes: a.LiveBytes,
+				tailEnd: a.TailEnd, firstSeq: a.FirstSeq, firstBucket: a.FirstBucket, buckets: a.Buckets, listed: a.Listed, names: names}})
+		}
 		for _, x := range f.Xs {
+			if reduced {
+				switch {
+				case x.Egroup < part.Lo || x.Egroup > part.Hi:
+					return 0, fmt.Errorf("curator: map output of %s: extent %016x of egroup %016x, not of the partition", part.Name, x.ID, x.Egroup)
+				case ships > 0 && x.ID <= lastShip:
+					return 0, fmt.Errorf("curator: map output of %s: extent %016x after %016x (out of order)", part.Name, x.ID, lastShip)
+				}
+				lastShip = x.ID
+				ships++
+				n++
+				emit(MapRecord{ID: x.ID, Rev: x.Rev, isExtent: true, compactFP: x.FP, compactExtent: extentRec{id: x.ID, modRev: x.Rev,
+					egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.Stored, ctime: x.Ctime, live: x.Live}})
+				continue
+			}
 			if err := next("extent", x.ID); err != nil {
 				return 0, err
 			}
 			emit(MapRecord{ID: x.ID, Rev: x.Rev, isExtent: true, compactFP: x.FP, compactExtent: extentRec{id: x.ID, modRev: x.Rev,
 				egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.Stored, ctime: x.Ctime}})
 		}
-		names = append(names, f.Names...)
 		for _, x := range f.Refs {
 			switch {
 			case x.ID < part.Lo || x.ID > part.Hi:
@@ -993,8 +1075,8 @@ func checkShuffled(part Partition, f mapFrame) (*shuffled, error) {
 	seen := map[string]bool{}
 	for _, c := range f.Shuffled {
 		ok := slices.ContainsFunc(part.Shuffle.Routes, func(r ShuffleRoute) bool { return r.Part == c.Dst })
-		if !ok || c.Refs <= 0 || seen[c.Dst] {
-			return nil, fmt.Errorf("curator: map output of %s: %d references shuffled to %q (not a route, none, or twice)", part.Name, c.Refs, c.Dst)
+		if !ok || c.Count <= 0 || seen[c.Dst] {
+			return nil, fmt.Errorf("curator: map output of %s: %d records shuffled to %q (not a route, none, or twice)", part.Name, c.Count, c.Dst)
 		}
 		seen[c.Dst] = true
 		sh.counts = append(sh.counts, c)

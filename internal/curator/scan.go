@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -188,8 +186,11 @@ type scanResult struct {
 	extents   []extentRec
 	liveIdx   []int32
 	liveStart []int32
-	dangling  []string
-	records0  int // records scanned
+	// listed, when set (a shuffled scan), says which egroups' live
+	// extents the scan knows (liveOf).
+	listed   []bool
+	dangling []string
+	records0 int // records scanned
 	// spill holds the extent-side arrays past the scan's memory budget
 	// (spill.go); spilled is how many bytes it mapped from files.
 	spill   *spill
@@ -264,6 +265,26 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		assign = nil
 	}
 
+	if full && c.canShuffle(assign, rev) {
+		// The joins on the nodes (shuffle.go), in a result of their own:
+		// if anything fails, the scan runs again without a shuffle.
+		sres := &scanResult{start: start, spill: newSpill(c.opts.ScanSpillDir, c.opts.ScanMemoryBytes, c.log)}
+		err := c.shuffledScan(ctx, scanKV, kv, rev, assign, sres)
+		if err == nil {
+			res.release()
+			res, done = sres, true
+			return res, nil
+		}
+		sres.release()
+		c.opts.Shuffle.Drop(sres.shuffle)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		c.log.Warn("curator: shuffle failed; scanning again with the joins here", "shuffle", sres.shuffle, "err", err)
+		res.shuffleErr = err.Error()
+		assign = c.withoutFailed(assign)
+	}
+
 	// Map: egroups joined with their access records, partition by
 	// partition (mapwork.go), here or on the node the partition is
 	// assigned to. Each partition keeps its output in compact form
@@ -290,21 +311,7 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		return nil, err
 	}
 	interners = [16]*shapeInterner{}
-	n := 0
-	for _, p := range egParts {
-		n += p.n
-	}
-	if n > 0 {
-		res.egroups = make([]decide.Egroup, 0, n)
-	}
-	for i := range egParts {
-		for _, ch := range egParts[i].chunks {
-			for j := range ch {
-				res.egroups = append(res.egroups, ch[j].view())
-			}
-		}
-		egParts[i] = egroupRecs{}
-	}
+	res.egroups = viewsOf(egParts[:])
 
 	if full {
 		res.maps = append(res.maps, "uploads", "objects", "versions", "extents")
@@ -331,36 +338,11 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 
 // scanExtentSide maps the owner maps and the extent map of a full scan
 // and returns the extents sorted by ID with their fingerprints, and the
-// references to them with the bucket names they index. With a
-// balancer whose nodes shuffle, the references are joined with the
-// extents on the reducers (shuffle.go); if that fails anywhere, or
-// otherwise, they are all brought here.
+// references to them with the bucket names they index.
 func (c *Curator) scanExtentSide(ctx context.Context, kv PageScanner, rev int64, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex) ([]extentRec, [][]byte, []extentRef, []string, error) {
 	parts, err := idPartitions(ctx, kv, "extents", rev)
 	if err != nil {
 		return nil, nil, nil, nil, err
-	}
-	if sb, ok := c.opts.Balancer.(ShuffleBalancer); ok && assign != nil && rev > 0 && c.opts.Shuffle != nil && c.opts.Self != "" {
-		mu.Lock()
-		records, history := res.records0, len(res.history)
-		partitions := maps.Clone(res.partitions)
-		mu.Unlock()
-		id := fmt.Sprintf("%s-%d", c.opts.Self, res.start.UnixNano())
-		xs, fps, refs, names, err := c.shuffledExtentSide(ctx, kv, rev, assign, res, mu, slices.Clone(parts), id, sb)
-		if err == nil {
-			res.shuffle = id
-			return xs, fps, refs, names, nil
-		}
-		c.opts.Shuffle.Drop(id)
-		if ctx.Err() != nil {
-			return nil, nil, nil, nil, ctx.Err()
-		}
-		c.log.Warn("curator: shuffle failed; joining the references here", "shuffle", id, "err", err)
-		mu.Lock()
-		res.records0, res.history, res.partitions = records, res.history[:history], partitions
-		res.shuffleErr = err.Error()
-		mu.Unlock()
-		assign = c.withoutFailed(assign)
 	}
 	// Map: object, version and part records emit the extent IDs they
 	// reference (scanOwners).
@@ -387,77 +369,26 @@ func (c *Curator) scanExtentSide(ctx context.Context, kv PageScanner, rev int64,
 	return xs, fps, refs, bucketNames, nil
 }
 
-// shuffledExtentSide is scanExtentSide with the reduce by extent ID on
-// the reducers of shuffle id (shuffle.go): the node assigned each extent
-// partition (or this one) receives the references to its extents from
-// every owner partition's map and sends back its extents and the joined
-// references.
-func (c *Curator) shuffledExtentSide(ctx context.Context, kv PageScanner, rev int64, assign map[string]model.NodeID, res *scanResult, mu *sync.Mutex,
-	parts []Partition, id string, sb ShuffleBalancer) ([]extentRec, [][]byte, []extentRef, []string, error) {
-	spec := &ShuffleSpec{ID: id}
+// viewsOf is the decision views of partitions' egroups, in order; it
+// empties the partitions.
+func viewsOf(parts []egroupRecs) []decide.Egroup {
+	n := 0
 	for _, p := range parts {
-		node := assign[p.Name]
-		if node == "" {
-			node = c.opts.Self
-		}
-		spec.Routes = append(spec.Routes, ShuffleRoute{Part: p.Name, Lo: p.Lo, Hi: p.Hi, Node: node})
+		n += p.n
 	}
-	_, _, sources, err := c.scanOwners(ctx, kv, rev, assign, res, mu, spec)
-	if err != nil {
-		return nil, nil, nil, nil, err
+	if n == 0 {
+		return nil
 	}
+	out := make([]decide.Egroup, 0, n)
 	for i := range parts {
-		parts[i].Shuffle = &ShuffleSpec{ID: id, Expect: sources[parts[i].Name]}
-	}
-	var extParts [16]extentRecs
-	var refRuns [16]spillRun[extentRef]
-	for i := range extParts {
-		extParts[i].run.s, refRuns[i].s = res.spill, res.spill
-	}
-	var names []string
-	index := map[string]uint32{}
-	var internMu sync.Mutex
-	intern := func(b string) uint32 {
-		if b == "" {
-			return 0
+		for _, ch := range parts[i].chunks {
+			for j := range ch {
+				out = append(out, ch[j].view())
+			}
 		}
-		internMu.Lock()
-		defer internMu.Unlock()
-		bi := index[b]
-		if bi == 0 {
-			names = append(names, b)
-			bi = uint32(len(names))
-			index[b] = bi
-		}
-		return bi
+		parts[i] = egroupRecs{}
 	}
-	err = c.scanPartitions(ctx, kv, parts, assign, res, mu, func(i int, r MapRecord) {
-		if r.isRef {
-			refRuns[i].add(extentRef{id: r.ID, seq: r.refSeq, bucket: intern(r.refBucket)})
-			return
-		}
-		extParts[i].add(r)
-	}, func(i int) {
-		extParts[i].discard()
-		refRuns[i].free()
-	})
-	if err != nil {
-		for i := range extParts {
-			extParts[i].discard()
-			refRuns[i].free()
-		}
-		return nil, nil, nil, nil, err
-	}
-	xs, fps := joinExtentParts(res.spill, extParts[:])
-	total := 0
-	for i := range refRuns {
-		total += refRuns[i].len()
-	}
-	refs := spillSlice[extentRef](res.spill, total)[:0]
-	for i := range refRuns {
-		refRuns[i].drain(func(r *extentRef) { refs = append(refs, *r) })
-	}
-	return xs, fps, refs, names, nil
+	return out
 }
 
 // release frees what the scan holds outside the Go heap (spill.go): its
@@ -619,7 +550,7 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 					sources = map[string][]ShuffleSource{}
 				}
 				for _, n := range outs[i].sent.counts {
-					sources[n.Dst] = append(sources[n.Dst], ShuffleSource{Src: parts[i].Name, Mapper: outs[i].sent.mapper, Refs: n.Refs})
+					sources[n.Dst] = append(sources[n.Dst], ShuffleSource{Src: parts[i].Name, Mapper: outs[i].sent.mapper, Count: n.Count})
 				}
 			}
 			runs = append(runs, &outs[i].refs)

@@ -149,6 +149,20 @@ func walkOwners(ctx context.Context, kv meta.KV, visit func(owner func() string,
 // without transform settings, or an upload part, has the zero policy);
 // ok is false if the buckets could not be listed (no policies then).
 func (c *Curator) bucketPolicies(ctx context.Context, names []string) (pols []decide.TransformPolicy, ok bool) {
+	byName, ok := c.transformPolicies(ctx)
+	if !ok {
+		return nil, false
+	}
+	pols = make([]decide.TransformPolicy, len(names)+1) // [0]: upload parts
+	for i, n := range names {
+		pols[i+1] = byName[n]
+	}
+	return pols, true
+}
+
+// transformPolicies is the transform policy of each bucket that has
+// one; ok is false if the buckets could not be listed.
+func (c *Curator) transformPolicies(ctx context.Context) (map[string]decide.TransformPolicy, bool) {
 	buckets, err := c.layer.ListBuckets(ctx)
 	if err != nil {
 		c.log.Warn("curator: list buckets for transform policies", "err", err)
@@ -164,11 +178,7 @@ func (c *Curator) bucketPolicies(ctx context.Context, names []string) (pols []de
 			byName[b.Name] = p
 		}
 	}
-	pols = make([]decide.TransformPolicy, len(names)+1) // [0]: upload parts
-	for i, n := range names {
-		pols[i+1] = byName[n]
-	}
-	return pols, true
+	return byName, true
 }
 
 // foldPolicy folds the policy of one more bucket holding an egroup's data
@@ -303,33 +313,15 @@ func (c *Curator) joinFull(ctx context.Context, kv meta.KV, res *scanResult, xs 
 			d.TailEnd = max(d.TailEnd, x.off+encodedLen(x.stored))
 		}
 	}
-	// Live extents by egroup (a counting sort on the egroup's index), each
-	// egroup's in offset order.
-	res.extents = xs
-	res.liveStart = make([]int32, len(res.egroups)+1)
-	for i := range res.egroups {
-		res.liveStart[i+1] = res.liveStart[i] + liveN[i]
-	}
-	res.liveIdx = spillSlice[int32](res.spill, int(res.liveStart[len(res.egroups)]))
-	next := liveN[:len(res.egroups)]
-	copy(next, res.liveStart[:len(res.egroups)])
-	for k := range xs {
-		if !xs[k].live {
-			continue
+	// Live extents by egroup, each egroup's in offset order.
+	res.indexLive(xs, liveN, func(x *extentRec) (int, bool) {
+		if !x.live {
+			return 0, false
 		}
-		if ei, known := egIndex(xs[k].egroup); known {
-			res.liveIdx[next[ei]] = int32(k)
-			next[ei]++
-		}
-	}
+		return egIndex(x.egroup)
+	})
 	for i := range res.egroups {
 		live := res.liveIdx[res.liveStart[i]:res.liveStart[i+1]]
-		slices.SortFunc(live, func(a, b int32) int {
-			if c := cmp.Compare(xs[a].off, xs[b].off); c != 0 {
-				return c
-			}
-			return cmp.Compare(xs[a].id, xs[b].id)
-		})
 		d := &res.egroups[i]
 		d.LiveExtents = len(live)
 		d.TailKnown = true
@@ -342,10 +334,15 @@ func (c *Curator) joinFull(ctx context.Context, kv meta.KV, res *scanResult, xs 
 		}
 	}
 	res.dedup = dedupGroups(xs, fps)
+	return c.reportDangling(ctx, kv, res, unres)
+}
 
-	// Consistency check: every reference must resolve to an extent and
-	// every referenced extent to an egroup. Names are built only for the
-	// references reported, by reading the owner maps again.
+// reportDangling is a full scan's consistency check: every reference
+// must resolve to an extent and every referenced extent to an egroup.
+// unres lists the IDs that did not at the scan's snapshot; those that
+// still do not are reported with their owners' names, built only for
+// them by reading the owner maps again.
+func (c *Curator) reportDangling(ctx context.Context, kv meta.KV, res *scanResult, unres []uint64) error {
 	if len(unres) == 0 {
 		return nil
 	}
@@ -368,19 +365,50 @@ func (c *Curator) joinFull(ctx context.Context, kv meta.KV, res *scanResult, xs 
 	})
 }
 
+// indexLive indexes the live extents of xs by egroup: of says which
+// egroup's list an extent goes in (false: none), liveN[i] is how many
+// go in egroup i's (used up here). Each list is a counting sort's slot
+// (liveIdx[liveStart[i]:liveStart[i+1]]), sorted by offset then ID.
+func (r *scanResult) indexLive(xs []extentRec, liveN []int32, of func(*extentRec) (int, bool)) {
+	r.extents = xs
+	r.liveStart = make([]int32, len(r.egroups)+1)
+	for i := range r.egroups {
+		r.liveStart[i+1] = r.liveStart[i] + liveN[i]
+	}
+	r.liveIdx = spillSlice[int32](r.spill, int(r.liveStart[len(r.egroups)]))
+	next := liveN[:len(r.egroups)]
+	copy(next, r.liveStart[:len(r.egroups)])
+	for k := range xs {
+		if ei, ok := of(&xs[k]); ok {
+			r.liveIdx[next[ei]] = int32(k)
+			next[ei]++
+		}
+	}
+	for i := range r.egroups {
+		slices.SortFunc(r.liveIdx[r.liveStart[i]:r.liveStart[i+1]], func(a, b int32) int {
+			if c := cmp.Compare(xs[a].off, xs[b].off); c != 0 {
+				return c
+			}
+			return cmp.Compare(xs[a].id, xs[b].id)
+		})
+	}
+}
+
 // liveOf lists the live extents of an egroup the scan saw, in offset
-// order.
-func (r *scanResult) liveOf(id uint64) []extentRec {
+// order; ok is false if the scan does not know them (a shuffled scan
+// lists only the egroups a rewrite may need: shuffle.go), and a task
+// that rewrites the egroup must then not run.
+func (r *scanResult) liveOf(id uint64) (xs []extentRec, ok bool) {
 	i, ok := r.egroupIndex(id)
-	if !ok || r.liveStart == nil {
-		return nil
+	if !ok || r.liveStart == nil || r.listed != nil && !r.listed[i] {
+		return nil, false
 	}
 	idx := r.liveIdx[r.liveStart[i]:r.liveStart[i+1]]
 	out := make([]extentRec, len(idx))
 	for n, k := range idx {
 		out[n] = r.extents[k]
 	}
-	return out
+	return out, true
 }
 
 // dedupGroups groups live extents with a fingerprint by it, keeping only

@@ -17,58 +17,70 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
-// The shuffle of a full scan's extent references (Curator §3.1: map
-// output goes to reducers by key). Without it, every reference an
-// object, version or upload part holds travels from the worker that
-// mapped it to the master, which sorts them all by extent ID and joins
-// them with the extents. With it, the reduce by extent ID runs on the
-// workers:
+// The shuffle of a full scan (Curator §3.1: map output goes to reducers
+// by key, and the reducers emit what the decisions need). Without it,
+// every extent record and every reference an object, version or upload
+// part holds travels to the master, which sorts the references, joins
+// them with the extents and the extents with the egroups. With it, both
+// joins run on the nodes, and the master receives per egroup what the
+// decisions read:
 //
-//  1. The master cuts the extent map into its 16 ID partitions and picks
-//     a reducer for each (the node the balancer assigned the partition
-//     to). Every owner partition's map — on a worker or on the master —
-//     routes each reference to the reducer of its extent's partition in
-//     chunks (PushShuffle, or the node's own ShuffleStore) and returns
-//     only its history, cut points and how many references it sent to
-//     each reducer.
-//  2. Each reducer maps its extent partition, joins it with the
+//  1. Owner partitions (objects, versions, upload parts), mapped on the
+//     nodes the balancer assigned them to, route each reference to the
+//     reducer of its extent's ID partition (the node assigned that
+//     extent partition) in chunks, and send the master only their
+//     history, cut points and how many references went to each reducer.
+//  2. Each extent reducer maps its extent partition and joins it with the
 //     references it received from exactly the map attempts the master
-//     names (ShuffleSpec.Expect; a map that failed part way and was run
-//     again elsewhere left a stale contribution that is ignored) and
-//     sends the master its extents with one reference per distinct
-//     bucket naming each — the first reference in scan order among
-//     those with a bucket, which names the egroup's bucket, keeps its
-//     position — and every referenced ID that has no extent record.
-//  3. The master's reduce by egroup (joinFull) runs as before on those.
+//     names (ShuffleSpec.Expect: an attempt that failed part way and was
+//     run again elsewhere left a stale contribution, which is ignored).
+//     It routes each extent — with whether anything references it, and
+//     one reference per distinct bucket naming it: the first in scan
+//     order among those with a bucket keeps its position — to the
+//     reducer of its egroup's ID partition, and sends the master the
+//     referenced IDs that have no extent record (dangling references).
+//  3. Each egroup reducer maps its egroup partition (the compact egroups
+//     the master keeps, as in every scan) and reduces the extents it
+//     received by egroup: live and dead extents, live bytes (a location
+//     several extents share counts once), the tail end (garbage excluded:
+//     data removal deletes it first), the first bucket and the set of
+//     buckets. It sends these aggregates, and only the extents the master
+//     acts on: garbage past the grace period, live extents with a
+//     fingerprint (dedup), live extents of egroups it does not have
+//     (dangling), and the live extents of egroups a rewrite may need them
+//     for ("listed": dead data, a codec or an erasure code, or a bucket
+//     with a transform policy). A rewrite task of an egroup that is not
+//     listed is dropped, never run with a partial list.
 //
-// What the master receives per extent is then bounded by the buckets
-// referencing it, not by the references (versions, snapshots, clones and
-// deduplicated copies all reference one extent), and it neither keeps nor
-// sorts the references. The result is identical to a scan on one node:
-// the joined references compare in the same order, and joinFull's folds
-// (the first bucket, the policies of every bucket) do not depend on how
-// many references of one bucket there were.
-//
-// Any failure of the shuffle — a reducer that is down or restarted (its
-// contributions are in its memory only), a push that fails, a worker
-// that predates the shuffle — makes the master run the extent side again
-// the way it did before (scanOwners with references to the master):
-// a shuffle can slow a scan but never change what it finds. A node's
+// The result is what a scan on one node finds, with the live-extent lists
+// limited to listed egroups. Any failure — a reducer down or restarted
+// (its contributions are in its memory), a push refused, a node of a
+// version without shuffles — makes the master scan again without one: a
+// shuffle can slow a scan but never change what it finds. A node's
 // ShuffleStore keeps contributions past a memory budget in spilled files
 // (spill.go) and drops a shuffle nobody touched for shuffleTTL.
 
-// ShuffleSpec is a partition's part in a scan's shuffle. An owner
-// partition carries Routes (where its references go); an extent
-// partition carries Expect (the contributions its reduce joins).
+// ShuffleSpec is a partition's part in a scan's shuffle: an owner
+// partition has Routes (to the extent reducers); an extent partition has
+// Expect (the owner maps' contributions) and Routes (to the egroup
+// reducers); an egroup partition has Expect (the extent reducers'
+// contributions), GarbageBefore and PolicyBuckets.
 type ShuffleSpec struct {
 	// ID names the scan's shuffle on every node.
 	ID     string          `json:"id"`
 	Routes []ShuffleRoute  `json:"routes,omitempty"`
 	Expect []ShuffleSource `json:"expect,omitempty"`
+	// GarbageBefore: an unreferenced extent created at or before this
+	// time (Unix nanoseconds; the scan's start less the grace period) is
+	// garbage data removal deletes.
+	GarbageBefore int64 `json:"garbage_before,omitempty"`
+	// PolicyBuckets are the buckets with a transform policy: an egroup
+	// holding data of one is listed (its live extents sent).
+	PolicyBuckets []string `json:"policy_buckets,omitempty"`
 }
 
-// ShuffleRoute sends the references to extents in [Lo, Hi] to the node
-// that reduces extent partition Part.
+// ShuffleRoute sends what belongs to IDs in [Lo, Hi] — references by
+// extent ID, extents by egroup ID — to the node that reduces Part.
 type ShuffleRoute struct {
 	Part string       `json:"part"`
 	Lo   uint64       `json:"lo"`
@@ -76,39 +88,63 @@ type ShuffleRoute struct {
 	Node model.NodeID `json:"node"`
 }
 
-// ShuffleSource is one contribution a reducer joins: the references
-// owner partition Src sent when Mapper mapped it, Refs of them.
+// ShuffleSource is one contribution a reducer joins: what partition Src
+// sent when Mapper mapped it, Count records (references to an extent
+// reducer, extents to an egroup reducer).
 type ShuffleSource struct {
 	Src    string       `json:"src"`
 	Mapper model.NodeID `json:"mapper"`
-	Refs   int          `json:"refs"`
+	Count  int          `json:"count"`
 }
 
-// ShuffleCount is how many references an owner partition's map sent to
-// the reducer of extent partition Dst.
+// ShuffleCount is how many records a partition's map sent to the
+// reducer of Dst.
 type ShuffleCount struct {
-	Dst  string
-	Refs int
+	Dst   string
+	Count int
 }
 
-// ShuffleRef is one reference in flight: the extent's ID, the position
-// of the referencing record in scan order (shuffleSeq) and its bucket
-// (1 + index into the chunk's names; 0: an upload part).
+// ShuffleRef is a reference in flight: the extent's ID, the position of
+// the referencing record in scan order (shuffleSeq; math.MaxUint32 on a
+// joined reference that is not an extent's first) and its bucket (1 +
+// index into the chunk's names; 0: an upload part).
 type ShuffleRef struct {
 	ID     uint64
 	Seq    uint32
 	Bucket uint32
 }
 
-// ShuffleChunk is a batch of one owner partition's references to one
-// reducer, as one push carries it.
+// ShuffleExtent is an extent on its way to its egroup's reducer: the
+// fields the reduce reads and whether anything references it.
+type ShuffleExtent struct {
+	ID                      uint64
+	Rev                     int64
+	Egroup                  uint64
+	Off, Len, Stored, Ctime int64
+	FP                      []byte
+	Live                    bool
+}
+
+// ShuffleChunk is a batch of one partition's records for one reducer, as
+// one push carries it: references to an extent reducer, or extents with
+// their joined references (Refs name extents of the chunk) to an egroup
+// reducer.
 type ShuffleChunk struct {
-	ID     string
-	Dst    Partition // the extent partition: its name and ID range
-	Src    string    // the owner partition
-	Mapper model.NodeID
-	Names  []string
-	Refs   []ShuffleRef
+	ID      string
+	Dst     Partition // the reducer's partition: its name and ID range
+	Src     string    // the partition mapped
+	Mapper  model.NodeID
+	Names   []string
+	Refs    []ShuffleRef
+	Extents []ShuffleExtent
+}
+
+// count is what the chunk adds to its contribution's count.
+func (c ShuffleChunk) count() int {
+	if strings.HasPrefix(c.Dst.Name, "egroups/") {
+		return len(c.Extents)
+	}
+	return len(c.Refs)
 }
 
 // ShuffleEnv is what a node's map stage needs to take part in a shuffle:
@@ -120,18 +156,18 @@ type ShuffleEnv struct {
 }
 
 // ShuffleBalancer is a StreamingScanBalancer whose nodes take part in
-// shuffles: the master's own owner maps push through it too.
+// shuffles: the master's own maps push through it too.
 type ShuffleBalancer interface {
 	StreamingScanBalancer
 	PushShuffle(ctx context.Context, node model.NodeID, c ShuffleChunk) error
 }
 
 const (
-	// shuffleChunkRefs is how many references a mapper gathers for one
-	// reducer before pushing them.
-	shuffleChunkRefs = 32 << 10
-	// maxShuffleChunkRefs bounds a chunk a node accepts.
-	maxShuffleChunkRefs = 1 << 20
+	// shuffleChunkRecords is how many references or extents a mapper
+	// gathers for one reducer before pushing them.
+	shuffleChunkRecords = 16 << 10
+	// maxShuffleChunkRecords bounds a chunk a node accepts.
+	maxShuffleChunkRecords = 1 << 20
 	// shuffleTTL is how long a node keeps a shuffle no push or reduce
 	// touched (its master failed over, or fell back).
 	shuffleTTL = 10 * time.Minute
@@ -170,6 +206,63 @@ func ownerPartIndex(part string) (mapIdx, idx int, err error) {
 	return mapIdx, strings.IndexByte("0123456789abcdef", part[len(part)-1]), nil
 }
 
+// checkRoutes verifies routes tile the ID space in order, each to a
+// partition of map to and a node.
+func checkRoutes(part string, routes []ShuffleRoute, to string) error {
+	if len(routes) == 0 || len(routes) > 16 {
+		return fmt.Errorf("curator: partition %s: %d routes, want 1 to 16", part, len(routes))
+	}
+	next := uint64(0)
+	for i, r := range routes {
+		if m, err := ParsePartition(r.Part); err != nil || m != to {
+			return fmt.Errorf("curator: partition %s: route to %q: not a partition of %s", part, r.Part, to)
+		}
+		if r.Lo != next || r.Hi < r.Lo || r.Node == "" {
+			return fmt.Errorf("curator: partition %s: route %d [%d, %d] to %q does not continue the routes before it", part, i, r.Lo, r.Hi, r.Node)
+		}
+		if r.Hi == math.MaxUint64 && i != len(routes)-1 {
+			return fmt.Errorf("curator: partition %s: routes past the end of the ID space", part)
+		}
+		next = r.Hi + 1
+	}
+	if routes[len(routes)-1].Hi != math.MaxUint64 {
+		return fmt.Errorf("curator: partition %s: routes end at %d, before the end of the ID space", part, routes[len(routes)-1].Hi)
+	}
+	return nil
+}
+
+// checkSources verifies a reduce's expected contributions: partitions of
+// the map that feeds it, once each, from a mapper, more than none.
+func checkSources(part string, expect []ShuffleSource, from func(string) bool) error {
+	if len(expect) > 3*16 {
+		return fmt.Errorf("curator: partition %s: %d sources, at most 48", part, len(expect))
+	}
+	seen := map[string]bool{}
+	for _, x := range expect {
+		if !from(x.Src) || x.Mapper == "" || x.Count <= 0 || seen[x.Src] {
+			return fmt.Errorf("curator: partition %s: source %q on %q with %d records (want a feeding partition, a mapper, more than none, once)", part, x.Src, x.Mapper, x.Count)
+		}
+		seen[x.Src] = true
+	}
+	return nil
+}
+
+func isOwnerPart(p string) bool  { _, _, err := ownerPartIndex(p); return err == nil }
+func isExtentPart(p string) bool { m, err := ParsePartition(p); return err == nil && m == "extents" }
+func isEgroupPart(p string) bool { m, err := ParsePartition(p); return err == nil && m == "egroups" }
+func routeOf(routes []ShuffleRoute, id uint64) int {
+	i, _ := slices.BinarySearchFunc(routes, id, func(rt ShuffleRoute, id uint64) int {
+		if rt.Hi < id {
+			return -1
+		}
+		if rt.Lo > id {
+			return 1
+		}
+		return 0
+	})
+	return i
+}
+
 // checkShuffle validates a partition's shuffle spec received from a
 // master.
 func (p Partition) checkShuffle() error {
@@ -181,111 +274,119 @@ func (p Partition) checkShuffle() error {
 	if s.ID == "" || len(s.ID) > 128 {
 		return fmt.Errorf("curator: partition %s: shuffle ID %q: want 1 to 128 bytes", p.Name, s.ID)
 	}
+	if m != "egroups" && (s.GarbageBefore != 0 || len(s.PolicyBuckets) > 0) {
+		return fmt.Errorf("curator: partition %s: only an egroup reduce takes a garbage time or policy buckets", p.Name)
+	}
 	switch {
 	case isOwnerMap(m):
-		if len(s.Expect) > 0 || len(s.Routes) == 0 || len(s.Routes) > 16 {
-			return fmt.Errorf("curator: partition %s: a shuffled owner partition takes 1 to 16 routes and nothing to expect", p.Name)
+		if len(s.Expect) > 0 {
+			return fmt.Errorf("curator: partition %s: an owner partition expects nothing", p.Name)
 		}
-		next := uint64(0)
-		for i, r := range s.Routes {
-			if mr, err := ParsePartition(r.Part); err != nil || mr != "extents" {
-				return fmt.Errorf("curator: partition %s: route to %q: not an extent partition", p.Name, r.Part)
-			}
-			if r.Lo != next || r.Hi < r.Lo || r.Node == "" {
-				return fmt.Errorf("curator: partition %s: route %d [%d, %d] to %q does not continue the routes before it", p.Name, i, r.Lo, r.Hi, r.Node)
-			}
-			next = r.Hi + 1
-			if r.Hi == math.MaxUint64 && i != len(s.Routes)-1 {
-				return fmt.Errorf("curator: partition %s: routes past the end of the ID space", p.Name)
-			}
-		}
-		if s.Routes[len(s.Routes)-1].Hi != math.MaxUint64 {
-			return fmt.Errorf("curator: partition %s: routes end at %d, before the end of the ID space", p.Name, s.Routes[len(s.Routes)-1].Hi)
-		}
+		return checkRoutes(p.Name, s.Routes, "extents")
 	case m == "extents":
-		if len(s.Routes) > 0 || len(s.Expect) > 3*16 {
-			return fmt.Errorf("curator: partition %s: a reduce takes no routes and at most 48 sources", p.Name)
+		if err := checkRoutes(p.Name, s.Routes, "egroups"); err != nil {
+			return err
 		}
-		seen := map[string]bool{}
-		for _, x := range s.Expect {
-			if _, _, err := ownerPartIndex(x.Src); err != nil {
-				return fmt.Errorf("curator: partition %s: source %w", p.Name, err)
-			}
-			if x.Mapper == "" || x.Refs <= 0 || seen[x.Src] {
-				return fmt.Errorf("curator: partition %s: source %s on %q with %d references (want one mapper, more than none, once)", p.Name, x.Src, x.Mapper, x.Refs)
-			}
-			seen[x.Src] = true
+		return checkSources(p.Name, s.Expect, isOwnerPart)
+	default: // egroups
+		if len(s.Routes) > 0 || len(s.PolicyBuckets) > 1<<16 {
+			return fmt.Errorf("curator: partition %s: an egroup reduce routes nothing and takes at most 65536 policy buckets", p.Name)
 		}
-	default:
-		return fmt.Errorf("curator: partition %s takes no part in a shuffle", p.Name)
+		return checkSources(p.Name, s.Expect, isExtentPart)
 	}
-	return nil
 }
 
 // shuffleFrame is a chunk on the wire.
 type shuffleFrame struct {
-	Names []string
-	Refs  []ShuffleRef
+	Names   []string
+	Refs    []ShuffleRef
+	Extents []ShuffleExtent
 }
 
-// WriteShuffleChunk encodes c's names and references (its identity
-// travels beside it, in the request).
+// WriteShuffleChunk encodes c's records (its identity travels beside
+// it, in the request).
 func WriteShuffleChunk(w io.Writer, c ShuffleChunk) error {
-	return gob.NewEncoder(w).Encode(shuffleFrame{Names: c.Names, Refs: c.Refs})
+	return gob.NewEncoder(w).Encode(shuffleFrame{Names: c.Names, Refs: c.Refs, Extents: c.Extents})
 }
 
-// ReadShuffleChunk decodes a chunk pushed for shuffle id from owner
-// partition src, mapped by mapper, to the reducer of dst, and checks it
-// (Check).
+// ReadShuffleChunk decodes a chunk pushed for shuffle id from partition
+// src, mapped by mapper, to the reducer of dst, and checks it (Check).
 func ReadShuffleChunk(r io.Reader, id string, dst Partition, src string, mapper model.NodeID) (ShuffleChunk, error) {
 	var f shuffleFrame
 	if err := gob.NewDecoder(r).Decode(&f); err != nil {
 		return ShuffleChunk{}, fmt.Errorf("curator: shuffle chunk: %w", err)
 	}
-	c := ShuffleChunk{ID: id, Dst: dst, Src: src, Mapper: mapper, Names: f.Names, Refs: f.Refs}
+	c := ShuffleChunk{ID: id, Dst: dst, Src: src, Mapper: mapper, Names: f.Names, Refs: f.Refs, Extents: f.Extents}
 	return c, c.Check()
 }
 
-// Check verifies a chunk before a store keeps it: a known shuffle ID
-// shape, an extent partition as destination, references inside it, each
-// numbered within its owner partition and naming a bucket the chunk
-// names (none for an upload part).
+// Check verifies a chunk before a store keeps it. To an extent reducer:
+// references from an owner partition, inside the reducer's range, each
+// numbered within its partition and naming a bucket the chunk names
+// (none for an upload part). To an egroup reducer: extents from an
+// extent partition, of egroups inside the reducer's range, in ID order,
+// with joined references to them only.
 func (c ShuffleChunk) Check() error {
 	if c.ID == "" || len(c.ID) > 128 || c.Mapper == "" {
 		return fmt.Errorf("curator: shuffle chunk: needs a shuffle ID (at most 128 bytes) and a mapper")
 	}
-	if m, err := ParsePartition(c.Dst.Name); err != nil || m != "extents" {
-		return fmt.Errorf("curator: shuffle chunk: destination %q is not an extent partition", c.Dst.Name)
-	}
 	if c.Dst.Lo > c.Dst.Hi {
 		return fmt.Errorf("curator: shuffle chunk: destination range [%d, %d] is empty", c.Dst.Lo, c.Dst.Hi)
 	}
-	mi, pi, err := ownerPartIndex(c.Src)
-	if err != nil {
-		return fmt.Errorf("curator: shuffle chunk: source: %w", err)
+	if len(c.Refs) > maxShuffleChunkRecords || len(c.Names) > maxShuffleChunkRecords || len(c.Extents) > maxShuffleChunkRecords {
+		return fmt.Errorf("curator: shuffle chunk: more than %d records", maxShuffleChunkRecords)
 	}
-	if len(c.Refs) > maxShuffleChunkRefs || len(c.Names) > maxShuffleChunkRefs {
-		return fmt.Errorf("curator: shuffle chunk: %d references and %d names, at most %d each", len(c.Refs), len(c.Names), maxShuffleChunkRefs)
-	}
-	upload := ownerMaps[mi] == "uploads"
-	if upload && len(c.Names) > 0 {
-		return fmt.Errorf("curator: shuffle chunk: upload parts name no bucket")
-	}
-	for _, r := range c.Refs {
-		switch {
-		case r.ID < c.Dst.Lo || r.ID > c.Dst.Hi:
-			return fmt.Errorf("curator: shuffle chunk: extent %016x is not in %s [%016x, %016x]", r.ID, c.Dst.Name, c.Dst.Lo, c.Dst.Hi)
-		case int(r.Seq>>30) != mi || int(r.Seq>>seqPosBits&15) != pi || r.Seq&(1<<seqPosBits-1) == 0:
-			return fmt.Errorf("curator: shuffle chunk: position %#x is not a record of %s", r.Seq, c.Src)
-		case int(r.Bucket) > len(c.Names) || !upload && r.Bucket == 0:
-			return fmt.Errorf("curator: shuffle chunk: bucket %d of %d named", r.Bucket, len(c.Names))
+	switch {
+	case isExtentPart(c.Dst.Name):
+		mi, pi, err := ownerPartIndex(c.Src)
+		if err != nil {
+			return fmt.Errorf("curator: shuffle chunk to %s: source: %w", c.Dst.Name, err)
 		}
+		upload := ownerMaps[mi] == "uploads"
+		if upload && len(c.Names) > 0 || len(c.Extents) > 0 {
+			return fmt.Errorf("curator: shuffle chunk to %s: references only, and none with a bucket from upload parts", c.Dst.Name)
+		}
+		for _, r := range c.Refs {
+			switch {
+			case r.ID < c.Dst.Lo || r.ID > c.Dst.Hi:
+				return fmt.Errorf("curator: shuffle chunk: extent %016x is not in %s [%016x, %016x]", r.ID, c.Dst.Name, c.Dst.Lo, c.Dst.Hi)
+			case int(r.Seq>>30) != mi || int(r.Seq>>seqPosBits&15) != pi || r.Seq&(1<<seqPosBits-1) == 0:
+				return fmt.Errorf("curator: shuffle chunk: position %#x is not a record of %s", r.Seq, c.Src)
+			case int(r.Bucket) > len(c.Names) || !upload && r.Bucket == 0:
+				return fmt.Errorf("curator: shuffle chunk: bucket %d of %d named", r.Bucket, len(c.Names))
+			}
+		}
+	case isEgroupPart(c.Dst.Name):
+		if !isExtentPart(c.Src) {
+			return fmt.Errorf("curator: shuffle chunk to %s: source %q is not an extent partition", c.Dst.Name, c.Src)
+		}
+		j := 0
+		for i, x := range c.Extents {
+			switch {
+			case x.Egroup < c.Dst.Lo || x.Egroup > c.Dst.Hi:
+				return fmt.Errorf("curator: shuffle chunk: extent %016x of egroup %016x is not for %s [%016x, %016x]", x.ID, x.Egroup, c.Dst.Name, c.Dst.Lo, c.Dst.Hi)
+			case i > 0 && c.Extents[i-1].ID >= x.ID:
+				return fmt.Errorf("curator: shuffle chunk: extent %016x after %016x (out of order)", x.ID, c.Extents[i-1].ID)
+			case x.Off < 0 || x.Len < 0 || x.Stored < 0 || len(x.FP) > 64:
+				return fmt.Errorf("curator: shuffle chunk: extent %016x: negative offset or length, or a fingerprint over 64 bytes", x.ID)
+			}
+			for ; j < len(c.Refs) && c.Refs[j].ID == x.ID; j++ {
+				if int(c.Refs[j].Bucket) > len(c.Names) || !x.Live {
+					return fmt.Errorf("curator: shuffle chunk: a reference to extent %016x names bucket %d of %d or the extent is not live", x.ID, c.Refs[j].Bucket, len(c.Names))
+				}
+			}
+		}
+		if j != len(c.Refs) {
+			return fmt.Errorf("curator: shuffle chunk: reference to %016x, not an extent of the chunk (or out of order)", c.Refs[j].ID)
+		}
+	default:
+		return fmt.Errorf("curator: shuffle chunk: destination %q is not an extent or egroup partition", c.Dst.Name)
 	}
 	return nil
 }
 
-// ShuffleStore holds the shuffled references a node received as a
-// reducer until its reduce takes them.
+// ShuffleStore holds what a node received as a reducer until its reduce
+// takes it.
 type ShuffleStore struct {
 	dir    string
 	budget int64
@@ -297,8 +398,8 @@ type ShuffleStore struct {
 }
 
 // NewShuffleStore returns a store keeping up to budget bytes of
-// references on the heap (then in unlinked files in dir; budget <= 0:
-// no bound).
+// references and extents on the heap (then in unlinked files in dir;
+// budget <= 0: no bound).
 func NewShuffleStore(dir string, budget int64, log *slog.Logger) *ShuffleStore {
 	if log == nil {
 		log = slog.Default()
@@ -310,7 +411,7 @@ type shuffleState struct {
 	spill   *spill
 	touched time.Time
 	parts   map[contribKey]*contrib
-	active  int // reduces using references from spill
+	active  int // reduces using arrays from spill
 }
 
 type contribKey struct {
@@ -318,13 +419,16 @@ type contribKey struct {
 	mapper   model.NodeID
 }
 
-// contrib is what one map attempt of one owner partition sent to one
-// reducer: its references, buckets renumbered into names.
+// contrib is what one map attempt of one partition sent to one reducer:
+// references (buckets renumbered into names) and extents (fingerprints
+// in fps).
 type contrib struct {
-	names  []string
-	index  map[string]uint32
-	refs   spillRun[ShuffleRef]
-	chunks int
+	names []string
+	index map[string]uint32
+	refs  spillRun[ShuffleRef]
+	xs    spillRun[extentRec]
+	fps   [][]byte
+	count int
 }
 
 // Receive keeps a checked chunk (Check) for its reducer.
@@ -347,7 +451,7 @@ func (s *ShuffleStore) Receive(c ShuffleChunk) error {
 	k := contribKey{c.Dst.Name, c.Src, c.Mapper}
 	ct := st.parts[k]
 	if ct == nil {
-		ct = &contrib{index: map[string]uint32{}, refs: spillRun[ShuffleRef]{s: st.spill}}
+		ct = &contrib{index: map[string]uint32{}, refs: spillRun[ShuffleRef]{s: st.spill}, xs: spillRun[extentRec]{s: st.spill}}
 		st.parts[k] = ct
 	}
 	remap := make([]uint32, len(c.Names)+1)
@@ -364,7 +468,15 @@ func (s *ShuffleStore) Receive(c ShuffleChunk) error {
 		r.Bucket = remap[r.Bucket]
 		ct.refs.add(r)
 	}
-	ct.chunks++
+	for _, x := range c.Extents {
+		e := extentRec{id: x.ID, modRev: x.Rev, egroup: x.Egroup, off: x.Off, len: x.Len, stored: x.Stored, ctime: x.Ctime, live: x.Live}
+		if len(x.FP) > 0 {
+			ct.fps = append(ct.fps, x.FP)
+			e.fp = uint32(len(ct.fps))
+		}
+		ct.xs.add(e)
+	}
+	ct.count += c.count()
 	return nil
 }
 
@@ -386,9 +498,23 @@ func (s *ShuffleStore) dropLocked(id string) {
 	}
 	for _, ct := range st.parts {
 		ct.refs.free()
+		ct.xs.free()
 	}
 	st.spill.release()
 	delete(s.shuffles, id)
+}
+
+// Drop forgets shuffle id (a master that fell back drops its own share
+// at once; the other nodes' expire).
+func (s *ShuffleStore) Drop(id string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.shuffles[id]; st != nil && st.active == 0 {
+		s.dropLocked(id)
+	}
 }
 
 // Shuffles is how many shuffles the store holds.
@@ -398,18 +524,29 @@ func (s *ShuffleStore) Shuffles() int {
 	return len(s.shuffles)
 }
 
-// take hands the reduce of dst in shuffle id the expected
+// taken is what a reduce takes from the store: the expected
 // contributions' references sorted by extent ID and position, with the
-// bucket names they index (1 + index; 0: an upload part), and forgets
-// every contribution to dst (a stale attempt's too). free releases the
-// references. A missing or incomplete contribution is an error: the
-// master then falls back to reducing on its own.
-func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (refs []ShuffleRef, names []string, free func(), err error) {
+// bucket names they index (1 + index), and extents (in no order) with
+// their fingerprints (1 + index into fps).
+type taken struct {
+	refs  []ShuffleRef
+	names []string
+	xs    []extentRec
+	fps   [][]byte
+	free  func()
+}
+
+// take hands the reduce of dst in shuffle id the expected contributions
+// and forgets every contribution to dst (a stale attempt's too). A
+// missing or incomplete contribution is an error: the master then scans
+// without a shuffle.
+func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (taken, error) {
+	none := taken{free: func() {}}
 	if s == nil {
 		if len(expect) == 0 {
-			return nil, nil, func() {}, nil
+			return none, nil
 		}
-		return nil, nil, nil, fmt.Errorf("curator: shuffle %s: this node keeps no shuffles", id)
+		return taken{}, fmt.Errorf("curator: shuffle %s: this node keeps no shuffles", id)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -417,25 +554,26 @@ func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (refs []Shuf
 	st := s.shuffles[id]
 	if st == nil {
 		if len(expect) == 0 {
-			return nil, nil, func() {}, nil
+			return none, nil
 		}
-		return nil, nil, nil, fmt.Errorf("curator: shuffle %s: no references here for %s (the node restarted, or the shuffle expired)", id, dst)
+		return taken{}, fmt.Errorf("curator: shuffle %s: nothing here for %s (the node restarted, or the shuffle expired)", id, dst)
 	}
 	st.touched = s.now()
-	total := 0
+	nrefs, nxs := 0, 0
 	for _, x := range expect {
 		ct := st.parts[contribKey{dst, x.Src, x.Mapper}]
 		have := 0
 		if ct != nil {
-			have = ct.refs.len()
+			have = ct.count
 		}
-		if have != x.Refs {
-			return nil, nil, nil, fmt.Errorf("curator: shuffle %s: %s holds %d references from %s mapped on %s, want %d", id, dst, have, x.Src, x.Mapper, x.Refs)
+		if have != x.Count {
+			return taken{}, fmt.Errorf("curator: shuffle %s: %s holds %d records from %s mapped on %s, want %d", id, dst, have, x.Src, x.Mapper, x.Count)
 		}
-		total += have
+		nrefs += ct.refs.len()
+		nxs += ct.xs.len()
 	}
 	sp := st.spill
-	refs = spillSlice[ShuffleRef](sp, total)[:0]
+	t := taken{refs: spillSlice[ShuffleRef](sp, nrefs)[:0], xs: spillSlice[extentRec](sp, nxs)[:0]}
 	index := map[string]uint32{}
 	for _, x := range expect {
 		ct := st.parts[contribKey{dst, x.Src, x.Mapper}]
@@ -443,8 +581,8 @@ func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (refs []Shuf
 		for i, n := range ct.names {
 			b, ok := index[n]
 			if !ok {
-				names = append(names, n)
-				b = uint32(len(names))
+				t.names = append(t.names, n)
+				b = uint32(len(t.names))
 				index[n] = b
 			}
 			remap[i+1] = b
@@ -452,24 +590,36 @@ func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (refs []Shuf
 		ct.refs.drain(func(r *ShuffleRef) {
 			y := *r
 			y.Bucket = remap[y.Bucket]
-			refs = append(refs, y)
+			t.refs = append(t.refs, y)
+		})
+		base := uint32(len(t.fps))
+		t.fps = append(t.fps, ct.fps...)
+		ct.xs.drain(func(x *extentRec) {
+			y := *x
+			if y.fp != 0 {
+				y.fp += base
+			}
+			t.xs = append(t.xs, y)
 		})
 	}
 	for k, ct := range st.parts {
 		if k.dst == dst {
 			ct.refs.free()
+			ct.xs.free()
 			delete(st.parts, k)
 		}
 	}
-	slices.SortFunc(refs, func(a, b ShuffleRef) int {
+	slices.SortFunc(t.refs, func(a, b ShuffleRef) int {
 		if c := cmp.Compare(a.ID, b.ID); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Seq, b.Seq)
 	})
 	st.active++
-	free = func() {
+	refs, xs := t.refs, t.xs
+	t.free = func() {
 		freeSlice(sp, refs)
+		freeSlice(sp, xs)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		st.active--
@@ -477,61 +627,133 @@ func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (refs []Shuf
 			s.dropLocked(id)
 		}
 	}
-	return refs, names, free, nil
+	return t, nil
 }
 
-// mapShuffled is MapPartition for a partition with a shuffle spec: an
-// owner partition routes its references to their reducers and emits
-// the rest (history, cut points) and, last, a record of what it sent; an
-// extent partition is reduced — its extents joined with the references
-// env's store received — and emits its extents and the joined references
-// (see the top of this file).
+// pushBuffer gathers one partition's records for one reducer and
+// pushes them a chunk at a time.
+type pushBuffer struct {
+	route *ShuffleRoute
+	names []string
+	index map[string]uint32
+	refs  []ShuffleRef
+	xs    []ShuffleExtent
+	sent  int
+}
+
+func (d *pushBuffer) bucket(name string) uint32 {
+	if name == "" {
+		return 0
+	}
+	if d.index == nil {
+		d.index = map[string]uint32{}
+	}
+	b, ok := d.index[name]
+	if !ok {
+		d.names = append(d.names, name)
+		b = uint32(len(d.names))
+		d.index[name] = b
+	}
+	return b
+}
+
+// pushers routes one partition's records to the reducers of its spec's
+// routes.
+type pushers struct {
+	ctx  context.Context
+	p    Partition
+	env  ShuffleEnv
+	bufs []pushBuffer
+}
+
+func newPushers(ctx context.Context, p Partition, env ShuffleEnv) *pushers {
+	ps := &pushers{ctx: ctx, p: p, env: env, bufs: make([]pushBuffer, len(p.Shuffle.Routes))}
+	for i := range ps.bufs {
+		ps.bufs[i].route = &p.Shuffle.Routes[i]
+	}
+	return ps
+}
+
+// to is the buffer of the reducer of id.
+func (ps *pushers) to(id uint64) *pushBuffer { return &ps.bufs[routeOf(ps.p.Shuffle.Routes, id)] }
+
+// full pushes d if it holds a chunk's worth.
+func (ps *pushers) full(d *pushBuffer) error {
+	if len(d.refs) < shuffleChunkRecords && len(d.xs) < shuffleChunkRecords {
+		return nil
+	}
+	return ps.push(d)
+}
+
+func (ps *pushers) push(d *pushBuffer) error {
+	if len(d.refs) == 0 && len(d.xs) == 0 {
+		return nil
+	}
+	c := ShuffleChunk{ID: ps.p.Shuffle.ID, Dst: Partition{Name: d.route.Part, Lo: d.route.Lo, Hi: d.route.Hi},
+		Src: ps.p.Name, Mapper: ps.env.Self, Names: d.names, Refs: d.refs, Extents: d.xs}
+	var err error
+	switch {
+	case d.route.Node == ps.env.Self && ps.env.Store != nil:
+		err = ps.env.Store.Receive(c)
+	case d.route.Node == ps.env.Self:
+		err = errors.New("this node keeps no shuffles")
+	case ps.env.Push == nil:
+		err = errors.New("no way to push to another node")
+	default:
+		err = ps.env.Push(ps.ctx, d.route.Node, c)
+	}
+	if err != nil {
+		return fmt.Errorf("curator: shuffle %s: %s to %s on %s: %w", ps.p.Shuffle.ID, ps.p.Name, d.route.Part, d.route.Node, err)
+	}
+	d.sent += c.count()
+	d.names, d.index, d.refs, d.xs = nil, nil, d.refs[:0], d.xs[:0]
+	return nil
+}
+
+// finish pushes what is left and returns the record of what was sent.
+func (ps *pushers) finish() (*shuffled, error) {
+	sent := &shuffled{mapper: ps.env.Self}
+	for i := range ps.bufs {
+		d := &ps.bufs[i]
+		if err := ps.push(d); err != nil {
+			return nil, err
+		}
+		if d.sent > 0 {
+			sent.counts = append(sent.counts, ShuffleCount{Dst: d.route.Part, Count: d.sent})
+		}
+	}
+	return sent, nil
+}
+
+// shuffled is what a partition's shuffled map sent, by reducer.
+type shuffled struct {
+	mapper model.NodeID
+	counts []ShuffleCount
+}
+
+// mapShuffled is MapPartition for a partition with a shuffle spec (the
+// three steps at the top of this file): an owner partition routes its
+// references and emits its history and cut points; an extent partition
+// is joined with its references and routes its extents, emitting the
+// dangling references; both emit, last, a record of what they sent. An
+// egroup partition emits its egroups and the reduce of their extents.
 func mapShuffled(ctx context.Context, kv PageScanner, p Partition, env ShuffleEnv, emit func(MapRecord) error) (int, error) {
 	if err := p.Check(); err != nil {
 		return 0, err
 	}
-	m, _ := ParsePartition(p.Name)
-	if m == "extents" {
-		return reduceExtents(ctx, kv, p, env, emit)
+	if p.Shuffle == nil {
+		return MapPartition(ctx, kv, p, emit)
 	}
-	type pending struct {
-		route *ShuffleRoute
-		names []string
-		index map[string]uint32
-		refs  []ShuffleRef
-		sent  int
+	plain := p
+	plain.Shuffle = nil
+	switch m, _ := ParsePartition(p.Name); m {
+	case "extents":
+		return reduceExtents(ctx, kv, p, plain, env, emit)
+	case "egroups":
+		return reduceEgroups(ctx, kv, p, plain, env, emit)
 	}
-	routes := p.Shuffle.Routes
-	out := make([]pending, len(routes))
-	for i := range routes {
-		out[i].route = &routes[i]
-	}
-	push := func(d *pending) error {
-		if len(d.refs) == 0 {
-			return nil
-		}
-		c := ShuffleChunk{ID: p.Shuffle.ID, Dst: Partition{Name: d.route.Part, Lo: d.route.Lo, Hi: d.route.Hi},
-			Src: p.Name, Mapper: env.Self, Names: d.names, Refs: d.refs}
-		var err error
-		if d.route.Node == env.Self {
-			if env.Store == nil {
-				err = errors.New("this node keeps no shuffles")
-			} else {
-				err = env.Store.Receive(c)
-			}
-		} else if env.Push == nil {
-			err = errors.New("no way to push to another node")
-		} else {
-			err = env.Push(ctx, d.route.Node, c)
-		}
-		if err != nil {
-			return fmt.Errorf("curator: shuffle %s: %s to %s on %s: %w", p.Shuffle.ID, p.Name, d.route.Part, d.route.Node, err)
-		}
-		d.sent += len(d.refs)
-		d.names, d.index, d.refs = nil, nil, d.refs[:0]
-		return nil
-	}
-	read, err := MapPartition(ctx, kv, Partition{Name: p.Name, From: p.From, To: p.To, Rev: p.Rev}, func(r MapRecord) error {
+	ps := newPushers(ctx, p, env)
+	read, err := MapPartition(ctx, kv, plain, func(r MapRecord) error {
 		o := r.Owner
 		if len(o.Extents) > 0 {
 			seq, err := shuffleSeq(p.Name, r.ID)
@@ -539,33 +761,10 @@ func mapShuffled(ctx context.Context, kv PageScanner, p Partition, env ShuffleEn
 				return err
 			}
 			for _, id := range o.Extents {
-				i, _ := slices.BinarySearchFunc(routes, id, func(rt ShuffleRoute, id uint64) int {
-					if rt.Hi < id {
-						return -1
-					}
-					if rt.Lo > id {
-						return 1
-					}
-					return 0
-				})
-				d := &out[i]
-				b := uint32(0)
-				if o.Bucket != "" {
-					if d.index == nil {
-						d.index = map[string]uint32{}
-					}
-					var ok bool
-					if b, ok = d.index[o.Bucket]; !ok {
-						d.names = append(d.names, o.Bucket)
-						b = uint32(len(d.names))
-						d.index[o.Bucket] = b
-					}
-				}
-				d.refs = append(d.refs, ShuffleRef{ID: id, Seq: seq, Bucket: b})
-				if len(d.refs) >= shuffleChunkRefs {
-					if err := push(d); err != nil {
-						return err
-					}
+				d := ps.to(id)
+				d.refs = append(d.refs, ShuffleRef{ID: id, Seq: seq, Bucket: d.bucket(o.Bucket)})
+				if err := ps.full(d); err != nil {
+					return err
 				}
 			}
 		}
@@ -579,70 +778,31 @@ func mapShuffled(ctx context.Context, kv PageScanner, p Partition, env ShuffleEn
 	if err != nil {
 		return read, err
 	}
-	sent := &shuffled{mapper: env.Self}
-	for i := range out {
-		if err := push(&out[i]); err != nil {
-			return read, err
-		}
-		if out[i].sent > 0 {
-			sent.counts = append(sent.counts, ShuffleCount{Dst: out[i].route.Part, Refs: out[i].sent})
-		}
+	sent, err := ps.finish()
+	if err != nil {
+		return read, err
 	}
 	return read, emit(MapRecord{shuffled: sent})
 }
 
-// shuffled is what an owner partition's shuffled map sent, by reducer.
-type shuffled struct {
-	mapper model.NodeID
-	counts []ShuffleCount
-}
-
-// reduceExtents is the reduce of an extent partition in a shuffle: it
-// maps the partition's extents and joins them with the references the
-// store received for it, emitting each extent and, in ID order, the
-// references the master's join needs — per extent one per distinct
-// bucket (the first in scan order among those with a bucket keeps its
-// position; the others, and upload parts', come after every position)
-// — and one per referenced ID without an extent record.
-func reduceExtents(ctx context.Context, kv PageScanner, p Partition, env ShuffleEnv, emit func(MapRecord) error) (int, error) {
-	refs, names, free, err := env.Store.take(p.Shuffle.ID, p.Name, p.Shuffle.Expect)
+// reduceExtents is step 2: it maps the extent partition, joins each
+// extent with the references the store received for it, and routes it
+// with one reference per distinct bucket (the first in scan order among
+// those with a bucket keeps its position; the others, and upload parts',
+// come after every position) to its egroup's reducer; a referenced ID
+// without an extent record is emitted as a reference (dangling).
+func reduceExtents(ctx context.Context, kv PageScanner, p, plain Partition, env ShuffleEnv, emit func(MapRecord) error) (int, error) {
+	t, err := env.Store.take(p.Shuffle.ID, p.Name, p.Shuffle.Expect)
 	if err != nil {
 		return 0, err
 	}
-	defer free()
-	bucket := func(b uint32) string {
-		if b == 0 {
-			return ""
-		}
-		return names[b-1]
-	}
+	defer t.free()
+	refs := t.refs
+	ps := newPushers(ctx, p, env)
 	j := 0
 	var seen []uint32
-	// joined emits the references to extent id (refs[j:] start there).
-	joined := func(id uint64) error {
-		first := -1
-		seen = seen[:0]
-		for ; j < len(refs) && refs[j].ID == id; j++ {
-			r := refs[j]
-			if r.Bucket != 0 && first < 0 {
-				first = j
-			}
-			if !slices.Contains(seen, r.Bucket) {
-				seen = append(seen, r.Bucket)
-			}
-		}
-		for _, b := range seen {
-			seq := uint32(math.MaxUint32)
-			if first >= 0 && b == refs[first].Bucket {
-				seq = refs[first].Seq
-			}
-			if err := emit(MapRecord{ID: id, isRef: true, refSeq: seq, refBucket: bucket(b)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// unresolved emits the referenced IDs below id with no extent.
+	// unresolved emits the referenced IDs below id (all: last) that
+	// have no extent.
 	unresolved := func(id uint64, last bool) error {
 		for j < len(refs) && (last || refs[j].ID < id) {
 			x := refs[j].ID
@@ -655,30 +815,175 @@ func reduceExtents(ctx context.Context, kv PageScanner, p Partition, env Shuffle
 		}
 		return nil
 	}
-	read, err := MapPartition(ctx, kv, Partition{Name: p.Name, Lo: p.Lo, Hi: p.Hi, Rev: p.Rev}, func(r MapRecord) error {
+	read, err := MapPartition(ctx, kv, plain, func(r MapRecord) error {
 		if err := unresolved(r.ID, false); err != nil {
 			return err
 		}
-		if err := emit(r); err != nil {
-			return err
+		x := r.Extent
+		d := ps.to(x.Egroup)
+		first := -1
+		seen = seen[:0]
+		for ; j < len(refs) && refs[j].ID == r.ID; j++ {
+			if refs[j].Bucket != 0 && first < 0 {
+				first = j
+			}
+			if !slices.Contains(seen, refs[j].Bucket) {
+				seen = append(seen, refs[j].Bucket)
+			}
 		}
-		return joined(r.ID)
+		for _, b := range seen {
+			seq := uint32(math.MaxUint32)
+			if first >= 0 && b == refs[first].Bucket {
+				seq = refs[first].Seq
+			}
+			name := ""
+			if b > 0 {
+				name = t.names[b-1]
+			}
+			d.refs = append(d.refs, ShuffleRef{ID: r.ID, Seq: seq, Bucket: d.bucket(name)})
+		}
+		d.xs = append(d.xs, ShuffleExtent{ID: r.ID, Rev: r.Rev, Egroup: x.Egroup, Off: x.Off, Len: x.Len, Stored: x.StoredLen(),
+			Ctime: x.Ctime, FP: x.FP, Live: len(seen) > 0})
+		return ps.full(d)
 	})
 	if err != nil {
 		return read, err
 	}
-	return read, unresolved(0, true)
+	if err := unresolved(0, true); err != nil {
+		return read, err
+	}
+	sent, err := ps.finish()
+	if err != nil {
+		return read, err
+	}
+	return read, emit(MapRecord{shuffled: sent})
 }
 
-// Drop forgets shuffle id (a master that fell back drops its own share
-// at once; the others expire).
-func (s *ShuffleStore) Drop(id string) {
-	if s == nil {
-		return
+// egroupAgg is step 3's reduce of one egroup's extents: what the
+// master's view of the egroup takes from a full scan, and the buckets
+// whose policies it folds (1 + index into the stream's names; 0: upload
+// parts).
+type egroupAgg struct {
+	egroup             uint64
+	liveN, deadN       int64
+	liveBytes, tailEnd int64
+	firstSeq           uint32 // math.MaxUint32: no reference with a bucket
+	firstBucket        uint32
+	buckets            []uint32
+	listed             bool
+	names              []string // what buckets index (worker side)
+}
+
+// reduceEgroups is step 3: it maps the egroup partition (emitting its
+// egroups as every scan does), then reduces the extents the store
+// received for it by egroup and emits, per egroup with extents, the
+// aggregate, and the extents the master acts on (see the top of this
+// file), each with whether it is live.
+func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env ShuffleEnv, emit func(MapRecord) error) (int, error) {
+	t, err := env.Store.take(p.Shuffle.ID, p.Name, p.Shuffle.Expect)
+	if err != nil {
+		return 0, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st := s.shuffles[id]; st != nil && st.active == 0 {
-		s.dropLocked(id)
+	defer t.free()
+	// The partition's egroups: which exist, and what makes one listed.
+	type known struct {
+		id          uint64
+		size        int64
+		transformed bool // a codec or an erasure code
 	}
+	var egs []known
+	read, err := MapPartition(ctx, kv, plain, func(r MapRecord) error {
+		eg := r.Egroup
+		egs = append(egs, known{id: r.ID, size: eg.Size, transformed: eg.Codec != "" || eg.EC != nil})
+		return emit(r)
+	})
+	if err != nil {
+		return read, err
+	}
+	policy := make([]bool, len(t.names)+1)
+	for i, n := range t.names {
+		policy[i+1] = slices.Contains(p.Shuffle.PolicyBuckets, n)
+	}
+	xs, refs := t.xs, t.refs
+	slices.SortFunc(xs, func(a, b extentRec) int {
+		if c := cmp.Compare(a.egroup, b.egroup); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.off, b.off); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	refsOf := func(id uint64) []ShuffleRef {
+		i, _ := slices.BinarySearchFunc(refs, id, func(r ShuffleRef, id uint64) int { return cmp.Compare(r.ID, id) })
+		j := i
+		for j < len(refs) && refs[j].ID == id {
+			j++
+		}
+		return refs[i:j]
+	}
+	var ship []int // indexes into xs of the extents to send, by ID
+	for lo := 0; lo < len(xs); {
+		hi := lo
+		for hi < len(xs) && xs[hi].egroup == xs[lo].egroup {
+			hi++
+		}
+		g := egroupAgg{egroup: xs[lo].egroup, firstSeq: math.MaxUint32, names: t.names}
+		lastLiveOff := int64(-1)
+		for k := lo; k < hi; k++ {
+			x := &xs[k]
+			if !x.live {
+				g.deadN++
+				if x.ctime <= p.Shuffle.GarbageBefore {
+					continue // removed first: not in the tail
+				}
+			} else {
+				g.liveN++
+				// Live bytes count a location several extents share once
+				// (the extents are in offset order).
+				if x.off != lastLiveOff {
+					g.liveBytes += encodedLen(x.stored)
+					lastLiveOff = x.off
+				}
+				for _, r := range refsOf(x.id) {
+					if r.Bucket != 0 && r.Seq < g.firstSeq {
+						g.firstSeq, g.firstBucket = r.Seq, r.Bucket
+					}
+					if !slices.Contains(g.buckets, r.Bucket) {
+						g.buckets = append(g.buckets, r.Bucket)
+					}
+				}
+			}
+			g.tailEnd = max(g.tailEnd, x.off+encodedLen(x.stored))
+		}
+		i, ok := slices.BinarySearchFunc(egs, g.egroup, func(k known, id uint64) int { return cmp.Compare(k.id, id) })
+		if ok {
+			e := egs[i]
+			g.listed = e.transformed || g.deadN > 0 || g.liveBytes < e.size || slices.ContainsFunc(g.buckets, func(b uint32) bool { return policy[b] })
+		}
+		for k := lo; k < hi; k++ {
+			x := &xs[k]
+			garbage := !x.live && x.ctime <= p.Shuffle.GarbageBefore
+			if garbage || x.live && (g.listed || !ok || x.fp != 0) {
+				ship = append(ship, k)
+			}
+		}
+		if err := emit(MapRecord{ID: g.egroup, agg: &g}); err != nil {
+			return read, err
+		}
+		lo = hi
+	}
+	slices.SortFunc(ship, func(a, b int) int { return cmp.Compare(xs[a].id, xs[b].id) })
+	for _, k := range ship {
+		x := xs[k]
+		var fp []byte
+		if x.fp != 0 {
+			fp = t.fps[x.fp-1]
+		}
+		x.fp = 0
+		if err := emit(MapRecord{ID: x.id, Rev: x.modRev, isExtent: true, compactExtent: x, compactFP: fp}); err != nil {
+			return read, err
+		}
+	}
+	return read, nil
 }

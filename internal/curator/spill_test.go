@@ -38,7 +38,8 @@ func describeFull(r *scanResult) string {
 	b.WriteString(summarizeScan(r))
 	for _, eg := range r.egroups {
 		fmt.Fprintf(&b, "\n%d tail=%d live:", eg.ID, eg.TailEnd)
-		for _, x := range r.liveOf(eg.ID) {
+		xs, _ := r.liveOf(eg.ID)
+		for _, x := range xs {
 			fmt.Fprintf(&b, " %d@%d+%d", x.id, x.off, x.stored)
 		}
 	}

@@ -18,8 +18,9 @@ import (
 
 // transformTask attaches what a transform task needs from the scan: the
 // live extents of its source egroups (not part of the pure decision) and
-// the codec its buckets asked for.
-func (c *Curator) transformTask(at *actuate.Task, t decide.Task, res *scanResult) {
+// the codec its buckets asked for. It returns false if the scan did not
+// list the live extents of every source egroup (the task must not run).
+func (c *Curator) transformTask(at *actuate.Task, t decide.Task, res *scanResult) bool {
 	ids := []uint64{t.Egroup}
 	revs := []int64{t.ModRev}
 	if len(t.Pack) > 0 {
@@ -30,13 +31,18 @@ func (c *Curator) transformTask(at *actuate.Task, t decide.Task, res *scanResult
 	}
 	for i, id := range ids {
 		src := object.RewriteSource{Egroup: id, ModRev: revs[i]}
-		for _, x := range res.liveOf(id) {
+		live, ok := res.liveOf(id)
+		if !ok {
+			return false
+		}
+		for _, x := range live {
 			src.Extents = append(src.Extents, object.ExtentMove{ID: x.id, ModRev: x.modRev, Len: x.len})
 		}
 		at.Sources = append(at.Sources, src)
 	}
 	at.MaxRatio = c.opts.Decide.Transform.MaxRatio
 	at.Vector = res.vectorOf(t.Egroup)
+	return true
 }
 
 // TransformBytes is what one kind of transform rewrote in a job.

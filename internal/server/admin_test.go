@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -197,7 +198,10 @@ func TestCuratorShuffleEndpoints(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a spec that is not JSON: %d, want 400", resp.StatusCode)
 	}
-	dst.Shuffle = &curator.ShuffleSpec{ID: "m-1", Expect: []curator.ShuffleSource{{Src: "objects/2", Mapper: "n2", Refs: 1}}}
+	// The reduce routes extents onward to the egroup reducers: all here.
+	routes := []curator.ShuffleRoute{{Part: "egroups/0", Lo: 0, Hi: 1 << 40, Node: model.NodeID(n.Config.NodeID)},
+		{Part: "egroups/1", Lo: 1<<40 + 1, Hi: math.MaxUint64, Node: model.NodeID(n.Config.NodeID)}}
+	dst.Shuffle = &curator.ShuffleSpec{ID: "m-1", Routes: routes, Expect: []curator.ShuffleSource{{Src: "objects/2", Mapper: "n2", Count: 1}}}
 	spec, _ := json.Marshal(dst.Shuffle)
 	resp, err = root.Get(mapURL(string(spec)))
 	if err != nil {
@@ -214,8 +218,8 @@ func TestCuratorShuffleEndpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Records) != 1 || out.Records[0].ID != dst.Lo+5 {
-		t.Fatalf("reduce output %+v, want the one unresolved reference", out.Records)
+	if len(out.Records) != 2 || out.Records[0].ID != dst.Lo+5 {
+		t.Fatalf("reduce output %+v, want the one unresolved reference and what was sent onward", out.Records)
 	}
 	if n.shuffle.Shuffles() != 0 {
 		t.Fatal("the reduce left its shuffle behind")
