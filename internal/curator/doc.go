@@ -27,6 +27,13 @@
 // the replica I/O nor the extent or device packages, and never holds locks
 // against foreground I/O.
 //
+// In a cluster a full scan shuffles (shuffle.go, scanshuffle.go): the
+// owner maps send their references to the nodes reducing the extent
+// partitions, those send the joined extents to the nodes reducing the
+// egroup partitions, and the master receives per egroup aggregates and
+// only the extents it acts on; any failure re-runs the scan with the
+// joins on the master.
+//
 // A full scan's extent-side arrays spill to memory-mapped files past a
 // heap budget (spill.go, with golang.org/x/sys/unix for fallocate and
 // mmap, the module the device package already uses for syncfs).

@@ -3,6 +3,7 @@ package curator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -53,6 +54,18 @@ func (c *Curator) shuffledScan(ctx context.Context, kv PageScanner, metaKV meta.
 	extParts, err := idPartitions(ctx, kv, "extents", rev)
 	if err != nil {
 		return err
+	}
+
+	// Egroup partition k is reduced where extent partition k is: IDs of
+	// both come from sequences in the order data is written, so an
+	// egroup's extents mostly fall in the extent partition of the same
+	// index, and step 2's extents mostly stay on their node (a push to
+	// the node's own store, not encoded or sent).
+	assign = maps.Clone(assign)
+	for k := range egParts {
+		if k < len(extParts) {
+			assign[egParts[k].Name] = assign[extParts[k].Name]
+		}
 	}
 
 	// 1. Owner maps: references to the extent reducers.

@@ -295,9 +295,9 @@ func TestCheckShuffleSpec(t *testing.T) {
 	}
 }
 
-// FuzzReadShuffleChunk: whatever a peer pushes, the reader returns a
-// checked chunk or an error, never a panic, and a store takes what it
-// accepted.
+// FuzzReadShuffleChunk: whatever a peer pushes, to an extent reducer or
+// an egroup reducer, the reader returns a checked chunk or an error,
+// never a panic, and a store takes exactly what it accepted.
 func FuzzReadShuffleChunk(f *testing.F) {
 	var buf bytes.Buffer
 	if err := WriteShuffleChunk(&buf, testChunk()); err != nil {
@@ -306,28 +306,70 @@ func FuzzReadShuffleChunk(f *testing.F) {
 	f.Add(buf.Bytes())
 	f.Add(buf.Bytes()[:buf.Len()/2])
 	f.Add([]byte{})
-	dst := testChunk().Dst
+	buf.Reset()
+	eg := testExtentChunk()
+	if err := WriteShuffleChunk(&buf, eg); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	targets := []ShuffleChunk{testChunk(), eg}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := ReadShuffleChunk(bytes.NewReader(b), "s", dst, "objects/2", "n2")
-		if err != nil {
-			return
-		}
-		s := NewShuffleStore("", -1, nil)
-		if err := s.Receive(c); err != nil {
-			t.Fatalf("a checked chunk refused: %v", err)
-		}
-		tk, err := s.take("s", dst.Name, []ShuffleSource{{Src: "objects/2", Mapper: "n2", Count: len(c.Refs)}})
-		if len(c.Refs) == 0 {
-			if err == nil {
-				tk.free()
+		for _, want := range targets {
+			c, err := ReadShuffleChunk(bytes.NewReader(b), "s", want.Dst, want.Src, "n2")
+			if err != nil {
+				continue
 			}
-			return
+			s := NewShuffleStore("", -1, nil)
+			if err := s.Receive(c); err != nil {
+				t.Fatalf("a checked chunk refused: %v", err)
+			}
+			tk, err := s.take("s", want.Dst.Name, []ShuffleSource{{Src: want.Src, Mapper: "n2", Count: c.count()}})
+			if c.count() == 0 {
+				if err == nil {
+					tk.free()
+				}
+				continue
+			}
+			if err != nil || len(tk.refs) != len(c.Refs) || len(tk.xs) != len(c.Extents) {
+				t.Fatalf("took %d references and %d extents of %d and %d: %v", len(tk.refs), len(tk.xs), len(c.Refs), len(c.Extents), err)
+			}
+			tk.free()
 		}
-		if err != nil || len(tk.refs) != len(c.Refs) {
-			t.Fatalf("took %d of %d: %v", len(tk.refs), len(c.Refs), err)
-		}
-		tk.free()
 	})
+}
+
+// testExtentChunk is a good chunk of extents for an egroup reducer.
+func testExtentChunk() ShuffleChunk {
+	return ShuffleChunk{ID: "n1-1", Dst: Partition{Name: "egroups/1", Lo: 10, Hi: 19}, Src: "extents/4", Mapper: "n2",
+		Names: []string{"b1"}, Refs: []ShuffleRef{{ID: 400, Seq: 5, Bucket: 1}},
+		Extents: []ShuffleExtent{{ID: 400, Egroup: 12, Len: 10, Stored: 10, Live: true}, {ID: 401, Egroup: 19, Len: 3, Stored: 3}}}
+}
+
+// A store refuses an egroup reducer's chunk whose extents are of other
+// egroups, out of order or negative, or whose references name no extent
+// of the chunk or a dead one.
+func TestShuffleStoreRefusesBadExtentChunks(t *testing.T) {
+	s := NewShuffleStore("", -1, nil)
+	if err := s.Receive(testExtentChunk()); err != nil {
+		t.Fatalf("good chunk: %v", err)
+	}
+	for name, mutate := range map[string]func(*ShuffleChunk){
+		"other egroup":    func(c *ShuffleChunk) { c.Extents[1].Egroup = 20 },
+		"out of order":    func(c *ShuffleChunk) { c.Extents[1].ID = 400 },
+		"negative":        func(c *ShuffleChunk) { c.Extents[0].Len = -1 },
+		"ref to nothing":  func(c *ShuffleChunk) { c.Refs[0].ID = 402 },
+		"ref to dead":     func(c *ShuffleChunk) { c.Refs[0].ID = 401 },
+		"bucket unnamed":  func(c *ShuffleChunk) { c.Refs[0].Bucket = 2 },
+		"owner source":    func(c *ShuffleChunk) { c.Src = "objects/1" },
+		"huge fp":         func(c *ShuffleChunk) { c.Extents[0].FP = make([]byte, 65) },
+		"refs to extents": func(c *ShuffleChunk) { c.Dst.Name = "extents/1" },
+	} {
+		c := testExtentChunk()
+		mutate(&c)
+		if err := s.Receive(c); err == nil {
+			t.Errorf("%s: chunk accepted", name)
+		}
+	}
 }
 
 // rewritesListed checks that every rewrite the decisions would plan from
