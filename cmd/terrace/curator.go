@@ -208,6 +208,12 @@ func printJob(out interface{ Write([]byte) (int, error) }, r curator.JobRecord) 
 	if r.Spilled > 0 {
 		fmt.Fprintf(out, "  extent arrays spilled to mapped files: %s at most (curator.scan_memory_bytes)\n", humanBytes(r.Spilled))
 	}
+	switch {
+	case r.Shuffle != "":
+		fmt.Fprintf(out, "  joins on the nodes (shuffle %s)\n", r.Shuffle)
+	case r.ShuffleError != "":
+		fmt.Fprintf(out, "  shuffle abandoned, joins on the master: %s\n", r.ShuffleError)
+	}
 	fmt.Fprintf(out, "  egroups %d, under-replicated %d (%s), live %s, garbage %s, bad replicas %d\n", r.Stats.Egroups,
 		r.Stats.UnderReplicated, humanBytes(r.Stats.UnderReplicatedBytes), humanBytes(r.Stats.LiveBytes), humanBytes(r.Stats.GarbageBytes), r.Stats.BadReplicas)
 	fmt.Fprintf(out, "  planned %s; done %s; stale %d; failed %d; moved %s; freed %s; scrubbed %s; bad found %d\n",
