@@ -54,6 +54,7 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []ac
 			// egroups it expects rewrites of) the task waits for a scan
 			// that has it.
 			rec.Stale++
+			c.m.stale.Inc()
 			c.log.Warn("curator: rewrite dropped: the scan did not list the egroup's live extents", "kind", t.Kind, "egroup", fmt.Sprintf("%016x", t.Egroup))
 			continue
 		}
@@ -338,6 +339,7 @@ type metrics struct {
 	underReplicated prometheus.Gauge
 	garbage         prometheus.Gauge
 	dangling        prometheus.Gauge
+	shuffles        *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -356,11 +358,13 @@ func newMetrics() *metrics {
 		underReplicated: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "under_replicated_bytes", Help: "Bytes missing from replication vectors at the last scan."}),
 		garbage:         prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "garbage_bytes", Help: "Dead bytes in egroups at the last full scan."}),
 		dangling:        prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "dangling_references", Help: "Dangling references found by the last consistency check (should be 0)."}),
+		shuffles: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "shuffles_total",
+			Help: "Full scans that joined on the nodes (outcome done) or abandoned the shuffle and joined on the master (abandoned)."}, []string{"outcome"}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.jobs, m.jobSeconds, m.tasks, m.failed, m.stale, m.moved, m.scrubbed, m.scrubBad, m.backoffs, m.rate, m.underReplicated, m.garbage, m.dangling}
+	return []prometheus.Collector{m.jobs, m.jobSeconds, m.tasks, m.failed, m.stale, m.moved, m.scrubbed, m.scrubBad, m.backoffs, m.rate, m.underReplicated, m.garbage, m.dangling, m.shuffles}
 }
 
 // safeTruncations drops truncations planned past extent records that this

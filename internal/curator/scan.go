@@ -271,10 +271,12 @@ func (c *Curator) scanAssigned(ctx context.Context, full bool, assign map[string
 		sres := &scanResult{start: start, spill: newSpill(c.opts.ScanSpillDir, c.opts.ScanMemoryBytes, c.log)}
 		err := c.shuffledScan(ctx, scanKV, kv, rev, assign, sres)
 		if err == nil {
+			c.m.shuffles.WithLabelValues("done").Inc()
 			res.release()
 			res, done = sres, true
 			return res, nil
 		}
+		c.m.shuffles.WithLabelValues("abandoned").Inc()
 		sres.release()
 		c.opts.Shuffle.Drop(sres.shuffle)
 		if ctx.Err() != nil {

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/model"
 )
@@ -154,6 +157,16 @@ func TestShuffledFullScanMatchesMasterAlone(t *testing.T) {
 				t.Fatalf("seed %d %s: the peer still holds %d shuffles", seed, mode, n)
 			}
 			res.release()
+		}
+		count := func(outcome string) float64 {
+			var m dto.Metric
+			if err := c.m.shuffles.WithLabelValues(outcome).(prometheus.Counter).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			return m.GetCounter().GetValue()
+		}
+		if done, abandoned := count("done"), count("abandoned"); done != 2 || abandoned != 3 {
+			t.Fatalf("seed %d: shuffles_total done %v abandoned %v, want 2 and 3", seed, done, abandoned)
 		}
 	}
 }

@@ -387,7 +387,7 @@ function where(nodes, units, self) return {n1 = 1, n2 = 1, n3 = 1} end
 		if rec.Stats.Egroups != alone.Stats.Egroups || rec.Stats.LiveBytes != alone.Stats.LiveBytes || rec.Stats.GarbageBytes != alone.Stats.GarbageBytes {
 			t.Fatalf("scan with %s killed: records %d stats %+v, want records %d stats %+v", victim, rec.Records, rec.Stats, alone.Records, alone.Stats)
 		}
-		t.Logf("worker %s killed: scan complete, %d partitions mapped by the master instead", victim, failed)
+		t.Logf("worker %s killed: scan complete, %d partitions mapped by the master instead (shuffle %q, abandoned: %q)", victim, failed, rec.Shuffle, rec.ShuffleError)
 		rctx, rcancel := ctxT(60 * time.Second)
 		defer rcancel()
 		if err := c.Restart(rctx, victimNode); err != nil {
