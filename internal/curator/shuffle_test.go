@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/terrace-storage/terrace/internal/curator/decide"
@@ -160,7 +159,7 @@ func TestShuffledFullScanMatchesMasterAlone(t *testing.T) {
 		}
 		count := func(outcome string) float64 {
 			var m dto.Metric
-			if err := c.m.shuffles.WithLabelValues(outcome).(prometheus.Counter).Write(&m); err != nil {
+			if err := c.m.shuffles.WithLabelValues(outcome).Write(&m); err != nil {
 				t.Fatal(err)
 			}
 			return m.GetCounter().GetValue()
