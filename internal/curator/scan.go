@@ -583,7 +583,8 @@ func (c *Curator) scanOwners(ctx context.Context, kv PageScanner, rev int64, ass
 // local) and hands each
 // partition's output records to emit with the partition's index, in key
 // order, from that partition's goroutine: calls for one index never
-// overlap; discard(i) drops what emit got for partition i when a remote
+// overlap, and a record's Egroup, Access and Extent are valid only during
+// the call (emit copies what it keeps); discard(i) drops what emit got for partition i when a remote
 // map of it fails part way (it is then mapped here from the start). A
 // partition assigned to another node is mapped there; if that fails —
 // the node is down, dies mid-stream, or sends a bad stream — it is mapped
@@ -643,7 +644,8 @@ func (c *Curator) scanPartitions(ctx context.Context, local PageScanner, parts [
 		}
 		if !remote {
 			out = MapOutput{Part: name}
-			mapFn := MapPartition
+			// emit copies what it keeps of a record (scanPartitions' contract).
+			mapFn := mapPartitionReused
 			if part.Shuffle != nil {
 				mapFn = func(ctx context.Context, kv PageScanner, p Partition, emit func(MapRecord) error) (int, error) {
 					return mapShuffled(ctx, kv, p, c.shuffleEnv(), emit)

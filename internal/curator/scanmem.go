@@ -2,6 +2,7 @@ package curator
 
 import (
 	"encoding/binary"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -76,6 +77,10 @@ type shapeInterner struct {
 	shapes map[string]*egroupShape
 	key    []byte
 	tiers  []model.Tier
+	// last is the shape returned last: consecutive egroups mostly share
+	// one (written together, by one writer, to one replica set), and
+	// comparing with it is cheaper than spelling out the key.
+	last *egroupShape
 }
 
 func newShapeInterner() *shapeInterner {
@@ -97,6 +102,38 @@ func (in *shapeInterner) rec(r MapRecord) egroupRec {
 // of the shape, the vector's counts (zeros included) and whether its map
 // is nil, so two egroups share a shape only if their views are equal.
 func (in *shapeInterner) shape(eg *meta.Egroup, accessed bool) *egroupShape {
+	if s := in.last; s != nil && s.is(eg, accessed) {
+		return s
+	}
+	s := in.intern(eg, accessed)
+	in.last = s
+	return s
+}
+
+// is reports whether eg (accessed or not) has shape s: what the key
+// spells out, compared field by field.
+func (s *egroupShape) is(eg *meta.Egroup, accessed bool) bool {
+	if s.open != (eg.State == meta.EgroupOpen) || s.incompressible != eg.Incompressible || s.accessed != accessed ||
+		s.writer != eg.Writer || s.codec != eg.Codec || len(s.replicas) != len(eg.Replicas) {
+		return false
+	}
+	var ec decide.ECShape
+	if eg.EC != nil {
+		ec = decide.ECShape{K: eg.EC.K, M: eg.EC.M}
+	}
+	if s.ec != ec || (s.vector.Counts == nil) != (eg.Vector.Counts == nil) || !maps.Equal(s.vector.Counts, eg.Vector.Counts) {
+		return false
+	}
+	for i, r := range eg.Replicas {
+		if x := s.replicas[i]; x.Device != r.Device || x.Node != r.Node || x.Tier != r.Tier || x.Bad != r.Bad {
+			return false
+		}
+	}
+	return true
+}
+
+// intern looks eg's shape up by its key, adding it if new.
+func (in *shapeInterner) intern(eg *meta.Egroup, accessed bool) *egroupShape {
 	k := in.key[:0]
 	var flags byte
 	if eg.State == meta.EgroupOpen {

@@ -815,7 +815,7 @@ func reduceExtents(ctx context.Context, kv PageScanner, p, plain Partition, env 
 		}
 		return nil
 	}
-	read, err := MapPartition(ctx, kv, plain, func(r MapRecord) error {
+	read, err := mapPartitionReused(ctx, kv, plain, func(r MapRecord) error {
 		if err := unresolved(r.ID, false); err != nil {
 			return err
 		}
@@ -892,7 +892,9 @@ func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env 
 		transformed bool // a codec or an erasure code
 	}
 	var egs []known
-	read, err := MapPartition(ctx, kv, plain, func(r MapRecord) error {
+	// emit copies what it keeps (the compact writer, the master's
+	// interner).
+	read, err := mapPartitionReused(ctx, kv, plain, func(r MapRecord) error {
 		eg := r.Egroup
 		egs = append(egs, known{id: r.ID, size: eg.Size, transformed: eg.Codec != "" || eg.EC != nil})
 		return emit(r)

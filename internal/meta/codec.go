@@ -101,7 +101,16 @@ type RecordDecoder struct {
 	lastVecText string
 	lastVec     model.Vector
 	lastVecSet  bool
+	// reuse makes every record's replica list overwrite the last one's
+	// (ReuseReplicas).
+	reuse bool
 }
+
+// ReuseReplicas makes the decoder decode every egroup's replica list
+// into the memory of the previous one: a caller that copies what it
+// keeps of a record before decoding the next allocates nothing per
+// record.
+func (rd *RecordDecoder) ReuseReplicas() { rd.reuse = true }
 
 // maxReplicaLists bounds a RecordDecoder's remembered replica lists.
 const maxReplicaLists = 4096
@@ -111,6 +120,9 @@ const replicaBlock = 512
 
 // Decode is Decode with the decoder's blocks.
 func (rd *RecordDecoder) Decode(b []byte, v any) error {
+	if rd.reuse {
+		rd.replicas = rd.replicas[:0]
+	}
 	if len(b) > 0 && b[0] == binaryMagic {
 		return decodeBinaryWith(b, v, rd)
 	}
