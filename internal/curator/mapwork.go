@@ -665,6 +665,8 @@ type mapFrame struct {
 	// is how many records the map sent to each reducer, as Mapper.
 	Shuffled []ShuffleCount
 	Mapper   model.NodeID
+	// PushFailed, with Err, names the reducer a push to failed.
+	PushFailed model.NodeID
 }
 
 // mapAgg is an egroupAgg on the wire.
@@ -910,6 +912,10 @@ func writeMapStream(ctx context.Context, w io.Writer, kv PageScanner, part Parti
 	}
 	if err != nil {
 		end.Err = err.Error()
+		var pe *ShufflePushError
+		if errors.As(err, &pe) {
+			end.PushFailed = pe.Node
+		}
 	}
 	if werr := send(end); werr != nil && err == nil {
 		err = werr
@@ -965,6 +971,8 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 		}
 		if f.End {
 			switch {
+			case f.Err != "" && f.PushFailed != "":
+				return 0, &ShufflePushError{Node: f.PushFailed, Err: fmt.Errorf("curator: map of %s failed on the worker: %s", part.Name, f.Err)}
 			case f.Err != "":
 				return 0, fmt.Errorf("curator: map of %s failed on the worker: %s", part.Name, f.Err)
 			case f.N != n || len(f.Recs) != 0 || len(f.Egs) != 0 || len(f.Shapes) != 0 || len(f.Xs) != 0:
@@ -972,13 +980,19 @@ func ReadMapStreamTo(r io.Reader, part Partition, emit func(MapRecord)) (read in
 			case f.Read < 0:
 				return 0, fmt.Errorf("curator: map output of %s: negative read count %d", part.Name, f.Read)
 			}
-			if shuffledSends {
+			switch {
+			case shuffledSends:
 				sh, err := checkShuffled(part, f)
 				if err != nil {
 					return 0, err
 				}
 				emit(MapRecord{shuffled: sh})
-			} else if len(f.Shuffled) > 0 || f.Mapper != "" {
+			case reduced:
+				if f.Mapper == "" || len(f.Shuffled) > 0 {
+					return 0, fmt.Errorf("curator: map output of %s: not reduced (a node of a version without shuffles?)", part.Name)
+				}
+				emit(MapRecord{shuffled: &shuffled{mapper: f.Mapper}})
+			case len(f.Shuffled) > 0 || f.Mapper != "":
 				return 0, fmt.Errorf("curator: map output of %s: shuffle counts for a partition not shuffled", part.Name)
 			}
 			return f.Read, nil

@@ -140,9 +140,14 @@ func (p *pager) skipRest(ctx context.Context) error {
 
 // mapParallel runs fn over the partitions with at most par in flight.
 func mapParallel(ctx context.Context, parts []Partition, par int, fn func(ctx context.Context, p Partition) error) error {
+	// The first error fails the whole map: the others stop at once
+	// instead of running (or waiting on a dead peer) for nothing.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	sem := make(chan struct{}, par)
 	errc := make(chan error, len(parts))
 	var wg sync.WaitGroup
+	var once sync.Once
 	for _, p := range parts {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -150,7 +155,10 @@ func mapParallel(ctx context.Context, parts []Partition, par int, fn func(ctx co
 			defer wg.Done()
 			defer func() { <-sem }()
 			if err := fn(ctx, p); err != nil {
-				errc <- err
+				once.Do(func() {
+					errc <- err
+					cancel()
+				})
 			}
 		}()
 	}
@@ -629,16 +637,21 @@ func (c *Curator) scanPartitions(ctx context.Context, local PageScanner, parts [
 				}
 				out.Records = nil
 			}
+			var pe *ShufflePushError
 			switch {
 			case err == nil:
 				remote, who, scanner = true, string(node), node
 			case ctx.Err() != nil:
 				return ctx.Err()
+			case errors.As(err, &pe):
+				// A reducer failed, not this mapper: the shuffle cannot
+				// complete (the master falls back), and the reducer is
+				// left out of the next scans' assignments.
+				c.markFailed(pe.Node)
+				return err
 			default:
 				who = fmt.Sprintf("%s (%s failed: %v)", self, node, err)
-				c.mu.Lock()
-				c.mapFailed[node] = c.now()
-				c.mu.Unlock()
+				c.markFailed(node)
 				c.log.Warn("curator: remote partition map failed; mapping here", "partition", name, "node", node, "err", err)
 			}
 		}
@@ -655,6 +668,9 @@ func (c *Curator) scanPartitions(ctx context.Context, local PageScanner, parts [
 				emit(i, r)
 				return nil
 			})
+			if pe := (*ShufflePushError)(nil); errors.As(err, &pe) {
+				c.markFailed(pe.Node)
+			}
 			if err != nil {
 				return err
 			}
@@ -673,6 +689,13 @@ func (c *Curator) scanPartitions(ctx context.Context, local PageScanner, parts [
 		c.mu.Unlock()
 		return nil
 	})
+}
+
+// markFailed leaves node out of scan assignments for mapRetryAfter.
+func (c *Curator) markFailed(node model.NodeID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mapFailed[node] = c.now()
 }
 
 // withoutFailed is assign with the partitions of nodes whose maps failed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,9 +112,15 @@ func (c *Curator) shuffledScan(ctx context.Context, kv PageScanner, metaKV meta.
 			policyBuckets = append(policyBuckets, name)
 		}
 	}
+	listAll := len(policyBuckets) > maxPolicyBuckets
+	if listAll {
+		policyBuckets = nil
+	}
+	slices.Sort(policyBuckets)
 	garbageBefore := res.start.UnixNano() - int64(c.opts.Decide.GarbageGrace)
 	for i := range egParts {
-		egParts[i].Shuffle = &ShuffleSpec{ID: id, Expect: fromExtents[egParts[i].Name], GarbageBefore: garbageBefore, PolicyBuckets: policyBuckets}
+		egParts[i].Shuffle = &ShuffleSpec{ID: id, Expect: fromExtents[egParts[i].Name], GarbageBefore: garbageBefore,
+			PolicyBuckets: policyBuckets, ListAll: listAll}
 	}
 	var egs [16]egroupRecs
 	var interners [16]*shapeInterner
@@ -122,8 +129,11 @@ func (c *Curator) shuffledScan(ctx context.Context, kv PageScanner, metaKV meta.
 	for i := range ships {
 		ships[i].run.s = res.spill
 	}
+	var reduced [16]bool
 	err = c.scanPartitions(ctx, kv, egParts, assign, res, &mu, func(i int, r MapRecord) {
 		switch {
+		case r.shuffled != nil:
+			reduced[i] = true
 		case r.agg != nil:
 			aggs[i] = append(aggs[i], r.agg)
 		case r.isExtent:
@@ -137,9 +147,12 @@ func (c *Curator) shuffledScan(ctx context.Context, kv PageScanner, metaKV meta.
 			egs[i].add(interners[i].rec(r))
 		}
 	}, func(i int) {
-		egs[i], aggs[i] = egroupRecs{}, nil
+		egs[i], aggs[i], reduced[i] = egroupRecs{}, nil, false
 		ships[i].discard()
 	})
+	if err == nil {
+		err = checkReduced(egParts, reduced[:], aggs[:])
+	}
 	if err != nil {
 		for i := range ships {
 			ships[i].discard()
@@ -205,10 +218,42 @@ func (c *Curator) shuffledScan(ctx context.Context, kv PageScanner, metaKV meta.
 				rec: meta.Extent{Egroup: x.egroup, Off: x.off, Len: x.len, Ctime: x.ctime}})
 		}
 	}
+	// A listed egroup's list must be whole: a rewrite copies exactly the
+	// extents in it.
+	for i := range res.egroups {
+		if d := &res.egroups[i]; res.listed[i] && int(liveN[i]) != d.LiveExtents {
+			return fmt.Errorf("curator: shuffle %s: egroup %016x has %d live extents and %d were sent", id, d.ID, d.LiveExtents, liveN[i])
+		}
+	}
 	res.indexLive(xs, liveN, func(x *extentRec) (int, bool) {
 		ei, known := res.egroupIndex(x.egroup)
 		return ei, x.live && known && res.listed[ei]
 	})
 	res.dedup = dedupGroups(xs, fps)
+	res.spilled = res.spill.mappedBytes()
 	return c.reportDangling(ctx, metaKV, res, dangling)
+}
+
+// checkReduced verifies that every egroup partition was reduced (its
+// stream ended naming its reducer) and that its aggregates account for
+// every extent the extent reducers sent it: a partition mapped without
+// its reduce would otherwise look like egroups without extents.
+func checkReduced(parts []Partition, reduced []bool, aggs [][]*egroupAgg) error {
+	for i, p := range parts {
+		if !reduced[i] {
+			return fmt.Errorf("curator: shuffle %s: %s was not reduced", p.Shuffle.ID, p.Name)
+		}
+		want := int64(0)
+		for _, x := range p.Shuffle.Expect {
+			want += int64(x.Count)
+		}
+		got := int64(0)
+		for _, g := range aggs[i] {
+			got += g.liveN + g.deadN
+		}
+		if got != want {
+			return fmt.Errorf("curator: shuffle %s: %s accounts for %d extents, %d were sent to it", p.Shuffle.ID, p.Name, got, want)
+		}
+	}
+	return nil
 }

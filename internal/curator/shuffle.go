@@ -59,6 +59,12 @@ import (
 // shuffle can slow a scan but never change what it finds. A node's
 // ShuffleStore keeps contributions past a memory budget in spilled files
 // (spill.go) and drops a shuffle nobody touched for shuffleTTL.
+//
+// The master accepts a reduce only whole: an egroup partition's stream
+// must end naming its reducer and its aggregates must account for every
+// extent sent to it, and a listed egroup's extents must all arrive — a
+// partition mapped without its reduce would otherwise pass for egroups
+// without extents, and data removal would delete them.
 
 // ShuffleSpec is a partition's part in a scan's shuffle: an owner
 // partition has Routes (to the extent reducers); an extent partition has
@@ -75,9 +81,15 @@ type ShuffleSpec struct {
 	// garbage data removal deletes.
 	GarbageBefore int64 `json:"garbage_before,omitempty"`
 	// PolicyBuckets are the buckets with a transform policy: an egroup
-	// holding data of one is listed (its live extents sent).
+	// holding data of one is listed (its live extents sent). Past
+	// maxPolicyBuckets the master sets ListAll instead (every egroup
+	// listed), keeping the spec small enough for a request.
 	PolicyBuckets []string `json:"policy_buckets,omitempty"`
+	ListAll       bool     `json:"list_all,omitempty"`
 }
+
+// maxPolicyBuckets bounds the policy buckets a spec names.
+const maxPolicyBuckets = 1024
 
 // ShuffleRoute sends what belongs to IDs in [Lo, Hi] — references by
 // extent ID, extents by egroup ID — to the node that reduces Part.
@@ -169,8 +181,11 @@ const (
 	// maxShuffleChunkRecords bounds a chunk a node accepts.
 	maxShuffleChunkRecords = 1 << 20
 	// shuffleTTL is how long a node keeps a shuffle no push or reduce
-	// touched (its master failed over, or fell back).
-	shuffleTTL = 10 * time.Minute
+	// touched (its master failed over, or fell back): longer than one
+	// partition's map may take (mapPartitionTimeout on the master is 10
+	// minutes), so that a reducer's contributions outlive the slowest
+	// partition of the step before its reduce.
+	shuffleTTL = 30 * time.Minute
 	// maxShuffles bounds the shuffles a node holds at once.
 	maxShuffles = 16
 	// seqPosBits is how many bits of a reference's scan-order position
@@ -274,7 +289,7 @@ func (p Partition) checkShuffle() error {
 	if s.ID == "" || len(s.ID) > 128 {
 		return fmt.Errorf("curator: partition %s: shuffle ID %q: want 1 to 128 bytes", p.Name, s.ID)
 	}
-	if m != "egroups" && (s.GarbageBefore != 0 || len(s.PolicyBuckets) > 0) {
+	if m != "egroups" && (s.GarbageBefore != 0 || len(s.PolicyBuckets) > 0 || s.ListAll) {
 		return fmt.Errorf("curator: partition %s: only an egroup reduce takes a garbage time or policy buckets", p.Name)
 	}
 	switch {
@@ -289,8 +304,8 @@ func (p Partition) checkShuffle() error {
 		}
 		return checkSources(p.Name, s.Expect, isOwnerPart)
 	default: // egroups
-		if len(s.Routes) > 0 || len(s.PolicyBuckets) > 1<<16 {
-			return fmt.Errorf("curator: partition %s: an egroup reduce routes nothing and takes at most 65536 policy buckets", p.Name)
+		if len(s.Routes) > 0 || len(s.PolicyBuckets) > maxPolicyBuckets {
+			return fmt.Errorf("curator: partition %s: an egroup reduce routes nothing and takes at most %d policy buckets", p.Name, maxPolicyBuckets)
 		}
 		return checkSources(p.Name, s.Expect, isExtentPart)
 	}
@@ -414,8 +429,12 @@ type shuffleState struct {
 	active  int // reduces using arrays from spill
 }
 
+// contribKey names a contribution: the reducer's partition (with its
+// range: a reduce takes only what was sent for exactly its range), the
+// partition mapped and who mapped it.
 type contribKey struct {
 	dst, src string
+	lo, hi   uint64
 	mapper   model.NodeID
 }
 
@@ -438,8 +457,11 @@ func (s *ShuffleStore) Receive(c ShuffleChunk) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweepLocked()
 	st := s.shuffles[c.ID]
+	if st != nil {
+		st.touched = s.now() // before sweeping: never the shuffle in use
+	}
+	s.sweepLocked()
 	if st == nil {
 		if len(s.shuffles) >= maxShuffles {
 			return fmt.Errorf("curator: shuffle %s: this node holds %d shuffles already", c.ID, maxShuffles)
@@ -448,7 +470,7 @@ func (s *ShuffleStore) Receive(c ShuffleChunk) error {
 		s.shuffles[c.ID] = st
 	}
 	st.touched = s.now()
-	k := contribKey{c.Dst.Name, c.Src, c.Mapper}
+	k := contribKey{dst: c.Dst.Name, src: c.Src, lo: c.Dst.Lo, hi: c.Dst.Hi, mapper: c.Mapper}
 	ct := st.parts[k]
 	if ct == nil {
 		ct = &contrib{index: map[string]uint32{}, refs: spillRun[ShuffleRef]{s: st.spill}, xs: spillRun[extentRec]{s: st.spill}}
@@ -478,6 +500,14 @@ func (s *ShuffleStore) Receive(c ShuffleChunk) error {
 	}
 	ct.count += c.count()
 	return nil
+}
+
+// Sweep drops the shuffles nobody touched for shuffleTTL (a server calls
+// it periodically; pushes and reduces sweep too).
+func (s *ShuffleStore) Sweep() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sweepLocked()
 }
 
 // sweepLocked drops shuffles untouched for shuffleTTL.
@@ -536,11 +566,11 @@ type taken struct {
 	free  func()
 }
 
-// take hands the reduce of dst in shuffle id the expected contributions
-// and forgets every contribution to dst (a stale attempt's too). A
-// missing or incomplete contribution is an error: the master then scans
-// without a shuffle.
-func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (taken, error) {
+// take hands the reduce of partition dst in shuffle id the expected
+// contributions and forgets every contribution to dst (a stale
+// attempt's too). A missing or incomplete contribution is an error: the
+// master then scans without a shuffle.
+func (s *ShuffleStore) take(id string, dst Partition, expect []ShuffleSource) (taken, error) {
 	none := taken{free: func() {}}
 	if s == nil {
 		if len(expect) == 0 {
@@ -549,34 +579,58 @@ func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (taken, erro
 		return taken{}, fmt.Errorf("curator: shuffle %s: this node keeps no shuffles", id)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweepLocked()
 	st := s.shuffles[id]
+	if st != nil {
+		st.touched = s.now() // before sweeping: never the shuffle in use
+	}
+	s.sweepLocked()
 	if st == nil {
+		s.mu.Unlock()
 		if len(expect) == 0 {
 			return none, nil
 		}
-		return taken{}, fmt.Errorf("curator: shuffle %s: nothing here for %s (the node restarted, or the shuffle expired)", id, dst)
+		return taken{}, fmt.Errorf("curator: shuffle %s: nothing here for %s (the node restarted, or the shuffle expired)", id, dst.Name)
 	}
-	st.touched = s.now()
+	key := func(x ShuffleSource) contribKey {
+		return contribKey{dst: dst.Name, src: x.Src, lo: dst.Lo, hi: dst.Hi, mapper: x.Mapper}
+	}
 	nrefs, nxs := 0, 0
 	for _, x := range expect {
-		ct := st.parts[contribKey{dst, x.Src, x.Mapper}]
+		ct := st.parts[key(x)]
 		have := 0
 		if ct != nil {
 			have = ct.count
 		}
 		if have != x.Count {
-			return taken{}, fmt.Errorf("curator: shuffle %s: %s holds %d records from %s mapped on %s, want %d", id, dst, have, x.Src, x.Mapper, x.Count)
+			s.mu.Unlock()
+			return taken{}, fmt.Errorf("curator: shuffle %s: %s [%d, %d] holds %d records from %s mapped on %s, want %d", id, dst.Name, dst.Lo, dst.Hi, have, x.Src, x.Mapper, x.Count)
 		}
 		nrefs += ct.refs.len()
 		nxs += ct.xs.len()
 	}
+	// The contributions leave the store now (a stale attempt's are
+	// dropped); the copying and sorting happen outside its lock, so
+	// pushes to other reducers here do not wait for them.
+	var mine []*contrib
+	for _, x := range expect {
+		mine = append(mine, st.parts[key(x)])
+	}
+	for k, ct := range st.parts {
+		if k.dst == dst.Name {
+			if !slices.Contains(mine, ct) {
+				ct.refs.free()
+				ct.xs.free()
+			}
+			delete(st.parts, k)
+		}
+	}
+	st.active++
+	s.mu.Unlock()
+
 	sp := st.spill
 	t := taken{refs: spillSlice[ShuffleRef](sp, nrefs)[:0], xs: spillSlice[extentRec](sp, nxs)[:0]}
 	index := map[string]uint32{}
-	for _, x := range expect {
-		ct := st.parts[contribKey{dst, x.Src, x.Mapper}]
+	for _, ct := range mine {
 		remap := make([]uint32, len(ct.names)+1)
 		for i, n := range ct.names {
 			b, ok := index[n]
@@ -602,20 +656,12 @@ func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (taken, erro
 			t.xs = append(t.xs, y)
 		})
 	}
-	for k, ct := range st.parts {
-		if k.dst == dst {
-			ct.refs.free()
-			ct.xs.free()
-			delete(st.parts, k)
-		}
-	}
 	slices.SortFunc(t.refs, func(a, b ShuffleRef) int {
 		if c := cmp.Compare(a.ID, b.ID); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Seq, b.Seq)
 	})
-	st.active++
 	refs, xs := t.refs, t.xs
 	t.free = func() {
 		freeSlice(sp, refs)
@@ -629,6 +675,16 @@ func (s *ShuffleStore) take(id, dst string, expect []ShuffleSource) (taken, erro
 	}
 	return t, nil
 }
+
+// ShufflePushError is a push to a reducer that failed: the reducer's
+// node, not the mapper, is the one to leave out of the next scans.
+type ShufflePushError struct {
+	Node model.NodeID
+	Err  error
+}
+
+func (e *ShufflePushError) Error() string { return e.Err.Error() }
+func (e *ShufflePushError) Unwrap() error { return e.Err }
 
 // pushBuffer gathers one partition's records for one reducer and
 // pushes them a chunk at a time.
@@ -703,7 +759,8 @@ func (ps *pushers) push(d *pushBuffer) error {
 		err = ps.env.Push(ps.ctx, d.route.Node, c)
 	}
 	if err != nil {
-		return fmt.Errorf("curator: shuffle %s: %s to %s on %s: %w", ps.p.Shuffle.ID, ps.p.Name, d.route.Part, d.route.Node, err)
+		return &ShufflePushError{Node: d.route.Node,
+			Err: fmt.Errorf("curator: shuffle %s: %s to %s on %s: %w", ps.p.Shuffle.ID, ps.p.Name, d.route.Part, d.route.Node, err)}
 	}
 	d.sent += c.count()
 	d.names, d.index, d.refs, d.xs = nil, nil, d.refs[:0], d.xs[:0]
@@ -792,7 +849,7 @@ func mapShuffled(ctx context.Context, kv PageScanner, p Partition, env ShuffleEn
 // come after every position) to its egroup's reducer; a referenced ID
 // without an extent record is emitted as a reference (dangling).
 func reduceExtents(ctx context.Context, kv PageScanner, p, plain Partition, env ShuffleEnv, emit func(MapRecord) error) (int, error) {
-	t, err := env.Store.take(p.Shuffle.ID, p.Name, p.Shuffle.Expect)
+	t, err := env.Store.take(p.Shuffle.ID, p, p.Shuffle.Expect)
 	if err != nil {
 		return 0, err
 	}
@@ -880,7 +937,7 @@ type egroupAgg struct {
 // aggregate, and the extents the master acts on (see the top of this
 // file), each with whether it is live.
 func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env ShuffleEnv, emit func(MapRecord) error) (int, error) {
-	t, err := env.Store.take(p.Shuffle.ID, p.Name, p.Shuffle.Expect)
+	t, err := env.Store.take(p.Shuffle.ID, p, p.Shuffle.Expect)
 	if err != nil {
 		return 0, err
 	}
@@ -902,9 +959,13 @@ func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env 
 	if err != nil {
 		return read, err
 	}
+	withPolicy := make(map[string]bool, len(p.Shuffle.PolicyBuckets))
+	for _, n := range p.Shuffle.PolicyBuckets {
+		withPolicy[n] = true
+	}
 	policy := make([]bool, len(t.names)+1)
 	for i, n := range t.names {
-		policy[i+1] = slices.Contains(p.Shuffle.PolicyBuckets, n)
+		policy[i+1] = withPolicy[n]
 	}
 	xs, refs := t.xs, t.refs
 	slices.SortFunc(xs, func(a, b extentRec) int {
@@ -961,7 +1022,7 @@ func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env 
 		i, ok := slices.BinarySearchFunc(egs, g.egroup, func(k known, id uint64) int { return cmp.Compare(k.id, id) })
 		if ok {
 			e := egs[i]
-			g.listed = e.transformed || g.deadN > 0 || g.liveBytes < e.size || slices.ContainsFunc(g.buckets, func(b uint32) bool { return policy[b] })
+			g.listed = p.Shuffle.ListAll || e.transformed || g.deadN > 0 || g.liveBytes < e.size || slices.ContainsFunc(g.buckets, func(b uint32) bool { return policy[b] })
 		}
 		for k := lo; k < hi; k++ {
 			x := &xs[k]
@@ -987,5 +1048,8 @@ func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env 
 			return read, err
 		}
 	}
-	return read, nil
+	// The end frame names the reducer: a node that ignored the shuffle
+	// (a version without one) sends egroups without aggregates, which
+	// must not pass for egroups without extents.
+	return read, emit(MapRecord{shuffled: &shuffled{mapper: env.Self}})
 }

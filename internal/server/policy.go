@@ -53,6 +53,28 @@ func (n *Node) withPolicyHooks(o curator.Options) curator.Options {
 		budget = 1 << 30
 	}
 	n.shuffle = curator.NewShuffleStore(o.ScanSpillDir, budget, n.Log.With("component", "curator"))
+	// A shuffle its master abandoned (failover, fallback) is dropped by
+	// the next push or reduce here, or by this sweep, whichever is first.
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	stopPolicies := n.policyStop
+	n.policyStop = func() {
+		stopSweep()
+		if stopPolicies != nil {
+			stopPolicies()
+		}
+	}
+	go func(s *curator.ShuffleStore) {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case <-t.C:
+				s.Sweep()
+			}
+		}
+	}(n.shuffle)
 	if sr := n.Config.Curator.ShuffleReferences; sr == nil || *sr {
 		o.Shuffle = n.shuffle
 	}
