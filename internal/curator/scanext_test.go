@@ -207,6 +207,21 @@ func TestFullScanMatchesGolden(t *testing.T) {
 	}
 }
 
+// seededFullScan loads seeded random metadata (loadRandomFull) into a
+// fresh node and returns its Curator (garbage grace one hour), its store
+// and the master's own full scan of it.
+func seededFullScan(t *testing.T, seed uint64) (*Curator, meta.KV, *scanResult) {
+	t.Helper()
+	kv, local, pol, l := benchNode(t)
+	loadRandomFull(t, kv, seed)
+	c := New(l, kv, local, pol, nil, nil, Options{Decide: decide.Options{GarbageGrace: time.Hour}})
+	res, err := c.scan(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, kv, res
+}
+
 // liveExtentsOf lists an egroup's live extents as (offset, ID, length).
 func liveExtentsOf(res *scanResult, id uint64) [][3]int64 {
 	var out [][3]int64
@@ -299,14 +314,8 @@ func testJoinExtentParts(t *testing.T, s *spill) {
 // dangling references, history and record count.
 func TestSpreadFullScanMatchesMasterAlone(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
-		kv, local, pol, l := benchNode(t)
-		loadRandomFull(t, kv, seed)
-		c := New(l, kv, local, pol, nil, nil, Options{Decide: decide.Options{GarbageGrace: time.Hour}})
+		c, kv, alone := seededFullScan(t, seed)
 		ctx := context.Background()
-		alone, err := c.scan(ctx, true)
-		if err != nil {
-			t.Fatal(err)
-		}
 		want := dumpFullScan(alone)
 		for _, mode := range []string{"streamed", "failed", "cut"} {
 			sb := &streamingBalancer{fakeBalancer: &fakeBalancer{kv: kv}}

@@ -108,14 +108,8 @@ func (s *shuffleBalancer) MapPartitionTo(ctx context.Context, node model.NodeID,
 // which must not pass for egroups without extents).
 func TestShuffledFullScanMatchesMasterAlone(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
-		kv, local, pol, l := benchNode(t)
-		loadRandomFull(t, kv, seed)
-		c := New(l, kv, local, pol, nil, nil, Options{Decide: decide.Options{GarbageGrace: time.Hour}})
+		c, kv, alone := seededFullScan(t, seed)
 		ctx := context.Background()
-		alone, err := c.scan(ctx, true)
-		if err != nil {
-			t.Fatal(err)
-		}
 		for _, mode := range []string{"shuffled", "mapper cut", "push refused", "reducer down", "reducer restarted", "reducer of an older version"} {
 			sb := newShuffleBalancer(&fakeBalancer{kv: kv}, "n1", "n2")
 			switch mode {
@@ -446,10 +440,9 @@ func rewritesListed(t *testing.T, res *scanResult, o decide.Options) int {
 // egroups a shuffled scan listed.
 func TestShuffledScanListsWhatRewritesNeed(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
-		kv, local, pol, l := benchNode(t)
-		loadRandomFull(t, kv, seed)
-		o := decide.Options{GarbageGrace: time.Hour}
-		c := New(l, kv, local, pol, nil, nil, Options{Decide: o})
+		c, kv, alone := seededFullScan(t, seed)
+		alone.release()
+		o := c.opts.Decide
 		sb := newShuffleBalancer(&fakeBalancer{kv: kv}, "n1", "n2")
 		c.opts.Balancer, c.opts.Self, c.opts.Shuffle = sb, "n1", sb.stores["n1"]
 		res, err := c.scan(context.Background(), true)
