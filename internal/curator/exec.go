@@ -52,7 +52,7 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []ac
 			// A rewrite with a partial list of live extents would lose the
 			// others: without the list (a shuffled scan lists only the
 			// egroups it expects rewrites of) the task waits for a scan
-			// that has it.
+			// that has it (docs/design/0000 invariant 9).
 			rec.Stale++
 			c.m.stale.Inc()
 			c.log.Warn("curator: rewrite dropped: the scan did not list the egroup's live extents", "kind", t.Kind, "egroup", fmt.Sprintf("%016x", t.Egroup))

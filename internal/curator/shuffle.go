@@ -64,7 +64,8 @@ import (
 // must end naming its reducer and its aggregates must account for every
 // extent sent to it, and a listed egroup's extents must all arrive — a
 // partition mapped without its reduce would otherwise pass for egroups
-// without extents, and data removal would delete them.
+// without extents, and data removal would delete them (docs/design/0000
+// invariant 9).
 
 // ShuffleSpec is a partition's part in a scan's shuffle: an owner
 // partition has Routes (to the extent reducers); an extent partition has
