@@ -490,8 +490,54 @@ func FuzzReadMapStream(f *testing.F) {
 	_ = enc.Encode(mapFrame{Xs: []mapExtent{{ID: 0xa000000000000001, Egroup: 3, Len: 10, FP: []byte("f")}}})
 	_ = enc.Encode(mapFrame{End: true, N: 1, Read: 1})
 	f.Add(b.Bytes())
+	// A reduced egroup partition (the shuffle): aggregates, the extents
+	// sent to the master, and the end frame naming the reducer.
+	b.Reset()
+	enc = gob.NewEncoder(&b)
+	_ = enc.Encode(mapFrame{Names: []string{"b1"}, Aggs: []mapAgg{{Egroup: 0xa000000000000001, LiveN: 1, LiveBytes: 9, TailEnd: 9, FirstSeq: 5, FirstBucket: 1, Buckets: []uint32{1}, Listed: true}},
+		Xs: []mapExtent{{ID: 7, Egroup: 0xa000000000000001, Len: 9, Stored: 9, Live: true}}})
+	_ = enc.Encode(mapFrame{End: true, N: 2, Read: 1, Mapper: "n2"})
+	f.Add(b.Bytes())
+	// A reduced extent partition: dangling references, then what went on.
+	b.Reset()
+	enc = gob.NewEncoder(&b)
+	_ = enc.Encode(mapFrame{Refs: []mapRef{{ID: 0xa000000000000003, Seq: math.MaxUint32}}})
+	_ = enc.Encode(mapFrame{End: true, N: 1, Read: 4, Mapper: "n2", Shuffled: []ShuffleCount{{Dst: "egroups/0", Count: 4}}})
+	f.Add(b.Bytes())
 	f.Add([]byte{})
+	routes := func(m string) []ShuffleRoute {
+		var out []ShuffleRoute
+		for _, p := range partitionsOf(m, 0, 0) {
+			out = append(out, ShuffleRoute{Part: p.Name, Lo: p.Lo, Hi: p.Hi, Node: "n2"})
+		}
+		return out
+	}
+	reducedEgroups := Partition{Name: "egroups/a", Lo: 0xa000000000000000, Hi: 0xafffffffffffffff,
+		Shuffle: &ShuffleSpec{ID: "s", Expect: []ShuffleSource{{Src: "extents/1", Mapper: "n2", Count: 1}}}}
+	reducedExtents := Partition{Name: "extents/a", Lo: 0xa000000000000000, Hi: 0xafffffffffffffff,
+		Shuffle: &ShuffleSpec{ID: "s", Routes: routes("egroups"), Expect: []ShuffleSource{{Src: "objects/1", Mapper: "n2", Count: 1}}}}
 	f.Fuzz(func(t *testing.T, in []byte) {
+		if out, err := ReadMapStream(bytes.NewReader(in), reducedEgroups); err == nil {
+			for _, r := range out.Records {
+				switch {
+				case r.agg != nil:
+					if r.agg.egroup < reducedEgroups.Lo || r.agg.egroup > reducedEgroups.Hi || r.agg.firstBucket > uint32(len(r.agg.names)) {
+						t.Fatalf("accepted an aggregate outside the partition or naming an unsent bucket: %+v", r.agg)
+					}
+				case r.isExtent:
+					if x := r.compactExtent; x.egroup < reducedEgroups.Lo || x.egroup > reducedEgroups.Hi {
+						t.Fatalf("accepted an extent of another partition's egroup: %+v", x)
+					}
+				}
+			}
+		}
+		if out, err := ReadMapStream(bytes.NewReader(in), reducedExtents); err == nil {
+			for _, r := range out.Records {
+				if r.isRef && (r.ID < reducedExtents.Lo || r.ID > reducedExtents.Hi) {
+					t.Fatalf("accepted a dangling reference outside the partition: %d", r.ID)
+				}
+			}
+		}
 		out, err := ReadMapStream(bytes.NewReader(in), Partition{Name: "egroups/a", Lo: 0xa000000000000000, Hi: 0xafffffffffffffff})
 		if err == nil {
 			for _, r := range out.Records {
