@@ -169,13 +169,7 @@ func dumpFullScanListed(res, listed *scanResult) string {
 func TestFullScanMatchesGolden(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			kv, local, pol, l := benchNode(t)
-			loadRandomFull(t, kv, seed)
-			c := New(l, kv, local, pol, nil, nil, Options{Decide: decide.Options{GarbageGrace: time.Hour}})
-			res, err := c.scan(context.Background(), true)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, _, res := seededFullScan(t, seed)
 			got := dumpFullScan(res)
 			path := filepath.Join("testdata", "fullscan", fmt.Sprintf("seed%d.golden", seed))
 			if *updateFullScanGolden {
