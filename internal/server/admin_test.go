@@ -224,4 +224,17 @@ func TestCuratorShuffleEndpoints(t *testing.T) {
 	if n.shuffle.Shuffles() != 0 {
 		t.Fatal("the reduce left its shuffle behind")
 	}
+	// The node's own metrics count the partition it reduced, and none
+	// in progress once the stream has ended.
+	mresp, err := root.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{`terrace_curator_map_partitions_total{outcome="ok"} 1`, "terrace_curator_map_partitions_active 0", "terrace_curator_shuffles_held 0"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
 }

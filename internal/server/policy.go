@@ -78,6 +78,8 @@ func (n *Node) withPolicyHooks(o curator.Options) curator.Options {
 	if sr := n.Config.Curator.ShuffleReferences; sr == nil || *sr {
 		o.Shuffle = n.shuffle
 	}
+	n.mapWork = newMapWorkMetrics(n.shuffle)
+	n.Reg.MustRegister(n.mapWork.collectors()...)
 	o.PlannerRuleSource = func(s *model.Snapshot) curator.RuleSource { return n.Policies.PlanRules(s) }
 	return o
 }
@@ -744,6 +746,7 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-gob")
 	start := time.Now()
+	done := n.mapWork.start()
 	var out io.Writer = w
 	if f, ok := w.(http.Flusher); ok {
 		out = flushWriter{w, f}
@@ -753,7 +756,9 @@ func (n *Node) handleCuratorMap(w http.ResponseWriter, r *http.Request) {
 			return curator.WriteShuffleMapStream(ctx, w, kv, p, n.shuffleEnv())
 		}
 	}
-	if err := write(r.Context(), out, n.KV, part); err != nil {
+	err = write(r.Context(), out, n.KV, part)
+	done(err)
+	if err != nil {
 		// The end frame carries the error to the master; log it here too.
 		n.Log.Warn("curator map", "partition", part.Name, "err", err)
 		return

@@ -69,6 +69,7 @@ type Node struct {
 	// shuffle keeps the references other masters' scans shuffle to this
 	// node as a reducer (curator.ShuffleStore).
 	shuffle    *curator.ShuffleStore
+	mapWork    *mapWorkMetrics
 	peerOnce   sync.Once
 	peerClient *http.Client
 	peerScheme string

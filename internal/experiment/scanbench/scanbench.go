@@ -190,7 +190,7 @@ func runSize(ctx context.Context, o Options, nodes int) ([]Row, error) {
 	}
 	defer etcd.Close()
 	start := time.Now()
-	if err := load(ctx, cluster.NewEtcdKV(etcd), o, devs, model.MustParseVector(vector)); err != nil {
+	if err := Load(ctx, cluster.NewEtcdKV(etcd), o, devs, model.MustParseVector(vector)); err != nil {
 		return nil, err
 	}
 	o.Log("scan: loaded %d egroup records into etcd in %s", o.Egroups, time.Since(start).Round(time.Millisecond))
@@ -295,14 +295,14 @@ func spreadOver(parts map[string]string, n int) bool {
 // own sequence hands out in a run, so the two never meet.
 const idBase = 1 << 32
 
-// load writes the synthetic records: sealed egroups of the vector on the
+// Load writes the synthetic records: sealed egroups of the vector on the
 // cluster's real devices (on distinct nodes) with dense IDs, as the egroup
 // sequence allocates them, a fraction with access records; for a full
 // scan, o.Extents extent records per egroup tiling it, each referenced by
 // one object in one of four buckets. Everything is written now, so it is
 // younger than the garbage grace period: a full scan finds no garbage to
 // remove or egroups to compact or truncate, and times the scan.
-func load(ctx context.Context, kv *cluster.EtcdKV, o Options, devs []model.Replica, v model.Vector) error {
+func Load(ctx context.Context, kv *cluster.EtcdKV, o Options, devs []model.Replica, v model.Vector) error {
 	byNode := map[model.NodeID][]model.Replica{}
 	var nodes []model.NodeID
 	for _, d := range devs {
