@@ -205,6 +205,8 @@ type Device struct {
 
 	// group, when set, shares syncs among concurrent writers (SyncFS).
 	group atomic.Pointer[groupSync]
+	// fileSyncs counts the fsyncs of single files (SyncFile mode).
+	fileSyncs atomic.Int64
 }
 
 // Open opens (creating) the device described by spec under the given ID.
@@ -261,8 +263,9 @@ type Stats struct {
 	ReadBytes     int64
 	WriteBytes    int64
 	Syncs         int64
-	// SyncRounds are the flushes that served Syncs in group sync mode
-	// (SyncFS); Syncs/SyncRounds is how many writers shared a flush.
+	// SyncRounds are the flushes that served Syncs: syncfs rounds in
+	// group sync mode (SyncFS), where Syncs/SyncRounds is how many writers
+	// shared a flush, and one fsync per Sync in SyncFile mode.
 	SyncRounds int64
 }
 
@@ -514,6 +517,7 @@ func (f *file) Sync() error {
 	if g := d.group.Load(); g != nil {
 		return d.ioErr("sync", f.name, g.sync(func() error { return syncfs(g.root) }))
 	}
+	d.fileSyncs.Add(1)
 	return d.ioErr("sync", f.name, f.raw.Sync())
 }
 

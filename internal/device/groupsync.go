@@ -141,13 +141,15 @@ func (g *groupSync) sync(flush func() error) error {
 	return g.errs[target%errRing]
 }
 
-// syncRounds reports how many flushes ran (0 without group sync).
+// syncRounds reports how many flushes ran: syncfs rounds, plus the
+// fsyncs of files synced one at a time (SyncFile: one per Sync).
 func (d *Device) syncRounds() int64 {
+	n := d.fileSyncs.Load()
 	g := d.group.Load()
 	if g == nil {
-		return 0
+		return n
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return int64(g.rounds)
+	return n + int64(g.rounds)
 }

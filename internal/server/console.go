@@ -201,15 +201,19 @@ func (n *Node) handleJob(w http.ResponseWriter, r *http.Request) {
 type opsCollector struct {
 	n                           *Node
 	failed, readBytes, wrBytes  *prometheus.Desc
+	syncs, syncFlushes          *prometheus.Desc
 	nodeUp, nodeDraining, nodes *prometheus.Desc
 }
 
 func newOpsCollector(n *Node) *opsCollector {
 	l := []string{"device", "tier"}
 	return &opsCollector{n: n,
-		failed:       prometheus.NewDesc("terrace_device_failed", "1 when the device has failed (I/O errors or missing); its replicas are being recovered elsewhere.", l, nil),
-		readBytes:    prometheus.NewDesc("terrace_device_read_bytes_total", "Bytes read from the device.", l, nil),
-		wrBytes:      prometheus.NewDesc("terrace_device_write_bytes_total", "Bytes written to the device.", l, nil),
+		failed:    prometheus.NewDesc("terrace_device_failed", "1 when the device has failed (I/O errors or missing); its replicas are being recovered elsewhere.", l, nil),
+		readBytes: prometheus.NewDesc("terrace_device_read_bytes_total", "Bytes read from the device.", l, nil),
+		wrBytes:   prometheus.NewDesc("terrace_device_write_bytes_total", "Bytes written to the device.", l, nil),
+		syncs:     prometheus.NewDesc("terrace_device_syncs_total", "Syncs writers asked of the device (one per durable append).", l, nil),
+		syncFlushes: prometheus.NewDesc("terrace_device_sync_flushes_total",
+			"Flushes (fsync of a file, or syncfs in device_sync: fs) that served the syncs: concurrent writers share one, so syncs / flushes is the sharing.", l, nil),
 		nodeUp:       prometheus.NewDesc("terrace_node_up", "1 when this node sees the node's heartbeat (cluster membership; a single node reports itself).", []string{"node", "rack"}, nil),
 		nodeDraining: prometheus.NewDesc("terrace_node_draining", "1 when the node is being drained.", []string{"node", "rack"}, nil),
 		nodes:        prometheus.NewDesc("terrace_nodes", "Nodes registered in the cluster.", nil, nil),
@@ -217,7 +221,7 @@ func newOpsCollector(n *Node) *opsCollector {
 }
 
 func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.failed, c.readBytes, c.wrBytes, c.nodeUp, c.nodeDraining, c.nodes} {
+	for _, d := range []*prometheus.Desc{c.failed, c.readBytes, c.wrBytes, c.syncs, c.syncFlushes, c.nodeUp, c.nodeDraining, c.nodes} {
 		ch <- d
 	}
 }
@@ -236,6 +240,8 @@ func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, b2f(s.Failed), lv...)
 		ch <- prometheus.MustNewConstMetric(c.readBytes, prometheus.CounterValue, float64(s.ReadBytes), lv...)
 		ch <- prometheus.MustNewConstMetric(c.wrBytes, prometheus.CounterValue, float64(s.WriteBytes), lv...)
+		ch <- prometheus.MustNewConstMetric(c.syncs, prometheus.CounterValue, float64(s.Syncs), lv...)
+		ch <- prometheus.MustNewConstMetric(c.syncFlushes, prometheus.CounterValue, float64(s.SyncRounds), lv...)
 	}
 	if c.n.cluster == nil {
 		ch <- prometheus.MustNewConstMetric(c.nodeUp, prometheus.GaugeValue, 1, c.n.Config.NodeID, c.n.Config.Rack)
