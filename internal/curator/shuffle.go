@@ -448,7 +448,10 @@ type contrib struct {
 	refs  spillRun[ShuffleRef]
 	xs    spillRun[extentRec]
 	fps   [][]byte
-	count int
+	// fpBytes is what fps hold, charged to the shuffle's budget: they
+	// stay on the heap, so the arrays spill sooner instead.
+	fpBytes int64
+	count   int
 }
 
 // Receive keeps a checked chunk (Check) for its reducer.
@@ -496,11 +499,25 @@ func (s *ShuffleStore) Receive(c ShuffleChunk) error {
 		if len(x.FP) > 0 {
 			ct.fps = append(ct.fps, x.FP)
 			e.fp = uint32(len(ct.fps))
+			n := int64(len(x.FP)) + fpOverhead
+			st.spill.charge(n)
+			ct.fpBytes += n
 		}
 		ct.xs.add(e)
 	}
 	ct.count += c.count()
 	return nil
+}
+
+// fpOverhead is a fingerprint's slice header, counted with its bytes.
+const fpOverhead = 24
+
+// free returns a contribution's arrays and its fingerprints' charge.
+func (ct *contrib) free(sp *spill) {
+	ct.refs.free()
+	ct.xs.free()
+	sp.freeHeap(ct.fpBytes)
+	ct.fps, ct.fpBytes = nil, 0
 }
 
 // Sweep drops the shuffles nobody touched for shuffleTTL (a server calls
@@ -528,8 +545,7 @@ func (s *ShuffleStore) dropLocked(id string) {
 		return
 	}
 	for _, ct := range st.parts {
-		ct.refs.free()
-		ct.xs.free()
+		ct.free(st.spill)
 	}
 	st.spill.release()
 	delete(s.shuffles, id)
@@ -619,8 +635,7 @@ func (s *ShuffleStore) take(id string, dst Partition, expect []ShuffleSource) (t
 	for k, ct := range st.parts {
 		if k.dst == dst.Name {
 			if !slices.Contains(mine, ct) {
-				ct.refs.free()
-				ct.xs.free()
+				ct.free(st.spill)
 			}
 			delete(st.parts, k)
 		}
@@ -631,6 +646,7 @@ func (s *ShuffleStore) take(id string, dst Partition, expect []ShuffleSource) (t
 	sp := st.spill
 	t := taken{refs: spillSlice[ShuffleRef](sp, nrefs)[:0], xs: spillSlice[extentRec](sp, nxs)[:0]}
 	index := map[string]uint32{}
+	var fpBytes int64 // the taken fingerprints' charge, returned by free
 	for _, ct := range mine {
 		remap := make([]uint32, len(ct.names)+1)
 		for i, n := range ct.names {
@@ -649,6 +665,7 @@ func (s *ShuffleStore) take(id string, dst Partition, expect []ShuffleSource) (t
 		})
 		base := uint32(len(t.fps))
 		t.fps = append(t.fps, ct.fps...)
+		fpBytes += ct.fpBytes
 		ct.xs.drain(func(x *extentRec) {
 			y := *x
 			if y.fp != 0 {
@@ -667,6 +684,7 @@ func (s *ShuffleStore) take(id string, dst Partition, expect []ShuffleSource) (t
 	t.free = func() {
 		freeSlice(sp, refs)
 		freeSlice(sp, xs)
+		sp.freeHeap(fpBytes)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		st.active--

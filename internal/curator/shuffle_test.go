@@ -505,3 +505,59 @@ func TestUnlistedRewriteIsDropped(t *testing.T) {
 		e.check(fmt.Sprintf("k%02d", i), data(uint64(i), 100<<10))
 	}
 }
+
+// A reducer's fingerprints stay on the heap, so they count against the
+// shuffle's memory budget (its arrays spill sooner), and the charge is
+// returned when the reduce is done with them or the shuffle is dropped.
+func TestShuffleStoreChargesFingerprints(t *testing.T) {
+	s := NewShuffleStore(t.TempDir(), 1<<20, nil)
+	c := testExtentChunk()
+	c.Extents[0].FP = make([]byte, 32)
+	c.Extents[1].FP = make([]byte, 32)
+	if err := s.Receive(c); err != nil {
+		t.Fatal(err)
+	}
+	st := s.shuffles[c.ID]
+	heap := func() int64 {
+		st.spill.mu.Lock()
+		defer st.spill.mu.Unlock()
+		return st.spill.heap
+	}
+	want := int64(2 * (32 + fpOverhead))
+	if got := heap(); got < want {
+		t.Fatalf("heap charged %d bytes, want at least the fingerprints' %d", got, want)
+	}
+	tk, err := s.take(c.ID, c.Dst, []ShuffleSource{{Src: c.Src, Mapper: c.Mapper, Count: c.count()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.fps) != 2 {
+		t.Fatalf("took %d fingerprints, want 2", len(tk.fps))
+	}
+	tk.free()
+	if got := heap(); got != 0 {
+		t.Fatalf("%d bytes still charged after the reduce freed what it took", got)
+	}
+
+	// A stale attempt's contribution is dropped with its charge.
+	if err := s.Receive(c); err != nil {
+		t.Fatal(err)
+	}
+	stale := c
+	stale.Mapper = "n3"
+	if err := s.Receive(stale); err != nil {
+		t.Fatal(err)
+	}
+	st = s.shuffles[c.ID]
+	tk, err = s.take(c.ID, c.Dst, []ShuffleSource{{Src: c.Src, Mapper: c.Mapper, Count: c.count()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := heap(); got < want {
+		t.Fatalf("heap charged %d bytes while the reduce holds %d of fingerprints", got, want)
+	}
+	tk.free()
+	if got := heap(); got != 0 {
+		t.Fatalf("%d bytes still charged after the stale contribution was dropped and the reduce freed", got)
+	}
+}

@@ -76,6 +76,15 @@ func (s *spill) onHeap(size int64) bool {
 	return false
 }
 
+// charge counts size bytes of heap that cannot be spilled (a reducer's
+// fingerprints) against the budget, so that the arrays after them spill
+// sooner; freeHeap returns them.
+func (s *spill) charge(size int64) {
+	s.mu.Lock()
+	s.heap += size
+	s.mu.Unlock()
+}
+
 // freeHeap returns size bytes of heap arrays to the budget.
 func (s *spill) freeHeap(size int64) {
 	s.mu.Lock()
