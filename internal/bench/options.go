@@ -172,6 +172,12 @@ type Options struct {
 	ListMaxKeys int
 	// KeepObjects leaves the objects (and the bucket) in place after the run.
 	KeepObjects bool
+	// ReuseObjects makes a read workload's untimed preparation HEAD each
+	// keyspace object first and write only those missing or of another
+	// size: objects a previous run left with KeepObjects (same prefix,
+	// seed and sizes; possibly written through another endpoint of the
+	// same cluster) are read where they were placed.
+	ReuseObjects bool
 	// SignPayload hashes every PUT body into its SigV4 signature instead of
 	// sending UNSIGNED-PAYLOAD. Off by default: on a 2-core machine shared
 	// with the server, client-side SHA-256 of large bodies steals CPU from
@@ -305,6 +311,9 @@ func (o Options) String() string {
 	}
 	if o.KeepObjects {
 		b.WriteString(" --keep")
+	}
+	if o.ReuseObjects {
+		b.WriteString(" --reuse")
 	}
 	if o.SignPayload {
 		b.WriteString(" --sign-payload")

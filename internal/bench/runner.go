@@ -289,7 +289,13 @@ func (r *Runner) prepare(ctx context.Context) error {
 					return
 				}
 				i := todo[j]
-				if _, err := r.put(ctx, r.keys.name(r.opts.Prefix, i)); err != nil {
+				key := r.keys.name(r.opts.Prefix, i)
+				if r.opts.ReuseObjects && r.present(ctx, key) {
+					r.keys.set(i, keyPresent)
+					r.phaseDone.Add(1)
+					continue
+				}
+				if _, err := r.put(ctx, key); err != nil {
 					r.phaseErrors.Add(1)
 					errOnce.Do(func() { firstErr = err })
 					return
@@ -400,6 +406,16 @@ func (r *Runner) put(ctx context.Context, key string) (int64, error) {
 		return 0, err
 	}
 	return c.Size(), nil
+}
+
+// present reports whether key exists with the size this run would give
+// it (its content is then the same: a function of key and seed, which
+// GETs verify).
+func (r *Runner) present(ctx context.Context, key string) bool {
+	cctx, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
+	defer cancel()
+	out, err := r.client.HeadObject(cctx, &s3.HeadObjectInput{Bucket: aws.String(r.opts.Bucket), Key: aws.String(key)})
+	return err == nil && out.ContentLength != nil && *out.ContentLength == r.content.Object(key, r.opts.Sizes).Size()
 }
 
 // errVerify marks a GET whose body was wrong.

@@ -193,8 +193,8 @@ type Device struct {
 	throttle *Throttle
 
 	used     atomic.Int64
-	inflight atomic.Int64
-	streams  atomic.Int64
+	inflight atomic.Int64 // operations in flight (QueueLen)
+	streams  atomic.Int64 // files with an operation in flight (ActiveStreams)
 	failed   atomic.Bool
 	// fault is the injected fault (test hook, faults.go); nil: none.
 	fault atomic.Pointer[Fault]
@@ -343,7 +343,6 @@ func (d *Device) open(name string, create bool) (File, error) {
 		return nil, d.ioErr("stat", name, err)
 	}
 	d.used.Add(-prev)
-	d.streams.Add(1)
 	f := &file{d: d, name: name, raw: raw}
 	f.sz.Store(sz)
 	return f, nil
@@ -431,6 +430,29 @@ type file struct {
 	mu     sync.Mutex // serialises size changes
 	sz     atomic.Int64
 	closed atomic.Bool
+	ops    atomic.Int32 // operations in flight on this file
+}
+
+// busy counts an operation in flight on the file until the returned func
+// runs: the device's queue length counts operations, its active streams
+// the files with at least one in flight. That is OctopusFS's NrConn(m),
+// the connections reading or writing the medium now — not the handles
+// the extent store keeps open between operations, which grow with the
+// number of egroups on a device, not with its load.
+func (f *file) busy() func() {
+	d := f.d
+	d.inflight.Add(1)
+	if f.ops.Add(1) == 1 {
+		d.streams.Add(1)
+	}
+	return f.idle
+}
+
+func (f *file) idle() {
+	if f.ops.Add(-1) == 0 {
+		f.d.streams.Add(-1)
+	}
+	f.d.inflight.Add(-1)
 }
 
 func (f *file) Size() int64 { return f.sz.Load() }
@@ -440,8 +462,7 @@ func (f *file) ReadAt(p []byte, off int64) (int, error) {
 	if d.failed.Load() {
 		return 0, fmt.Errorf("device %s: %w", d.id, ErrFailed)
 	}
-	d.inflight.Add(1)
-	defer d.inflight.Add(-1)
+	defer f.busy()()
 	if d.throttle != nil {
 		d.throttle.Wait(len(p), true)
 	}
@@ -473,8 +494,7 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 			return 0, fmt.Errorf("device %s: write %s: %w (capacity %s)", d.id, f.name, ErrFull, FormatBytes(d.capacity))
 		}
 	}
-	d.inflight.Add(1)
-	defer d.inflight.Add(-1)
+	defer f.busy()()
 	if d.throttle != nil {
 		d.throttle.Wait(len(p), false)
 	}
@@ -505,8 +525,7 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 
 func (f *file) Sync() error {
 	d := f.d
-	d.inflight.Add(1)
-	defer d.inflight.Add(-1)
+	defer f.busy()()
 	if d.throttle != nil {
 		d.throttle.Wait(0, false)
 	}
@@ -540,6 +559,5 @@ func (f *file) Close() error {
 	if f.closed.Swap(true) {
 		return nil
 	}
-	f.d.streams.Add(-1)
 	return f.raw.Close()
 }

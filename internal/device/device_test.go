@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,8 +281,13 @@ func TestMemDevice(t *testing.T) {
 		t.Fatal("new mem device not empty")
 	}
 	st := d.Stats()
-	if st.Writes < 2 || st.Reads < 2 || st.WriteBytes < 10 || st.ActiveStreams != 1 || st.CapacityBytes != 1<<20 {
+	if st.Writes < 2 || st.Reads < 2 || st.WriteBytes < 10 || st.CapacityBytes != 1<<20 {
 		t.Fatalf("stats %+v", st)
+	}
+	// An open file with nothing in flight is not an active stream (the
+	// extent store keeps handles open between operations).
+	if st.ActiveStreams != 0 || st.QueueLen != 0 {
+		t.Fatalf("idle open file: %d streams, %d queued", st.ActiveStreams, st.QueueLen)
 	}
 	f.Close()
 	f.Close() // idempotent
@@ -389,5 +395,51 @@ func TestThrottleInterleavesLargeOperations(t *testing.T) {
 	// small operation adds its own seek and one more for the large one.
 	if th.seq < 9 {
 		t.Fatalf("%d reservations, want at least 9 (8 requests + the small op)", th.seq)
+	}
+}
+
+// ActiveStreams counts the files with an operation in flight (OctopusFS
+// NrConn(m)), once per file however many operations it has in flight;
+// QueueLen counts the operations. Handles open between operations count
+// in neither.
+func TestActiveStreamsAreFilesBeingAccessed(t *testing.T) {
+	d := openMem(t, 1<<20)
+	var files []File
+	for _, name := range []string{"a", "b", "c"} {
+		f, err := d.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(make([]byte, 4096), 0); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if st := d.Stats(); st.ActiveStreams != 0 || st.QueueLen != 0 {
+		t.Fatalf("three idle open files: %d streams, %d queued", st.ActiveStreams, st.QueueLen)
+	}
+	if err := d.InjectFault(Fault{Latency: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, f := range []File{files[0], files[0], files[1]} { // two reads of a, one of b
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.ReadAt(make([]byte, 100), 0)
+		}()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for d.Stats().QueueLen < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	st := d.Stats()
+	wg.Wait()
+	if st.QueueLen != 3 || st.ActiveStreams != 2 {
+		t.Fatalf("two reads of a and one of b in flight: %d streams, %d queued; want 2 and 3", st.ActiveStreams, st.QueueLen)
+	}
+	if st := d.Stats(); st.ActiveStreams != 0 || st.QueueLen != 0 {
+		t.Fatalf("after the reads: %d streams, %d queued", st.ActiveStreams, st.QueueLen)
 	}
 }

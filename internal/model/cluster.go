@@ -50,8 +50,9 @@ type Device struct {
 	UsedBytes     int64
 	// QueueLen is the number of I/O operations in flight on the device.
 	QueueLen int
-	// ActiveStreams is the number of open read or write streams (OctopusFS
-	// NrConn for the device).
+	// ActiveStreams is the number of files being read or written now
+	// (OctopusFS NrConn for the device): files with an operation in
+	// flight, not the handles kept open between operations.
 	ActiveStreams int
 	// ReadBps and WriteBps are measured throughputs in bytes per second.
 	ReadBps  float64

@@ -78,6 +78,7 @@ type workloadFlags struct {
 	verify      bool
 	listMaxKeys int
 	keep        bool
+	reuse       bool
 	signPayload bool
 	opTimeout   time.Duration
 	maxErrors   int64
@@ -97,6 +98,7 @@ func (f *workloadFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.verify, "verify", true, "verify every GET body byte for byte (and HEAD sizes)")
 	fs.IntVar(&f.listMaxKeys, "list-max-keys", 1000, "page size of LIST requests")
 	fs.BoolVar(&f.keep, "keep", false, "leave objects and bucket in place afterwards")
+	fs.BoolVar(&f.reuse, "reuse", false, "read workloads: HEAD each object first and write only missing ones (reuse a --keep run's objects, e.g. written through another node)")
 	fs.BoolVar(&f.signPayload, "sign-payload", false, "SHA-256-sign PUT bodies instead of sending UNSIGNED-PAYLOAD (costs client CPU)")
 	fs.DurationVar(&f.opTimeout, "op-timeout", 60*time.Second, "timeout of a single request")
 	fs.Int64Var(&f.maxErrors, "max-errors", 1000, "stop the run after this many failed requests")
@@ -118,7 +120,7 @@ func (f *workloadFlags) options(cmd *cobra.Command) (bench.Options, error) {
 	o := bench.Options{
 		Workload: mix, Sizes: sizes, Concurrency: f.concurrency, Duration: dur, Count: f.count,
 		Warmup: f.warmup, Objects: f.objects, Bucket: f.bucket, Prefix: f.prefix, Seed: f.seed,
-		NoVerify: !f.verify, ListMaxKeys: f.listMaxKeys, KeepObjects: f.keep, SignPayload: f.signPayload,
+		NoVerify: !f.verify, ListMaxKeys: f.listMaxKeys, KeepObjects: f.keep, ReuseObjects: f.reuse, SignPayload: f.signPayload,
 		OpTimeout: f.opTimeout, MaxErrors: f.maxErrors,
 	}
 	if f.concurrency <= 0 {
