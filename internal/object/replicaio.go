@@ -3,10 +3,12 @@ package object
 import (
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
 	"github.com/terrace-storage/terrace/internal/replica"
 )
 
@@ -41,7 +43,11 @@ var _ Topology = (*replica.Local)(nil)
 // does not herd onto the device that looked emptiest (Allen §6.1).
 type snapshotCache struct {
 	topo     Topology
-	order    func(*model.Snapshot, []model.Replica, *rand.Rand) []model.Replica
+	order    placement.ReadOrder
+	// reading counts this node's reads in flight per device (an
+	// *atomic.Int32 per device): the read order sees its own load at
+	// once, not a heartbeat later.
+	reading sync.Map
 	interval time.Duration
 	now      func() time.Time
 
@@ -108,7 +114,30 @@ func (c *snapshotCache) invalidate() {
 
 func (c *snapshotCache) orderReads(rs []model.Replica) []model.Replica {
 	snap := c.get()
+	var load placement.ReadLoad
+	for _, r := range rs {
+		if n, ok := c.reading.Load(r.Device); ok {
+			if v := n.(*atomic.Int32).Load(); v > 0 {
+				if load == nil {
+					load = placement.ReadLoad{}
+				}
+				load[r.Device] = int(v)
+			}
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.order(snap, rs, c.rng)
+	return c.order(snap, rs, load, c.rng)
+}
+
+// readStarted counts a read this node sends to a device until the
+// returned func runs.
+func (c *snapshotCache) readStarted(dev model.DeviceID) func() {
+	n, ok := c.reading.Load(dev)
+	if !ok {
+		n, _ = c.reading.LoadOrStore(dev, new(atomic.Int32))
+	}
+	ctr := n.(*atomic.Int32)
+	ctr.Add(1)
+	return func() { ctr.Add(-1) }
 }

@@ -1,10 +1,12 @@
 package object
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/model"
+	"github.com/terrace-storage/terrace/internal/placement"
 )
 
 // growingTopology is a cluster view that gains nodes: each call to add
@@ -88,5 +90,43 @@ func TestSnapshotCacheCountsPlacedBytesOnce(t *testing.T) {
 	now = now.Add(2 * time.Hour) // refresh: the topology's own numbers again
 	if got := used(c.get()); got != 100 {
 		t.Fatalf("after a refresh used %d, want the topology's 100", got)
+	}
+}
+
+// staticTopology is a fixed cluster view.
+type staticTopology struct{ s *model.Snapshot }
+
+func (t staticTopology) Snapshot() *model.Snapshot { return t.s }
+
+// The read order sees this node's own reads in flight at once: with three
+// reads of the remote ssd already running, the idle local hdd comes
+// first, although the (heartbeat-old) snapshot shows the ssd idle; when
+// they end, the ssd is first again.
+func TestReadOrderSeesOwnReadsInFlight(t *testing.T) {
+	nodes := []model.Node{{ID: "n1", Up: true, NetBps: 1250e6}, {ID: "n2", Up: true, NetBps: 1250e6}}
+	devs := []model.Device{
+		{ID: "n1/ssd0", Node: "n1", Tier: model.TierSSD, State: model.DeviceUp, CapacityBytes: 1 << 30, ReadBps: 419e6},
+		{ID: "n2/hdd0", Node: "n2", Tier: model.TierHDD, State: model.DeviceUp, CapacityBytes: 1 << 30, ReadBps: 177e6},
+	}
+	snap := model.NewSnapshot(time.Unix(1000, 0), nodes, devs).WithSelf("n2")
+	c := &snapshotCache{topo: staticTopology{snap}, interval: time.Hour, now: func() time.Time { return time.Unix(1000, 0) },
+		order: placement.ReadOrders["octopus"], rng: rand.New(rand.NewPCG(1, 1))}
+	rs := []model.Replica{{Device: "n2/hdd0", Node: "n2", Tier: model.TierHDD}, {Device: "n1/ssd0", Node: "n1", Tier: model.TierSSD}}
+	first := func() model.DeviceID { return c.orderReads(rs)[0].Device }
+	if got := first(); got != "n1/ssd0" {
+		t.Fatalf("idle: first %s, want the remote ssd (419 > 177 MB/s)", got)
+	}
+	var done []func()
+	for range 3 {
+		done = append(done, c.readStarted("n1/ssd0"))
+	}
+	if got := first(); got != "n2/hdd0" {
+		t.Fatalf("three reads in flight on the ssd (419/4 < 177): first %s, want the local hdd", got)
+	}
+	for _, f := range done {
+		f()
+	}
+	if got := first(); got != "n1/ssd0" {
+		t.Fatalf("after the reads ended: first %s, want the ssd again", got)
 	}
 }

@@ -23,7 +23,7 @@ import (
 //	                             places N times and prints per-device counts plus
 //	                             an invariant check
 //	reconcile vector=V current=d1,d2 [seed=S] [client=N] [bytes=B]
-//	order replicas=d1,d2 [seed=S]  read order (OrderReads)
+//	order replicas=d1,d2 [seed=S] [from=N] [policy=P] [load=D:N,...]  read order (OrderReads; load: the reader's reads in flight)
 //	pending record=d1,d2 bytes=B at=MS | adjust at=MS | reset
 //
 // Rewrite expectations with: go test ./internal/placement -run DataDriven -rewrite
@@ -157,7 +157,20 @@ func TestDataDriven(t *testing.T) {
 				if !ok {
 					d.Fatalf(t, "unknown read order %q", policy)
 				}
-				return fmtReplicas(order(snap, replicasFromIDs(s, args["replicas"]), rng))
+				var load ReadLoad
+				if l, ok := args["load"]; ok {
+					// load=DEV:N,... : this node's reads in flight.
+					load = ReadLoad{}
+					for _, kv := range strings.Split(l, ",") {
+						dev, n, ok := strings.Cut(kv, ":")
+						v, err := strconv.Atoi(n)
+						if !ok || err != nil {
+							d.Fatalf(t, "load %q: want DEV:N,...", l)
+						}
+						load[model.DeviceID(dev)] = v
+					}
+				}
+				return fmtReplicas(order(snap, replicasFromIDs(s, args["replicas"]), load, rng))
 			case "reconcile":
 				req, rng := requestFromArgs(t, d, s, args)
 				cur := replicasFromIDs(s, args["current"])

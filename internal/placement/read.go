@@ -22,7 +22,14 @@ import (
 // ms of CPU each when same-tier remote replicas could win, 1,766 MB/s and
 // 3.0 ms with local first within a tier. Replicas on failed devices or down nodes go last,
 // in case the snapshot is stale. The input slice is not modified.
-func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []model.Replica {
+//
+// load is the reading node's own reads in flight per device (nil: none).
+// The snapshot's counts are a heartbeat old; what this node has in flight
+// it knows now, so a device's NrConn is the larger of the two. Without
+// it, every read started between two heartbeats ranks a busy fast device
+// as idle, and a node's concurrent readers all pile onto it while slower
+// replicas sit unused.
+func OrderReads(s *model.Snapshot, replicas []model.Replica, load ReadLoad, rng *rand.Rand) []model.Replica {
 	type scored struct {
 		r      model.Replica
 		ok     bool
@@ -41,7 +48,7 @@ func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []m
 		x.ok = found && d.State != model.DeviceFailed && s.NodeUp(r.Node)
 		if found {
 			x.media = d.ReadBps
-			dev := d.ReadBps / float64(d.ActiveStreams+1)
+			dev := d.ReadBps / float64(max(d.ActiveStreams, load[r.Device])+1)
 			if s.Self != "" && r.Node == s.Self {
 				x.score = dev
 			} else {
@@ -94,7 +101,8 @@ func OrderReads(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []m
 // OrderReadsLocal is locality-only ordering, the baseline OctopusFS
 // compares against: replicas on the reading node first, then the others
 // in random order; failed devices and down nodes last.
-func OrderReadsLocal(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand) []model.Replica {
+// load is ignored: locality does not look at load.
+func OrderReadsLocal(s *model.Snapshot, replicas []model.Replica, _ ReadLoad, rng *rand.Rand) []model.Replica {
 	type scored struct {
 		r      model.Replica
 		rank   int
@@ -125,8 +133,14 @@ func OrderReadsLocal(s *model.Snapshot, replicas []model.Replica, rng *rand.Rand
 	return out
 }
 
+// ReadLoad is a reading node's reads in flight per device.
+type ReadLoad map[model.DeviceID]int
+
+// ReadOrder orders replicas for a read (OrderReads, OrderReadsLocal).
+type ReadOrder func(*model.Snapshot, []model.Replica, ReadLoad, *rand.Rand) []model.Replica
+
 // ReadOrders names the read-ordering policies.
-var ReadOrders = map[string]func(*model.Snapshot, []model.Replica, *rand.Rand) []model.Replica{
+var ReadOrders = map[string]ReadOrder{
 	"octopus":  OrderReads,
 	"locality": OrderReadsLocal,
 }
