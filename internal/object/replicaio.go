@@ -42,12 +42,12 @@ var _ Topology = (*replica.Local)(nil)
 // in the bytes placed since, so that a burst of writes between refreshes
 // does not herd onto the device that looked emptiest (Allen §6.1).
 type snapshotCache struct {
-	topo     Topology
-	order    placement.ReadOrder
+	topo  Topology
+	order placement.ReadOrder
 	// reading counts this node's reads in flight per device (an
 	// *atomic.Int32 per device): the read order sees its own load at
 	// once, not a heartbeat later.
-	reading sync.Map
+	reading  sync.Map
 	interval time.Duration
 	now      func() time.Time
 
