@@ -19,5 +19,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testdata = filepath.Join(wd, "testdata")
-	os.Exit(m.Run())
+	code := m.Run()
+	benchtest.Cleanup()
+	os.Exit(code)
 }

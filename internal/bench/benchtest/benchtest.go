@@ -75,7 +75,16 @@ var (
 	once     sync.Once
 	url      string
 	startErr error
+	gwDir    string // the gateway's data directory, removed by Cleanup
 )
+
+// Cleanup removes the in-process gateway's temp directory; TestMain
+// calls it after the tests ran (the gateway itself ends with the process).
+func Cleanup() {
+	if gwDir != "" {
+		os.RemoveAll(gwDir)
+	}
+}
 
 // Gateway starts the process's in-process gateway over a fresh temp
 // directory on first use and returns its URL. It runs until the process
@@ -87,6 +96,7 @@ func Gateway() (string, error) {
 			startErr = err
 			return
 		}
+		gwDir = dir
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			startErr = err

@@ -18,7 +18,9 @@ import (
 
 func TestMain(m *testing.M) {
 	benchtest.MaybeRunFakeTerrace()
-	os.Exit(m.Run())
+	code := m.Run()
+	benchtest.Cleanup()
+	os.Exit(code)
 }
 
 // run executes `bench ARGS…` and returns stdout, stderr and the error.
