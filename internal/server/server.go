@@ -398,7 +398,7 @@ func newDeviceCollector(n *Node) *deviceCollector {
 		capacity: prometheus.NewDesc("terrace_device_capacity_bytes", "Device capacity.", l, nil),
 		used:     prometheus.NewDesc("terrace_device_used_bytes", "Bytes used on the device.", l, nil),
 		queue:    prometheus.NewDesc("terrace_device_queue_length", "I/O operations in flight.", l, nil),
-		str:      prometheus.NewDesc("terrace_device_active_streams", "Open replica files.", l, nil),
+		str:      prometheus.NewDesc("terrace_device_active_streams", "Replica files with a read, write or sync in flight (OctopusFS NrConn of the device).", l, nil),
 	}
 }
 
