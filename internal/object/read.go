@@ -315,9 +315,9 @@ func (l *Layer) tryReplicas(ctx context.Context, loc *extentLoc, read func(meta.
 	x := loc.x
 	var errs []error
 	for i, rep := range loc.cands {
-		done := l.snaps.readStarted(rep.Device)
+		inFlight := l.snaps.readStarted(rep.Device)
 		data, err := read(rep)
-		done()
+		inFlight.Add(-1)
 		if err == nil {
 			if i > 0 {
 				// Prefer the replica that worked for the rest of the extent.

@@ -130,14 +130,15 @@ func (c *snapshotCache) orderReads(rs []model.Replica) []model.Replica {
 	return c.order(snap, rs, load, c.rng)
 }
 
-// readStarted counts a read this node sends to a device until the
-// returned func runs.
-func (c *snapshotCache) readStarted(dev model.DeviceID) func() {
+// readStarted counts a read this node sends to a device; the caller
+// decrements the returned counter when the read ends (a counter, not a
+// closure: no allocation per read on the GET path).
+func (c *snapshotCache) readStarted(dev model.DeviceID) *atomic.Int32 {
 	n, ok := c.reading.Load(dev)
 	if !ok {
 		n, _ = c.reading.LoadOrStore(dev, new(atomic.Int32))
 	}
 	ctr := n.(*atomic.Int32)
 	ctr.Add(1)
-	return func() { ctr.Add(-1) }
+	return ctr
 }

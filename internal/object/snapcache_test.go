@@ -2,6 +2,7 @@ package object
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,15 +117,15 @@ func TestReadOrderSeesOwnReadsInFlight(t *testing.T) {
 	if got := first(); got != "n1/ssd0" {
 		t.Fatalf("idle: first %s, want the remote ssd (419 > 177 MB/s)", got)
 	}
-	var done []func()
+	var inFlight []*atomic.Int32
 	for range 3 {
-		done = append(done, c.readStarted("n1/ssd0"))
+		inFlight = append(inFlight, c.readStarted("n1/ssd0"))
 	}
 	if got := first(); got != "n2/hdd0" {
 		t.Fatalf("three reads in flight on the ssd (419/4 < 177): first %s, want the local hdd", got)
 	}
-	for _, f := range done {
-		f()
+	for _, n := range inFlight {
+		n.Add(-1)
 	}
 	if got := first(); got != "n1/ssd0" {
 		t.Fatalf("after the reads ended: first %s, want the ssd again", got)
