@@ -25,12 +25,14 @@ type Layer struct {
 	egroupSeq *meta.Sequence
 	extentSeq *meta.Sequence
 
-	pool    *egroupPool
-	access  *accessTracker
-	buckets *bucketCache
-	locs    *locationCache
-	lat     latencyTracker
-	m       *metrics
+	pool *egroupPool
+	// appenders batch small writes, one per pool key (appender.go).
+	appenders sync.Map
+	access    *accessTracker
+	buckets   *bucketCache
+	locs      *locationCache
+	lat       latencyTracker
+	m         *metrics
 
 	bg        sync.WaitGroup
 	stop      chan struct{}

@@ -73,27 +73,41 @@ func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 		if e.modRev == 0 {
 			continue // never committed: nothing to seal
 		}
-		var eg meta.Egroup
-		rev, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(e.id), &eg)
-		if err != nil || rev != e.modRev {
-			continue // changed under us (e.g. a replica marked bad): leave it
-		}
-		// The writer's own commits all succeeded (a failed one drops the
+		// The writers' own commits all succeeded (a failed one drops the
 		// egroup from the pool), so its committed length is exact.
-		eg.Size = max(eg.Size, e.committed)
-		eg.TailFrom, eg.TailTo = 0, 0
-		eg.Mtime = max(eg.Mtime, e.mtime) // its last commit: tiering ages data by it
-		eg.State = meta.EgroupSealed
-		var t meta.Txn
-		t.If(meta.EgroupKey(e.id), rev)
-		t.Put(meta.EgroupKey(e.id), meta.Encode(eg))
-		if _, err := l.kv.Commit(ctx, &t); err != nil {
-			if errors.Is(err, meta.ErrConflict) {
-				continue
-			}
+		sealed, err := l.sealOpen(ctx, e.id, e.modRev, e.committed, e.mtime)
+		if err != nil {
 			return n, err
 		}
-		n++
+		if sealed {
+			n++
+		}
 	}
 	return n, nil
+}
+
+// sealOpen seals the open egroup id at length size if its record is still
+// at modRev, the revision its only writer last wrote; it reports false if
+// the record changed under the writer (e.g. a replica marked bad), and
+// leaves it. mtime is the writer's last commit: tiering ages data by it.
+func (l *Layer) sealOpen(ctx context.Context, id uint64, modRev, size, mtime int64) (bool, error) {
+	var eg meta.Egroup
+	rev, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(id), &eg)
+	if err != nil || rev != modRev {
+		return false, nil
+	}
+	eg.Size = max(eg.Size, size)
+	eg.TailFrom, eg.TailTo = 0, 0
+	eg.Mtime = max(eg.Mtime, mtime)
+	eg.State = meta.EgroupSealed
+	var t meta.Txn
+	t.If(meta.EgroupKey(id), rev)
+	t.Put(meta.EgroupKey(id), meta.Encode(eg))
+	if _, err := l.kv.Commit(ctx, &t); err != nil {
+		if errors.Is(err, meta.ErrConflict) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }

@@ -10,6 +10,8 @@ type metrics struct {
 	egroupsCreated       prometheus.Counter
 	fallbackEgroups      prometheus.Counter
 	guardRetries         prometheus.Counter
+	// appendBatch counts the writes in each batch of small appends.
+	appendBatch prometheus.Histogram
 	// Curator transforms (transform.go).
 	decompressed     prometheus.Counter
 	transformLogical *prometheus.CounterVec
@@ -46,7 +48,10 @@ func buildMetrics() *metrics {
 		egroupsCreated:       c("egroups_created_total", "Extent groups created."),
 		fallbackEgroups:      c("fallback_egroups_total", "Extent groups placed on a slower tier than their vector prefers because it was full; they retire early."),
 		guardRetries:         c("bucket_guard_retries_total", "Object commits repeated because a bucket deletion was attempted (and refused) during the write."),
-		decompressed:         c("decompressed_bytes_total", "Bytes decompressed by reads of compressed extents."),
+		appendBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "terrace", Subsystem: "object", Name: "append_batch_writes",
+			Help:    "Small PUTs per shared egroup append (one fsync and one replica call per batch; docs/design/0012).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64}}),
+		decompressed: c("decompressed_bytes_total", "Bytes decompressed by reads of compressed extents."),
 		transformLogical: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "terrace", Subsystem: "object", Name: "transform_logical_bytes_total",
 			Help: "Payload bytes rewritten by Curator transforms, by transform (before)."}, []string{"transform"}),
 		transformStored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "terrace", Subsystem: "object", Name: "transform_stored_bytes_total",
@@ -62,6 +67,6 @@ func buildMetrics() *metrics {
 // Collectors returns the layer's Prometheus collectors for registration.
 func (l *Layer) Collectors() []prometheus.Collector {
 	m := l.m
-	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries,
+	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries, m.appendBatch,
 		m.decompressed, m.transformLogical, m.transformStored, m.degradedReads, m.stripsRebuilt, m.putStage}
 }

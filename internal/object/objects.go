@@ -116,6 +116,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	w := l.newWriter(v)
 	w.fingerprint = bv.Bucket.Transform != nil && bv.Bucket.Transform.Dedup
 	w.class = poolClass(bv.Bucket)
+	w.batched = w.batchable(opts.Size)
 	dataStart := time.Now()
 	if err := w.write(ctx, body, opts.Size); err != nil {
 		w.abort(ctx)

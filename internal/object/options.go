@@ -62,6 +62,13 @@ type Options struct {
 	// some of its nodes run a version that does not know the tail
 	// (docs/operations.md, upgrades).
 	EgroupRecordLag int64
+	// BatchMaxBytes is the largest object whose PUT shares an egroup
+	// append with concurrent small PUTs of the same vector and transform
+	// class: one fsynced append and one replica call per batch instead of
+	// per object (docs/design/0012). 0 means 64 KiB; negative turns
+	// batching off. At most 128 KiB. Batching needs egroup records that
+	// may lag (EgroupRecordLag > 0).
+	BatchMaxBytes int64
 	// OrphanGrace delays start-up removal of replica files that have no
 	// egroup record (see Recover). 0 removes them at once, which is right
 	// for a single node; in a cluster a peer may be between writing such
@@ -92,6 +99,11 @@ type Options struct {
 	// Now is the clock (tests inject one).
 	Now func() time.Time
 }
+
+// maxBatchBytes bounds Options.BatchMaxBytes: a batched write's encoded
+// extent must stay below pooledEncodeMin, because it is kept until the
+// commit and may be written again.
+const maxBatchBytes = 128 << 10
 
 // DefaultClasses is the storage-class table used when Options.Classes is
 // nil. STANDARD inherits the bucket default; REDUCED_REDUNDANCY keeps one
@@ -150,6 +162,9 @@ func (o *Options) EnsureDefaults() {
 	if o.LocationCacheEgroupTTL == 0 {
 		o.LocationCacheEgroupTTL = 10 * time.Second
 	}
+	if o.BatchMaxBytes == 0 {
+		o.BatchMaxBytes = 64 << 10
+	}
 	if o.EgroupRecordLag == 0 {
 		o.EgroupRecordLag = 1 << 20
 	}
@@ -183,6 +198,9 @@ func (o *Options) Validate() error {
 	}
 	if o.EgroupMaxBytes < o.ExtentMaxBytes {
 		return fmt.Errorf("object: egroup size %d smaller than extent size %d", o.EgroupMaxBytes, o.ExtentMaxBytes)
+	}
+	if o.BatchMaxBytes > maxBatchBytes {
+		return fmt.Errorf("object: batch size %d over %d", o.BatchMaxBytes, maxBatchBytes)
 	}
 	if o.MaxOpenEgroups < 1 || o.MaxOpenEgroups > 4096 {
 		return fmt.Errorf("object: max open egroups %d outside [1, 4096]", o.MaxOpenEgroups)

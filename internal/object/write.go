@@ -49,6 +49,13 @@ type openEgroup struct {
 	retireAt time.Time
 	full     bool // sealed at the next commit
 	broken   bool // a replica failed; never append again
+	// pending counts the writers of batches (appender.go) between their
+	// append and the end of their commit; sealing marks that someone
+	// seals the egroup; uncertain, that a record rewrite may have landed.
+	// The appender's lock guards them while it holds the egroup.
+	pending   int
+	sealing   bool
+	uncertain bool
 	// durable is the size through which every replica is known to be
 	// fsynced (a writer's last append carries the sync: AppendSync).
 	durable int64
@@ -187,6 +194,11 @@ type writer struct {
 	fingerprint bool
 	// class is the bucket's transform class (poolClass).
 	class string
+	// batched sends the writer's one small extent through its pool key's
+	// appender (appender.go) instead of an egroup of its own; slot is
+	// where the batch put it.
+	batched bool
+	slot    *appendSlot
 }
 
 type pendingExtent struct {
@@ -286,7 +298,7 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 	if w.place.IsZero() && !w.private {
 		e = w.l.pool.take(poolKey(w.vector, w.class))
 	}
-	for e != nil && (e.size+n > w.l.opts.EgroupMaxBytes || w.unwritable(e)) {
+	for e != nil && (e.size+n > w.l.opts.EgroupMaxBytes || w.l.unwritable(e, w.exclude)) {
 		// A pooled egroup without room for this extent, or on a device that
 		// failed this write or is past the placement limit: seal it with
 		// this write's commit and take another.
@@ -313,14 +325,14 @@ func (w *writer) egroupFor(ctx context.Context, n int64) (*openEgroup, error) {
 	return e, nil
 }
 
-// unwritable reports whether a pooled egroup has a replica on a device this
+// unwritable reports whether a pooled egroup has a replica on a device a
 // write already excluded, or on a device over placement's fullness limit:
 // appending there would fail or fill the device, so the egroup is sealed
 // and a new one is placed instead.
-func (w *writer) unwritable(e *openEgroup) bool {
-	snap := w.l.snaps.get()
+func (l *Layer) unwritable(e *openEgroup, exclude []model.DeviceID) bool {
+	snap := l.snaps.get()
 	for _, r := range e.replicas {
-		for _, x := range w.exclude {
+		for _, x := range exclude {
 			if x == r.Device {
 				return true
 			}
@@ -360,6 +372,9 @@ func (w *writer) appendStored(ctx context.Context, stored []byte, last bool, x m
 		enc = extent.Encode((*bp)[:0], payload)
 	} else {
 		enc = extent.Encode(make([]byte, 0, encLen), payload)
+	}
+	if w.batched && last && len(w.extents) == 0 {
+		return w.appendBatched(ctx, enc, payload, x)
 	}
 	var lastFailed error
 	for attempt := 0; ; attempt++ {
@@ -563,6 +578,9 @@ const finishOps = 8
 // writes commit extent records in earlier transactions; until the final
 // one lands those extents are unreferenced garbage, never visible data.
 func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
+	if w.slot != nil {
+		return w.commitBatched(ctx, final)
+	}
 	if err := w.syncAll(ctx); err != nil {
 		return err
 	}
@@ -714,10 +732,16 @@ func (w *writer) refresh(ctx context.Context, egs []*openEgroup) bool {
 // truncates, and files of an egroup that was never recorded are orphans
 // it removes).
 func (w *writer) abort(ctx context.Context) {
+	if w.slot != nil {
+		// A batch's bytes are never cut: later writers' extents follow
+		// them. Uncommitted, they are dead data in the egroup.
+		w.slot.done(ctx)
+		w.slot = nil
+	}
 	if w.uncertain {
 		for _, e := range w.touched {
 			e.full = true
-			w.sealDropped(context.WithoutCancel(ctx), e)
+			w.l.sealDropped(context.WithoutCancel(ctx), e.id)
 		}
 		return
 	}
@@ -742,7 +766,7 @@ func (w *writer) abort(ctx context.Context) {
 			// It never returns to the pool, so no writer will seal it:
 			// seal it now, or it stays open (and out of the Curator's
 			// reach) until this node restarts.
-			w.sealDropped(context.WithoutCancel(ctx), e)
+			w.l.sealDropped(context.WithoutCancel(ctx), e.id)
 			continue
 		}
 		w.l.pool.give(e)
@@ -753,16 +777,16 @@ func (w *writer) abort(ctx context.Context) {
 // broken as sealed, keeping whatever else changed in its record (a bad
 // mark). Best effort: if metadata is unreachable the node's start-up
 // recovery seals it.
-func (w *writer) sealDropped(ctx context.Context, e *openEgroup) {
+func (l *Layer) sealDropped(ctx context.Context, id uint64) {
 	for attempt := 0; attempt < 3; attempt++ {
 		var eg meta.Egroup
-		rev, err := meta.GetRecord(ctx, w.l.kv, meta.EgroupKey(e.id), &eg)
+		rev, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(id), &eg)
 		if err != nil || eg.State == meta.EgroupSealed {
 			return
 		}
 		// After an uncertain commit only the extent records tell whether
 		// it landed.
-		eg, rev, err = w.l.settleTail(ctx, e.id, eg, rev)
+		eg, rev, err = l.settleTail(ctx, id, eg, rev)
 		if errors.Is(err, meta.ErrConflict) {
 			continue
 		}
@@ -771,9 +795,9 @@ func (w *writer) sealDropped(ctx context.Context, e *openEgroup) {
 		}
 		eg.State = meta.EgroupSealed
 		var t meta.Txn
-		t.If(meta.EgroupKey(e.id), rev)
-		t.Put(meta.EgroupKey(e.id), meta.Encode(eg))
-		if _, err := w.l.kv.Commit(ctx, &t); !errors.Is(err, meta.ErrConflict) {
+		t.If(meta.EgroupKey(id), rev)
+		t.Put(meta.EgroupKey(id), meta.Encode(eg))
+		if _, err := l.kv.Commit(ctx, &t); !errors.Is(err, meta.ErrConflict) {
 			return
 		}
 	}
@@ -781,6 +805,10 @@ func (w *writer) sealDropped(ctx context.Context, e *openEgroup) {
 
 // release returns egroups to the pool after a successful commit.
 func (w *writer) release() {
+	if w.slot != nil {
+		w.slot.done(context.Background())
+		w.slot = nil
+	}
 	for _, e := range w.touched {
 		w.l.pool.give(e)
 	}

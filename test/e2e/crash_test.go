@@ -16,22 +16,28 @@ import (
 	"time"
 )
 
-const (
-	crashWriters = 16
-	crashRounds  = 3
-	crashMinSize = 1 << 10
-	crashMaxSize = 2 << 20
+const crashWriters = 16
+
+// crashSizes is the range of object sizes a crash test writes.
+type crashSizes struct{ min, max int }
+
+var (
+	// mixedSizes: many small objects, some large.
+	mixedSizes = crashSizes{1 << 10, 2 << 20}
+	// batchedSizes: all small enough to share batched appends
+	// (object.Options.BatchMaxBytes).
+	batchedSizes = crashSizes{1 << 10, 64 << 10}
 )
 
 // crashContent is generation gen of key: log-uniform size in
-// [1 KiB, 2 MiB] (many small objects, some large), bytes from the seed.
-func crashContent(seed uint64, key string, gen int) []byte {
+// [sz.min, sz.max], bytes from the seed.
+func crashContent(seed uint64, key string, gen int, sz crashSizes) []byte {
 	r := rand.New(rand.NewPCG(seed, uint64(len(key))*31+uint64(gen)))
 	for _, c := range []byte(key) {
 		r = rand.New(rand.NewPCG(r.Uint64()^uint64(c), uint64(gen)))
 	}
 	u := r.Float64()
-	size := int(float64(crashMinSize) * math.Pow(float64(crashMaxSize)/crashMinSize, u))
+	size := int(float64(sz.min) * math.Pow(float64(sz.max)/float64(sz.min), u))
 	return content(seed, key, gen, size, size)
 }
 
@@ -46,8 +52,9 @@ type keyState struct {
 }
 
 type crashBook struct {
-	mu   sync.Mutex
-	keys map[string]*keyState
+	mu    sync.Mutex
+	keys  map[string]*keyState
+	sizes crashSizes
 }
 
 func (b *crashBook) begin(key string) int {
@@ -88,9 +95,22 @@ func (b *crashBook) lost(key string, gen int) {
 // upload, restarts it on the same data dir and checks docs/design/0000 invariants 1
 // and 2: every acknowledged object is byte-identical, and an object whose
 // PUT was not acknowledged is either absent or complete — never partial.
-// It repeats kill/restart crashRounds times; every round re-verifies all
+// It repeats kill/restart three times; every round re-verifies all
 // objects written so far and overwrites some of them.
 func TestCrashKill9UnderLoad(t *testing.T) {
+	testCrashKill9(t, mixedSizes, 3, false)
+}
+
+// TestCrashKill9MidBatch is the same with objects small enough that
+// concurrent PUTs share egroup appends (docs/design/0012): the kill lands
+// while batches are written and committed, after the server's metrics
+// show batches of more than one write. Recovery must cut every replica to
+// the same committed end, and every acknowledged object must read back.
+func TestCrashKill9MidBatch(t *testing.T) {
+	testCrashKill9(t, batchedSizes, 2, true)
+}
+
+func testCrashKill9(t *testing.T, sizes crashSizes, rounds int, wantBatches bool) {
 	start := time.Now()
 	dir := t.TempDir()
 	spec := serverSpec{
@@ -104,9 +124,9 @@ func TestCrashKill9UnderLoad(t *testing.T) {
 	if err := srv.client().createBucket("crash", ""); err != nil {
 		t.Fatal(err)
 	}
-	book := &crashBook{keys: map[string]*keyState{}}
+	book := &crashBook{keys: map[string]*keyState{}, sizes: sizes}
 	var totalAcked, totalLost, totalPuts atomic.Int64
-	for round := 0; round < crashRounds; round++ {
+	for round := 0; round < rounds; round++ {
 		c := srv.client()
 		var killed atomic.Bool
 		var ackedThisRound atomic.Int64
@@ -117,7 +137,9 @@ func TestCrashKill9UnderLoad(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(seed, uint64(round*crashWriters+w)))
-				for i := 0; !killed.Load(); i++ {
+				// Each writer keeps writing until the kill cuts a PUT off,
+				// so the kill lands with every writer mid-request.
+				for i := 0; ; i++ {
 					var key string
 					if i > 0 && rng.IntN(5) == 0 {
 						// Overwrite one of this writer's earlier keys.
@@ -133,7 +155,7 @@ func TestCrashKill9UnderLoad(t *testing.T) {
 						key = fmt.Sprintf("w%02d/r%d/%05d", w, round, i)
 					}
 					gen := book.begin(key)
-					data := crashContent(seed, key, gen)
+					data := crashContent(seed, key, gen, sizes)
 					totalPuts.Add(1)
 					err := c.put("crash", key, data)
 					if err == nil {
@@ -158,6 +180,19 @@ func TestCrashKill9UnderLoad(t *testing.T) {
 		deadline := time.Now().Add(20 * time.Second)
 		time.Sleep(loadFor)
 		for ackedThisRound.Load() < 2*crashWriters && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		for wantBatches && time.Now().Before(deadline) {
+			// Batches of more than one write: the mean is above one.
+			sum, err1 := c.metric("terrace_object_append_batch_writes_sum")
+			n, err2 := c.metric("terrace_object_append_batch_writes_count")
+			if err1 != nil || err2 != nil {
+				t.Fatalf("batch metrics: %v %v", err1, err2)
+			}
+			if n > 0 && sum > n {
+				t.Logf("round %d: %.0f writes in %.0f batches before the kill", round, sum, n)
+				break
+			}
 			time.Sleep(20 * time.Millisecond)
 		}
 		killed.Store(true)
@@ -267,7 +302,7 @@ func verifyCrashBook(t *testing.T, c *client, seed uint64, book *crashBook) {
 			defer wg.Done()
 			for key := range work {
 				ks := book.keys[key]
-				gen, err := checkKey(c, seed, key, ks.valid)
+				gen, err := checkKey(c, seed, key, ks.valid, book.sizes)
 				results <- result{key, gen, err}
 			}
 		}()
@@ -335,7 +370,7 @@ func verifyCrashBook(t *testing.T, c *client, seed uint64, book *crashBook) {
 			t.Errorf("listed key %s is not readable", k)
 			continue
 		}
-		if want := len(crashContent(seed, k, ks.valid[0])); size != int64(want) {
+		if want := len(crashContent(seed, k, ks.valid[0], book.sizes)); size != int64(want) {
 			t.Errorf("listed key %s: size %d, want %d", k, size, want)
 		}
 	}
@@ -348,7 +383,7 @@ func verifyCrashBook(t *testing.T, c *client, seed uint64, book *crashBook) {
 
 // checkKey reads key and returns which valid generation it holds (-1:
 // absent), or an error if it holds anything else.
-func checkKey(c *client, seed uint64, key string, valid []int) (int, error) {
+func checkKey(c *client, seed uint64, key string, valid []int, sizes crashSizes) (int, error) {
 	got, err := c.get("crash", key)
 	var ae *apiErr
 	if errors.As(err, &ae) && ae.Status == 404 && ae.Code == "NoSuchKey" {
@@ -367,7 +402,7 @@ func checkKey(c *client, seed uint64, key string, valid []int) (int, error) {
 		if g < 0 {
 			continue
 		}
-		want := crashContent(seed, key, g)
+		want := crashContent(seed, key, g, sizes)
 		if bytes.Equal(got, want) {
 			return g, nil
 		}

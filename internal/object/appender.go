@@ -1,0 +1,591 @@
+package object
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/terrace-storage/terrace/internal/device"
+	"github.com/terrace-storage/terrace/internal/extent"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// Batched small appends (docs/design/0012). Writers whose whole object is
+// one small extent do not take an open egroup for themselves: they hand
+// their encoded extent to the appender of their pool key, which lays the
+// extents of every writer waiting at that moment back to back and writes
+// them with one fsynced append per replica (one replica RPC per remote
+// replica). Each writer then commits its own object and extent records
+// with a compare on the egroup record's revision, as a writer of an
+// exclusive egroup does while the record lags.
+//
+// The appender alone rewrites the egroup record while it holds the
+// egroup (a new egroup, the record lag, a new tail range, the seal), and
+// only after every writer of an earlier batch has committed or given up:
+// its own rewrite must never fail a writer's compare. A rewrite from
+// elsewhere (a seal, a bad mark) does fail them; they write their extent
+// again into another egroup, and the bytes left behind are dead data.
+//
+// An egroup is the appender's only while batches are being written or
+// committed; when both stop it goes back to the pool, where exclusive
+// writers and SealIdle find it as they find any other.
+
+// appender groups the small appends of one pool key.
+type appender struct {
+	l      *Layer
+	key    string
+	vector model.Vector
+	class  string
+
+	mu sync.Mutex
+	// drained is signalled whenever an egroup's pending count falls to 0.
+	drained *sync.Cond
+	queue   []*appendReq
+	leading bool // a writer is writing a batch; the others queue
+	cur     *openEgroup
+}
+
+// appendReq is one writer's extent waiting for a batch.
+type appendReq struct {
+	enc     []byte
+	exclude []model.DeviceID
+	// ready receives once: the extent is written (slot or err set), or
+	// the writer is to lead the next batch (lead set).
+	ready chan struct{}
+	lead  bool
+	slot  *appendSlot
+	err   error
+}
+
+// appendSlot is where a batch put one writer's extent. The writer holds
+// it until its commit succeeds or it gives up (done), and the egroup's
+// record stays at rev until then.
+type appendSlot struct {
+	a   *appender
+	e   *openEgroup
+	off int64
+	id  uint64
+	rev int64
+}
+
+// batchWrites bounds the extents of one batch, and batchBytes its bytes
+// in units of Options.BatchMaxBytes: a batch is what was waiting when
+// the previous one returned, capped so one slow replica delays a bounded
+// number of writers.
+const (
+	batchWrites = 64
+	batchBytes  = 16
+)
+
+func (l *Layer) appenderFor(v model.Vector, class string) *appender {
+	k := poolKey(v, class)
+	if a, ok := l.appenders.Load(k); ok {
+		return a.(*appender)
+	}
+	a := &appender{l: l, key: k, vector: v, class: class}
+	a.drained = sync.NewCond(&a.mu)
+	got, _ := l.appenders.LoadOrStore(k, a)
+	return got.(*appender)
+}
+
+// append writes enc (an encoded extent) into the appender's egroup as
+// part of a batch and returns where it landed: fsynced on every replica,
+// with an extent ID the egroup record's tail range covers. The caller
+// commits and then calls done.
+func (a *appender) append(ctx context.Context, enc []byte, exclude []model.DeviceID) (*appendSlot, error) {
+	req := &appendReq{enc: enc, exclude: exclude, ready: make(chan struct{}, 1)}
+	a.mu.Lock()
+	a.queue = append(a.queue, req)
+	if a.leading {
+		a.mu.Unlock()
+		// No cancellation here: the leader may already have taken the
+		// request into its batch, and it answers every request it takes.
+		<-req.ready
+		if !req.lead {
+			return req.slot, req.err
+		}
+		a.mu.Lock()
+	}
+	a.leading = true
+	// The leader's own request is first in the queue: the queue is empty
+	// whenever no one leads, and leadership passes to the head.
+	batch := a.takeBatch()
+	a.mu.Unlock()
+	a.write(context.WithoutCancel(ctx), batch)
+	a.mu.Lock()
+	if len(a.queue) > 0 {
+		next := a.queue[0]
+		next.lead = true
+		next.ready <- struct{}{}
+	} else {
+		a.leading = false
+		a.releaseIdle()
+	}
+	a.mu.Unlock()
+	return req.slot, req.err
+}
+
+// takeBatch removes the head of the queue and as many followers as fit.
+// a.mu is held.
+func (a *appender) takeBatch() []*appendReq {
+	limit := batchBytes * a.l.opts.BatchMaxBytes
+	n, bytes := 0, int64(0)
+	for n < len(a.queue) && n < batchWrites {
+		b := int64(len(a.queue[n].enc))
+		if n > 0 && bytes+b > limit {
+			break
+		}
+		bytes += b
+		n++
+	}
+	batch := a.queue[:n:n]
+	a.queue = append([]*appendReq(nil), a.queue[n:]...)
+	return batch
+}
+
+// releaseIdle returns the current egroup to the pool when no batch is
+// being written and no writer is committing into it. a.mu is held.
+func (a *appender) releaseIdle() {
+	e := a.cur
+	if e == nil || a.leading || e.pending > 0 {
+		return
+	}
+	a.cur = nil
+	e.committed = e.size
+	a.l.pool.give(e)
+}
+
+// done ends a writer's hold on its slot, after its commit succeeded or
+// failed. The last writer out of an egroup the appender has retired
+// seals it.
+func (s *appendSlot) done(ctx context.Context) {
+	a, e := s.a, s.e
+	a.mu.Lock()
+	e.pending--
+	if e.pending > 0 {
+		a.mu.Unlock()
+		return
+	}
+	a.drained.Broadcast()
+	if e == a.cur {
+		a.releaseIdle()
+		a.mu.Unlock()
+		return
+	}
+	seal, ok := a.sealState(e)
+	a.mu.Unlock()
+	if ok {
+		a.l.sealRetired(context.WithoutCancel(ctx), seal)
+	}
+}
+
+// sealState returns what sealing e needs if e is retired, no writer is
+// in it and no one seals it yet; ok is false otherwise. a.mu is held.
+func (a *appender) sealState(e *openEgroup) (s retiredEgroup, ok bool) {
+	if !e.full || e.pending > 0 || e.sealing {
+		return s, false
+	}
+	e.sealing = true
+	return retiredEgroup{id: e.id, modRev: e.modRev, size: e.size, mtime: e.mtime, replicas: e.modelReplicas(), uncertain: e.uncertain}, true
+}
+
+// fenced tells the appender that a writer's compare on e's record failed:
+// someone else rewrote it (a seal, a bad mark), so e takes no more batches.
+func (s *appendSlot) fenced() {
+	a := s.a
+	a.mu.Lock()
+	s.e.full = true
+	if a.cur == s.e {
+		a.cur = nil
+	}
+	a.mu.Unlock()
+}
+
+// write writes one batch and answers each of its requests.
+func (a *appender) write(ctx context.Context, batch []*appendReq) {
+	l := a.l
+	var total int64
+	var exclude []model.DeviceID
+	for _, r := range batch {
+		total += int64(len(r.enc))
+		exclude = append(exclude, r.exclude...)
+	}
+	answer := func(err error) {
+		for _, r := range batch {
+			r.err = err
+			r.ready <- struct{}{}
+		}
+	}
+	l.m.appendBatch.Observe(float64(len(batch)))
+	var lastFailed error
+	for attempt := 0; ; attempt++ {
+		e, ids, err := a.prepare(ctx, total, len(batch), &exclude)
+		if err != nil {
+			if lastFailed != nil {
+				err = fmt.Errorf("%w; after %v", err, lastFailed)
+			}
+			answer(err)
+			return
+		}
+		off := e.size
+		buf := batch[0].enc
+		if len(batch) > 1 {
+			buf = make([]byte, 0, total)
+			for _, r := range batch {
+				buf = append(buf, r.enc...)
+			}
+		}
+		errs := l.parallel(e.replicas, func(r meta.EgroupReplica) error {
+			return l.rio.AppendSync(ctx, r.Replica(), e.id, off, buf)
+		})
+		var failed error
+		for i, err := range errs {
+			if err != nil {
+				failed = err
+				exclude = append(exclude, e.replicas[i].Device)
+				if errors.Is(err, device.ErrFull) {
+					l.snaps.invalidate()
+				}
+			}
+		}
+		if failed == nil {
+			now := l.opts.Now().UnixNano()
+			a.mu.Lock()
+			e.size += total
+			e.durable = e.size
+			e.mtime = now
+			e.pending += len(batch)
+			a.mu.Unlock()
+			l.snaps.placed(e.modelReplicas(), total)
+			for i, r := range batch {
+				r.slot = &appendSlot{a: a, e: e, off: off, id: ids[i], rev: e.modRev}
+				off += int64(len(r.enc))
+				r.ready <- struct{}{}
+			}
+			return
+		}
+		// Undo the partial append where it landed; earlier batches'
+		// bytes stay, and the egroup is sealed once their writers are out.
+		for _, r := range e.replicas {
+			_ = l.rio.Truncate(ctx, r.Replica(), e.id, off)
+		}
+		a.mu.Lock()
+		e.broken = true
+		a.mu.Unlock()
+		a.retire(ctx, e)
+		lastFailed = failed
+		l.m.replicaWriteFailures.Inc()
+		l.opts.Logger.Warn("replica append failed; re-placing a batch", "egroup", meta.FormatID(e.id), "writes", len(batch), "err", failed)
+		if attempt >= maxReplaceAttempts {
+			if errors.Is(failed, device.ErrFull) {
+				failed = fmt.Errorf("%w: %v", ErrInsufficientStorage, failed)
+			}
+			answer(failed)
+			return
+		}
+	}
+}
+
+// prepare returns the egroup the next batch of total bytes goes into and
+// n extent IDs for its writers, with the egroup record rewritten first if
+// it does not cover them (a new egroup, the lag, IDs outside the tail
+// range). exclude collects devices that failed this batch.
+func (a *appender) prepare(ctx context.Context, total int64, n int, exclude *[]model.DeviceID) (*openEgroup, []uint64, error) {
+	l := a.l
+	for attempt := 0; ; attempt++ {
+		e, err := a.egroup(ctx, total, *exclude)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids, err := a.record(ctx, e, total, n)
+		if err == nil {
+			return e, ids, nil
+		}
+		a.retire(ctx, e)
+		if !errors.Is(err, meta.ErrConflict) || attempt >= maxReplaceAttempts {
+			return nil, nil, err
+		}
+		l.opts.Logger.Debug("egroup record changed under the appender; taking another", "egroup", meta.FormatID(e.id))
+	}
+}
+
+// egroup returns the appender's current egroup if the batch fits and may
+// go there, and otherwise retires it and takes one from the pool or
+// places a new one.
+func (a *appender) egroup(ctx context.Context, total int64, exclude []model.DeviceID) (*openEgroup, error) {
+	l := a.l
+	now := l.opts.Now()
+	usable := func(e *openEgroup) bool {
+		return !e.full && !e.broken && !e.retired(now) &&
+			(e.size == 0 || e.size+total <= l.opts.EgroupMaxBytes) && !l.unwritable(e, exclude)
+	}
+	a.mu.Lock()
+	e := a.cur
+	ok := e != nil && usable(e)
+	a.mu.Unlock()
+	if ok {
+		return e, nil
+	}
+	if e != nil {
+		a.retire(ctx, e)
+	}
+	for {
+		e = l.pool.take(a.key)
+		if e == nil {
+			break
+		}
+		if usable(e) {
+			a.mu.Lock()
+			a.cur = e
+			a.mu.Unlock()
+			return e, nil
+		}
+		a.retire(ctx, e)
+	}
+	w := &writer{l: l, vector: a.vector, class: a.class, exclude: exclude}
+	var err error
+	for attempt := 0; ; attempt++ {
+		e, err = w.newEgroup(ctx, max(total, l.opts.EgroupMaxBytes/16))
+		if err == nil {
+			break
+		}
+		if attempt >= maxReplaceAttempts || errors.Is(err, ErrInsufficientStorage) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	a.mu.Lock()
+	a.cur = e
+	a.mu.Unlock()
+	return e, nil
+}
+
+// record allocates n extent IDs and makes sure e's record covers them
+// and the batch's bytes; if it does not, it waits for the writers of
+// earlier batches to finish and rewrites the record. meta.ErrConflict
+// means someone else rewrote the record: the egroup is lost to the
+// appender.
+func (a *appender) record(ctx context.Context, e *openEgroup, total int64, n int) ([]uint64, error) {
+	l := a.l
+	ids := make([]uint64, n)
+	for {
+		for i := range ids {
+			id, err := l.extentSeq.Next(ctx)
+			if err != nil {
+				return nil, err
+			}
+			ids[i] = id
+		}
+		covered := e.modRev != 0 && e.tailTo != 0 && e.size+total-e.recorded <= l.opts.EgroupRecordLag
+		for _, id := range ids {
+			covered = covered && id >= e.tailFrom && id < e.tailTo
+		}
+		if covered {
+			return ids, nil
+		}
+		a.mu.Lock()
+		for e.pending > 0 {
+			a.drained.Wait()
+		}
+		a.mu.Unlock()
+		from, to, err := l.extentSeq.Block(ctx)
+		if err != nil {
+			return nil, err
+		}
+		now := l.opts.Now().UnixNano()
+		rec := meta.Egroup{
+			Replicas: e.replicas, State: meta.EgroupOpen, Size: e.size, Vector: e.vector, Mtime: now,
+			Writer: l.opts.Node, TailFrom: from, TailTo: to,
+		}
+		var t meta.Txn
+		t.If(meta.EgroupKey(e.id), e.modRev)
+		t.Put(meta.EgroupKey(e.id), meta.Encode(rec))
+		rev, err := l.kv.Commit(ctx, &t)
+		if err != nil {
+			if !errors.Is(err, meta.ErrConflict) {
+				// It may have landed: the record, if it exists, is true
+				// (it states no byte that is not written), so sealing it
+				// later is safe; removing the files is not.
+				a.mu.Lock()
+				e.uncertain = true
+				a.mu.Unlock()
+			}
+			return nil, err
+		}
+		a.mu.Lock()
+		e.modRev, e.recorded, e.committed = rev, e.size, e.size
+		e.tailFrom, e.tailTo = from, to
+		e.mtime = now
+		a.mu.Unlock()
+		// IDs drawn before the rewrite may lie in the block before
+		// [from, to): draw again (they are plentiful; the unused ones
+		// are simply never used).
+		if ids[0] >= from && ids[n-1] < to {
+			return ids, nil
+		}
+	}
+}
+
+// retire takes e out of the appender's use; once no writer is
+// committing into it, it is sealed (or, never recorded, removed).
+func (a *appender) retire(ctx context.Context, e *openEgroup) {
+	a.mu.Lock()
+	e.full = true
+	if a.cur == e {
+		a.cur = nil
+	}
+	seal, ok := a.sealState(e)
+	a.mu.Unlock()
+	if ok {
+		a.l.sealRetired(ctx, seal)
+	}
+}
+
+// retiredEgroup is what sealing a retired egroup reads, copied under the
+// appender's lock.
+type retiredEgroup struct {
+	id        uint64
+	modRev    int64
+	size      int64
+	mtime     int64
+	replicas  []model.Replica
+	uncertain bool
+}
+
+// sealRetired seals an open egroup no writer uses any more. Its size is
+// exact (every batch written into it is counted, committed or not). If
+// its record changed under it (a bad mark, a seal from elsewhere), the
+// tail's extent records decide, as for a writer that failed uncertainly.
+func (l *Layer) sealRetired(ctx context.Context, e retiredEgroup) {
+	if e.modRev == 0 {
+		if e.uncertain {
+			l.sealDropped(ctx, e.id)
+			return
+		}
+		for _, r := range e.replicas {
+			_ = l.rio.Remove(ctx, r, e.id)
+		}
+		return
+	}
+	sealed, err := l.sealOpen(ctx, e.id, e.modRev, e.size, e.mtime)
+	if err == nil && !sealed {
+		l.sealDropped(ctx, e.id)
+	}
+}
+
+// batchable reports whether a write of size bytes goes through its pool
+// key's appender: a known size small enough to be one extent of at most
+// BatchMaxBytes, written to the pool (not a private Curator writer, not
+// an explicit placement), while egroup records may lag.
+func (w *writer) batchable(size int64) bool {
+	o := w.l.opts
+	return o.BatchMaxBytes > 0 && o.EgroupRecordLag > 0 && size > 0 && size <= o.BatchMaxBytes &&
+		size <= o.ExtentMaxBytes && w.place.IsZero() && !w.private
+}
+
+// appendBatched writes the writer's only extent through the appender.
+func (w *writer) appendBatched(ctx context.Context, enc, payload []byte, x meta.Extent) error {
+	if w.fingerprint && x.FP == nil && x.Codec == "" {
+		s := sha256.Sum256(payload)
+		x.FP = s[:]
+	}
+	slot, err := w.l.appenderFor(w.vector, w.class).append(ctx, enc, w.exclude)
+	if err != nil {
+		return err
+	}
+	w.slot = slot
+	x.Egroup, x.Off, x.Ctime = slot.e.id, slot.off, w.l.opts.Now().UnixNano()
+	w.extents = append(w.extents, pendingExtent{id: slot.id, rec: x})
+	return nil
+}
+
+// commitBatched commits a batched writer's extent and the caller's
+// records with a compare on the egroup record's revision at the batch.
+// If that compare fails because someone else rewrote the record (a seal,
+// a bad mark), the appender stops using the egroup and the writer does
+// what a writer of an exclusive egroup does: it seals the egroup at a
+// length that covers its extent, in the same transaction as its records
+// (the bytes are fsynced on every replica; nothing is cut). Writers of
+// the same batch raise the length one after another.
+func (w *writer) commitBatched(ctx context.Context, final func(t *meta.Txn)) error {
+	l := w.l
+	s := w.slot
+	x := w.extents[0]
+	end := x.rec.Off + extent.EncodedLen(x.rec.StoredLen())
+	rev := s.rev
+	var reseal *meta.Egroup
+	for attempt := 0; ; attempt++ {
+		var t meta.Txn
+		t.If(meta.EgroupKey(s.e.id), rev)
+		if reseal != nil {
+			t.Put(meta.EgroupKey(s.e.id), meta.Encode(*reseal))
+		}
+		t.Put(meta.ExtentKey(x.id), meta.Encode(x.rec))
+		final(&t)
+		_, err := l.kv.Commit(ctx, &t)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, meta.ErrConflict) {
+			// A failed compare changed nothing; any other error may hide
+			// a transaction that landed.
+			w.uncertain = true
+			return err
+		}
+		var cur meta.Egroup
+		crev, gerr := meta.GetRecord(ctx, l.kv, meta.EgroupKey(s.e.id), &cur)
+		switch {
+		case gerr != nil:
+			return err
+		case crev == rev:
+			return err // one of the caller's compares failed
+		case attempt >= batchWrites+maxReplaceAttempts:
+			return err
+		}
+		if attempt == 0 {
+			s.fenced()
+			l.opts.Logger.Debug("egroup record changed under a batched write; sealing it at the write's end",
+				"egroup", meta.FormatID(s.e.id))
+		}
+		if !sameDevices(cur.Replicas, s.e.replicas) {
+			// Moved since: the new replicas may hold only the sealed
+			// length. The client retries; the bytes here are garbage.
+			return fmt.Errorf("object: egroup %s changed replicas while a write committed into it: %w", meta.FormatID(s.e.id), err)
+		}
+		// An open record may lag its committed extents: settle it (this
+		// also fences the other writers) before sealing it.
+		cur, crev, gerr = l.settleTail(ctx, s.e.id, cur, crev)
+		if errors.Is(gerr, meta.ErrConflict) {
+			rev = -1 // read again
+			reseal = nil
+			continue
+		}
+		if gerr != nil {
+			return gerr
+		}
+		cur.State = meta.EgroupSealed
+		cur.Size = max(cur.Size, end)
+		cur.TailFrom, cur.TailTo = 0, 0
+		cur.Mtime = max(cur.Mtime, x.rec.Ctime)
+		reseal, rev = &cur, crev
+	}
+}
+
+// sameDevices reports whether two replica lists name the same devices.
+func sameDevices(a, b []meta.EgroupReplica) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, r := range a {
+		found := false
+		for _, q := range b {
+			found = found || q.Device == r.Device
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
