@@ -370,6 +370,7 @@ func (a *appender) egroup(ctx context.Context, total int64, exclude []model.Devi
 func (a *appender) record(ctx context.Context, e *openEgroup, total int64, n int) ([]uint64, error) {
 	l := a.l
 	ids := make([]uint64, n)
+	rewritten := false
 	for {
 		for i := range ids {
 			id, err := l.extentSeq.Next(ctx)
@@ -378,7 +379,8 @@ func (a *appender) record(ctx context.Context, e *openEgroup, total int64, n int
 			}
 			ids[i] = id
 		}
-		covered := e.modRev != 0 && e.tailTo != 0 && e.size+total-e.recorded <= l.opts.EgroupRecordLag
+		covered := e.modRev != 0 && e.tailTo != 0 &&
+			(rewritten || e.size+total-e.recorded <= l.opts.EgroupRecordLag)
 		for _, id := range ids {
 			covered = covered && id >= e.tailFrom && id < e.tailTo
 		}
@@ -419,12 +421,10 @@ func (a *appender) record(ctx context.Context, e *openEgroup, total int64, n int
 		e.tailFrom, e.tailTo = from, to
 		e.mtime = now
 		a.mu.Unlock()
-		// IDs drawn before the rewrite may lie in the block before
-		// [from, to): draw again (they are plentiful; the unused ones
-		// are simply never used).
-		if ids[0] >= from && ids[n-1] < to {
-			return ids, nil
-		}
+		// The block's range starts at the next ID the sequence hands
+		// out, past the ones drawn above: draw again (IDs are plentiful;
+		// unused ones are simply never used).
+		rewritten = true
 	}
 }
 

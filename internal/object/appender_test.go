@@ -1,0 +1,380 @@
+package object
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/extent"
+	"github.com/terrace-storage/terrace/internal/meta"
+	"github.com/terrace-storage/terrace/internal/model"
+)
+
+// gatedIO lets a test hold replica appends (to make writers queue behind
+// a batch) and fail the batched appends to one device.
+type gatedIO struct {
+	*Local
+	mu sync.Mutex
+	// gate, when set, holds every AppendSync until it is closed; each
+	// held call first sends on entered.
+	gate    chan struct{}
+	entered chan struct{}
+	// failBatchesOn fails appends of more than one small extent to this
+	// device.
+	failBatchesOn model.DeviceID
+	appends       atomic.Int64
+}
+
+func (g *gatedIO) AppendSync(ctx context.Context, r model.Replica, id uint64, off int64, enc []byte) error {
+	g.appends.Add(1)
+	g.mu.Lock()
+	gate, fail := g.gate, g.failBatchesOn
+	g.mu.Unlock()
+	if gate != nil {
+		g.entered <- struct{}{}
+		<-gate
+	}
+	if r.Device == fail && int64(len(enc)) > extent.EncodedLen(4096) {
+		return errors.New("injected batch append failure")
+	}
+	return g.Local.AppendSync(ctx, r, id, off, enc)
+}
+
+func (g *gatedIO) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = make(chan struct{})
+	g.entered = make(chan struct{}, 64)
+}
+
+// next lets the held appends go and holds the following ones.
+func (g *gatedIO) next() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.gate)
+	g.gate = make(chan struct{})
+	g.entered = make(chan struct{}, 64)
+}
+
+func (g *gatedIO) waitEntered(n int) {
+	g.mu.Lock()
+	ch := g.entered
+	g.mu.Unlock()
+	for i := 0; i < n; i++ {
+		<-ch
+	}
+}
+
+func (g *gatedIO) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.gate)
+	g.gate = nil
+}
+
+// batchEnv is a layer over gatedIO with one bucket of vector ssd=1,hdd=1
+// and one object written (so the pool holds a recorded open egroup).
+type batchEnv struct {
+	*env
+	g   *gatedIO
+	l   *Layer
+	vec model.Vector
+}
+
+func newBatchEnv(t *testing.T, kv func(*meta.Pebble) meta.KV, opts Options) *batchEnv {
+	e := newEnv(t)
+	e.l.Close()
+	e.l = nil
+	t.Cleanup(func() { e.kv.Close() })
+	g := &gatedIO{Local: e.local}
+	var store meta.KV = e.kv
+	if kv != nil {
+		store = kv(e.kv)
+	}
+	opts.StatsInterval = 1
+	l, err := New(store, g, e.local, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	b := &batchEnv{env: e, g: g, l: l, vec: model.MustParseVector("ssd=1,hdd=1")}
+	if err := l.CreateBucket(context.Background(), "bkt", "", b.vec); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.put("warm", 0); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *batchEnv) put(key string, seed uint64) error {
+	data := payload(seed, 4096)
+	_, err := b.l.Put(context.Background(), "bkt", key, bytes.NewReader(data), PutOptions{Size: int64(len(data))})
+	return err
+}
+
+// queued is how many writers wait behind the batch being written.
+func (b *batchEnv) queued() int {
+	a := b.l.appenderFor(b.vec, "")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.queue)
+}
+
+// putHeldBatch starts a leader whose batch is held at the gate, queues
+// n more writers behind it, then opens the gate (after between, if
+// set) and returns every writer's error.
+func (b *batchEnv) putHeldBatch(t *testing.T, n int, between func()) []error {
+	t.Helper()
+	b.g.hold()
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); errs[0] = b.put("k00", 100) }()
+	b.g.waitEntered(2) // both replicas of the leader's batch
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = b.put(fmt.Sprintf("k%02d", i), uint64(100+i)) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); b.queued() < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d writers queued behind the held batch", b.queued(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if between != nil {
+		between()
+	}
+	b.g.open()
+	wg.Wait()
+	return errs
+}
+
+func (b *batchEnv) checkAll(t *testing.T, l *Layer, n int) {
+	t.Helper()
+	for i := 0; i <= n; i++ {
+		key := fmt.Sprintf("k%02d", i)
+		if got, err := readAll(t, l, key); err != nil || !bytes.Equal(got, payload(uint64(100+i), 4096)) {
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
+	if got, err := readAll(t, l, "warm"); err != nil || !bytes.Equal(got, payload(0, 4096)) {
+		t.Fatalf("warm: %v", err)
+	}
+}
+
+// TestBatchSharesOneAppend: writers that arrive while a batch is being
+// written share the next one: one fsynced append per replica for all of
+// them, their extents back to back in one egroup, every object intact
+// before and after a restart.
+func TestBatchSharesOneAppend(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	before := b.g.appends.Load()
+	const n = 15
+	for i, err := range b.putHeldBatch(t, n, nil) {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	if got := b.g.appends.Load() - before; got != 4 {
+		t.Fatalf("%d replica appends for 16 PUTs in two batches, want 4 (2 replicas × 2 batches)", got)
+	}
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	offs := map[int64]bool{}
+	for i := 0; i <= n; i++ {
+		loc, err := b.l.Locate(ctx, "bkt", fmt.Sprintf("k%02d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x := loc.Extents[0]; x.Egroup != id {
+			t.Fatalf("k%02d in egroup %s, want the pool's %s", i, meta.FormatID(x.Egroup), meta.FormatID(id))
+		}
+		offs[loc.Extents[0].EgroupOff] = true
+	}
+	per := extent.EncodedLen(4096)
+	for i := int64(1); i <= n+1; i++ {
+		if !offs[i*per] {
+			t.Fatalf("no extent at offset %d: extents are not back to back (%v)", i*per, offs)
+		}
+	}
+	checkTails(t, b.kv)
+	b.checkAll(t, b.l, n)
+	l2 := restartLayer(t, b.env, b.l)
+	b.checkAll(t, l2, n)
+	checkTails(t, b.kv)
+}
+
+// TestBatchReplicaFailsMidBatch: one replica fails a batch's append.
+// Every writer of the batch is re-placed together on a fresh egroup
+// without that device, the failed egroup is cut back to its earlier
+// batches and sealed, and nothing acknowledged is lost.
+func TestBatchReplicaFailsMidBatch(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	var hdd model.DeviceID
+	for _, r := range warm.Extents[0].Replicas {
+		if r.Tier == model.TierHDD {
+			hdd = r.Device
+		}
+	}
+	b.g.failBatchesOn = hdd
+	const n = 15
+	for i, err := range b.putHeldBatch(t, n, nil) {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	eg, _ := egroupRecord(t, b.kv, id)
+	per := extent.EncodedLen(4096)
+	if eg.State != meta.EgroupSealed || eg.Size != 2*per {
+		t.Fatalf("failed egroup: state %v size %d, want sealed at %d (the warm-up and the leader's batch)", eg.State, eg.Size, 2*per)
+	}
+	for _, r := range eg.Replicas {
+		st, _ := b.local.Store(r.Device)
+		fi, err := os.Stat(filepath.Join(st.Device().Spec().Path, extent.FileName(id)))
+		if err != nil || fi.Size() != 2*per {
+			t.Fatalf("replica on %s: %v, want %d bytes (the failed batch cut off)", r.Device, err, 2*per)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		loc, _ := b.l.Locate(ctx, "bkt", fmt.Sprintf("k%02d", i))
+		for _, r := range loc.Extents[0].Replicas {
+			if r.Device == hdd {
+				t.Fatalf("k%02d has a replica on %s, which failed its batch", i, hdd)
+			}
+		}
+	}
+	checkTails(t, b.kv)
+	b.checkAll(t, b.l, n)
+	l2 := restartLayer(t, b.env, b.l)
+	b.checkAll(t, l2, n)
+}
+
+// TestBatchSealRacesCommit: the Curator seals the appender's egroup (its
+// writer looked down) while a batch is being written into it. The
+// batch's writers find their compare failed and seal the egroup at a
+// length that covers their extents instead; after a restart, whose
+// recovery cuts sealed egroups to their size, every object reads back.
+func TestBatchSealRacesCommit(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	const n = 15
+	errs := b.putHeldBatch(t, n, func() {
+		// The leader's batch goes; the queued writers' batch is held
+		// in its appends (their slots in the egroup are taken).
+		b.g.next()
+		b.g.waitEntered(2)
+		_, rev := egroupRecord(t, b.kv, id)
+		if err := b.l.SealEgroup(ctx, id, rev); err != nil {
+			t.Errorf("seal: %v", err)
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	eg, _ := egroupRecord(t, b.kv, id)
+	if want := int64(n+2) * extent.EncodedLen(4096); eg.State != meta.EgroupSealed || eg.Size != want {
+		t.Fatalf("egroup after the race: state %v size %d, want sealed at %d", eg.State, eg.Size, want)
+	}
+	checkTails(t, b.kv)
+	b.checkAll(t, b.l, n)
+	l2 := restartLayer(t, b.env, b.l)
+	b.checkAll(t, l2, n)
+	// The next writes go to a fresh egroup.
+	if err := b.put("after", 9); err != nil {
+		t.Fatal(err)
+	}
+	if loc, _ := b.l.Locate(ctx, "bkt", "after"); loc.Extents[0].Egroup == id {
+		t.Fatal("a write went into the sealed egroup")
+	}
+}
+
+// conflictCountingKV counts failed compares and slows commits down at
+// random, widening the window between a batch and its writers' commits.
+type conflictCountingKV struct {
+	*meta.Pebble
+	conflicts atomic.Int64
+	mu        sync.Mutex
+	rng       *rand.Rand
+}
+
+func (k *conflictCountingKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
+	k.mu.Lock()
+	d := time.Duration(k.rng.IntN(500)) * time.Microsecond
+	k.mu.Unlock()
+	time.Sleep(d)
+	rev, err := k.Pebble.Commit(ctx, t)
+	if errors.Is(err, meta.ErrConflict) {
+		k.conflicts.Add(1)
+	}
+	return rev, err
+}
+
+// TestBatchRecordRewriteWaitsForCommits: with a record lag of a few
+// extents the appender rewrites the egroup record every few batches,
+// while writers of earlier batches are still committing. It waits for
+// them: no writer's compare may fail because of the appender's own
+// rewrite (one node, nothing else writes the records).
+func TestBatchRecordRewriteWaitsForCommits(t *testing.T) {
+	var ckv *conflictCountingKV
+	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
+		ckv = &conflictCountingKV{Pebble: p, rng: rand.New(rand.NewPCG(1, 2))}
+		return ckv
+	}, Options{EgroupRecordLag: 16 << 10})
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	_, rev0 := egroupRecord(t, b.kv, id)
+	const writers, each = 16, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				errs <- b.put(fmt.Sprintf("w%02d/%02d", w, i), uint64(w*100+i))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := ckv.conflicts.Load(); c != 0 {
+		t.Fatalf("%d commits failed their compare; the appender's rewrites must wait for earlier batches", c)
+	}
+	if _, rev := egroupRecord(t, b.kv, id); rev == rev0 {
+		t.Fatal("the egroup record was never rewritten: the lag is not exercised")
+	}
+	checkTails(t, b.kv)
+	l2 := restartLayer(t, b.env, b.l)
+	for w := 0; w < writers; w++ {
+		for i := 0; i < each; i++ {
+			key := fmt.Sprintf("w%02d/%02d", w, i)
+			if got, err := readAll(t, l2, key); err != nil || !bytes.Equal(got, payload(uint64(w*100+i), 4096)) {
+				t.Fatalf("%s after restart: %v", key, err)
+			}
+		}
+	}
+	checkTails(t, b.kv)
+}
