@@ -475,14 +475,22 @@ func (l *Layer) sealRetired(ctx context.Context, e retiredEgroup) {
 	}
 }
 
-// batchable reports whether a write of size bytes goes through its pool
-// key's appender: a known size small enough to be one extent of at most
-// BatchMaxBytes, written to the pool (not a private Curator writer, not
-// an explicit placement), while egroup records may lag.
+// batchable reports whether a write of size bytes (negative: unknown
+// until the body ends) may go through its pool key's appender: writes to
+// the pool (not a private Curator writer, not an explicit placement),
+// while egroup records may lag, of a size that can be small. Whether it
+// does is decided at its first extent (batchedExtent).
 func (w *writer) batchable(size int64) bool {
 	o := w.l.opts
-	return o.BatchMaxBytes > 0 && o.EgroupRecordLag > 0 && size > 0 && size <= o.BatchMaxBytes &&
-		size <= o.ExtentMaxBytes && w.place.IsZero() && !w.private
+	return o.BatchMaxBytes > 0 && o.EgroupRecordLag > 0 && size != 0 && size <= o.BatchMaxBytes &&
+		w.place.IsZero() && !w.private
+}
+
+// batchedExtent reports whether an extent of n payload bytes goes
+// through the appender: the writer's first and last, at most
+// BatchMaxBytes (the whole object is that one small extent).
+func (w *writer) batchedExtent(n int, last bool) bool {
+	return w.batched && last && len(w.extents) == 0 && int64(n) <= w.l.opts.BatchMaxBytes
 }
 
 // appendBatched writes the writer's only extent through the appender.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -377,4 +379,40 @@ func TestBatchRecordRewriteWaitsForCommits(t *testing.T) {
 		}
 	}
 	checkTails(t, b.kv)
+}
+
+// TestBatchDecidedByTheBody: a PUT whose size is unknown until the body
+// ends (the S3 front end reads to EOF to verify checksums) is batched
+// when the whole body fits in one small extent, and written to an egroup
+// of its own when it does not.
+func TestBatchDecidedByTheBody(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	ctx := context.Background()
+	batches := func() uint64 {
+		var m dto.Metric
+		if err := b.l.m.appendBatch.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	before := batches()
+	small := payload(5, 60<<10)
+	if _, err := b.l.Put(ctx, "bkt", "small", bytes.NewReader(small), PutOptions{Size: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := batches() - before; got != 1 {
+		t.Fatalf("%d batches for a 60 KiB PUT of unknown size, want 1", got)
+	}
+	large := payload(6, 200<<10)
+	if _, err := b.l.Put(ctx, "bkt", "large", bytes.NewReader(large), PutOptions{Size: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := batches() - before; got != 1 {
+		t.Fatalf("a 200 KiB PUT went through the appender (%d batches)", got)
+	}
+	for key, want := range map[string][]byte{"small": small, "large": large} {
+		if got, err := readAll(t, b.l, key); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
 }

@@ -373,7 +373,7 @@ func (w *writer) appendStored(ctx context.Context, stored []byte, last bool, x m
 	} else {
 		enc = extent.Encode(make([]byte, 0, encLen), payload)
 	}
-	if w.batched && last && len(w.extents) == 0 {
+	if w.batchedExtent(len(payload), last) {
 		return w.appendBatched(ctx, enc, payload, x)
 	}
 	var lastFailed error
