@@ -131,7 +131,9 @@ func (a *appender) append(ctx context.Context, enc []byte, exclude []model.Devic
 // takeBatch removes the head of the queue and as many followers as fit.
 // a.mu is held.
 func (a *appender) takeBatch() []*appendReq {
-	limit := batchBytes * a.l.opts.BatchMaxBytes
+	// A batch never makes an egroup outgrow its size by more than one
+	// write (a fresh egroup takes the head of the queue whatever it is).
+	limit := min(batchBytes*a.l.opts.BatchMaxBytes, a.l.opts.EgroupMaxBytes)
 	n, bytes := 0, int64(0)
 	for n < len(a.queue) && n < batchWrites {
 		b := int64(len(a.queue[n].enc))

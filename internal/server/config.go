@@ -61,6 +61,12 @@ type Config struct {
 	// 16 MiB). It is the unit the Curator moves; keep it a small fraction
 	// of the smallest device (a scaled-down test tier wants a smaller one).
 	EgroupMaxBytes int64 `yaml:"egroup_max_bytes"`
+	// BatchMaxBytes is the largest object whose PUT shares one fsynced
+	// egroup append (and one replica call) with the concurrent small PUTs
+	// of the same vector (0: 64 KiB; -1: never share; at most 128 KiB).
+	// Acknowledgement still waits for the object's own bytes on every
+	// replica and its own metadata commit (docs/design/0012).
+	BatchMaxBytes int64 `yaml:"batch_max_bytes"`
 	// MetaBlockCacheBytes sizes the block cache of a single node's
 	// embedded metadata store (Pebble; 0: 64 MiB). Raise it when the
 	// metadata of a node's hot objects outgrows it (terrace_meta_reads_total
@@ -342,6 +348,9 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if c.EgroupMaxBytes != 0 && (c.EgroupMaxBytes < 256<<10 || c.EgroupMaxBytes > 1<<30) {
 		return nil, fmt.Errorf("server: egroup_max_bytes %d outside [256 KiB, 1 GiB]", c.EgroupMaxBytes)
+	}
+	if c.BatchMaxBytes < -1 || c.BatchMaxBytes > 128<<10 {
+		return nil, fmt.Errorf("server: batch_max_bytes %d outside [-1, 128 KiB] (-1 turns batching off)", c.BatchMaxBytes)
 	}
 	if err := c.validateRuntime(); err != nil {
 		return nil, err

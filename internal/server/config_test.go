@@ -45,6 +45,8 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"bad device sync", func(c *Config) { c.DeviceSync = "fdatasync" }, "device_sync"},
 		{"tiny egroups", func(c *Config) { c.EgroupMaxBytes = 4096 }, "egroup_max_bytes"},
 		{"huge egroups", func(c *Config) { c.EgroupMaxBytes = 2 << 30 }, "egroup_max_bytes"},
+		{"huge batches", func(c *Config) { c.BatchMaxBytes = 1 << 20 }, "batch_max_bytes"},
+		{"negative batches", func(c *Config) { c.BatchMaxBytes = -2 }, "batch_max_bytes"},
 		{"negative meta cache", func(c *Config) { c.MetaBlockCacheBytes = -1 }, "meta_block_cache_bytes"},
 		{"bad meta write path", func(c *Config) { c.MetaWritePath = "raft" }, "meta_write_path"},
 		{"bad record format", func(c *Config) { c.MetaRecordFormat = "protobuf" }, "meta_record_format"},

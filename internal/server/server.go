@@ -173,6 +173,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		AccessWindow:   cfg.Curator.HotWindow,
 		HotReads:       hotReads(cfg.Curator),
 		EgroupMaxBytes: cfg.EgroupMaxBytes,
+		BatchMaxBytes:  cfg.BatchMaxBytes,
 		OrphanGrace:    orphanGrace(cfg),
 		// A node of an older version seals a down writer's egroup at the
 		// length its record states; while one may run (a rolling
