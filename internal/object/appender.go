@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/device"
-	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 )
@@ -52,6 +52,10 @@ type appender struct {
 type appendReq struct {
 	enc     []byte
 	exclude []model.DeviceID
+	// id, when set, is the extent ID the write already has: its object
+	// record names it, and its first egroup was fenced before the commit
+	// (see commitBatched). The record rewrite covers it.
+	id uint64
 	// ready receives once: the extent is written (slot or err set), or
 	// the writer is to lead the next batch (lead set).
 	ready chan struct{}
@@ -95,15 +99,31 @@ func (l *Layer) appenderFor(v model.Vector, class string) *appender {
 // part of a batch and returns where it landed: fsynced on every replica,
 // with an extent ID the egroup record's tail range covers. The caller
 // commits and then calls done.
-func (a *appender) append(ctx context.Context, enc []byte, exclude []model.DeviceID) (*appendSlot, error) {
-	req := &appendReq{enc: enc, exclude: exclude, ready: make(chan struct{}, 1)}
+func (a *appender) append(ctx context.Context, enc []byte, exclude []model.DeviceID, id uint64) (*appendSlot, error) {
+	req := &appendReq{enc: enc, exclude: exclude, id: id, ready: make(chan struct{}, 1)}
 	a.mu.Lock()
 	a.queue = append(a.queue, req)
 	if a.leading {
 		a.mu.Unlock()
-		// No cancellation here: the leader may already have taken the
-		// request into its batch, and it answers every request it takes.
-		<-req.ready
+		select {
+		case <-req.ready:
+		case <-ctx.Done():
+			a.mu.Lock()
+			if a.dequeue(req) {
+				// Not taken into a batch yet. If leadership was just
+				// handed to it, pass it on.
+				if req.lead {
+					a.passLead()
+				}
+				a.mu.Unlock()
+				return nil, ctx.Err()
+			}
+			a.mu.Unlock()
+			// In a batch being written: its answer comes within the
+			// leader's bound (batchTimeout), and a slot it gets must be
+			// ended by the writer (its commit fails on its context).
+			<-req.ready
+		}
 		if !req.lead {
 			return req.slot, req.err
 		}
@@ -114,18 +134,44 @@ func (a *appender) append(ctx context.Context, enc []byte, exclude []model.Devic
 	// whenever no one leads, and leadership passes to the head.
 	batch := a.takeBatch()
 	a.mu.Unlock()
-	a.write(context.WithoutCancel(ctx), batch)
+	// The batch is everyone's: it does not stop when the leader's client
+	// goes away, but it is bounded, since the writers queued behind it
+	// wait for it whatever their own deadlines.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	a.write(bctx, batch)
+	cancel()
 	a.mu.Lock()
+	a.passLead()
+	a.mu.Unlock()
+	return req.slot, req.err
+}
+
+// batchTimeout bounds one batch's work: placement, the record rewrite
+// and the replica appends (a remote append has its own RPC timeout).
+const batchTimeout = time.Minute
+
+// passLead hands leadership to the head of the queue, or ends it. a.mu
+// is held.
+func (a *appender) passLead() {
 	if len(a.queue) > 0 {
 		next := a.queue[0]
 		next.lead = true
 		next.ready <- struct{}{}
-	} else {
-		a.leading = false
-		a.releaseIdle()
+		return
 	}
-	a.mu.Unlock()
-	return req.slot, req.err
+	a.leading = false
+	a.releaseIdle()
+}
+
+// dequeue removes req from the queue if it is still there. a.mu is held.
+func (a *appender) dequeue(req *appendReq) bool {
+	for i, r := range a.queue {
+		if r == req {
+			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // takeBatch removes the head of the queue and as many followers as fit.
@@ -224,7 +270,11 @@ func (a *appender) write(ctx context.Context, batch []*appendReq) {
 	l.m.appendBatch.Observe(float64(len(batch)))
 	var lastFailed error
 	for attempt := 0; ; attempt++ {
-		e, ids, err := a.prepare(ctx, total, len(batch), &exclude)
+		fixed := make([]uint64, len(batch))
+		for i, r := range batch {
+			fixed[i] = r.id
+		}
+		e, ids, err := a.prepare(ctx, total, fixed, &exclude)
 		if err != nil {
 			if lastFailed != nil {
 				err = fmt.Errorf("%w; after %v", err, lastFailed)
@@ -295,14 +345,14 @@ func (a *appender) write(ctx context.Context, batch []*appendReq) {
 // n extent IDs for its writers, with the egroup record rewritten first if
 // it does not cover them (a new egroup, the lag, IDs outside the tail
 // range). exclude collects devices that failed this batch.
-func (a *appender) prepare(ctx context.Context, total int64, n int, exclude *[]model.DeviceID) (*openEgroup, []uint64, error) {
+func (a *appender) prepare(ctx context.Context, total int64, fixed []uint64, exclude *[]model.DeviceID) (*openEgroup, []uint64, error) {
 	l := a.l
 	for attempt := 0; ; attempt++ {
 		e, err := a.egroup(ctx, total, *exclude)
 		if err != nil {
 			return nil, nil, err
 		}
-		ids, err := a.record(ctx, e, total, n)
+		ids, err := a.record(ctx, e, total, fixed)
 		if err == nil {
 			return e, ids, nil
 		}
@@ -364,17 +414,20 @@ func (a *appender) egroup(ctx context.Context, total int64, exclude []model.Devi
 	return e, nil
 }
 
-// record allocates n extent IDs and makes sure e's record covers them
-// and the batch's bytes; if it does not, it waits for the writers of
-// earlier batches to finish and rewrites the record. meta.ErrConflict
-// means someone else rewrote the record: the egroup is lost to the
-// appender.
-func (a *appender) record(ctx context.Context, e *openEgroup, total int64, n int) ([]uint64, error) {
+// record returns the batch's extent IDs — fixed[i] where set, fresh
+// ones elsewhere — and makes sure e's record covers them and the batch's
+// bytes; if it does not, it waits for the writers of earlier batches to
+// finish and rewrites the record. meta.ErrConflict means someone else
+// rewrote the record: the egroup is lost to the appender.
+func (a *appender) record(ctx context.Context, e *openEgroup, total int64, fixed []uint64) ([]uint64, error) {
 	l := a.l
-	ids := make([]uint64, n)
+	ids := append([]uint64(nil), fixed...)
 	rewritten := false
 	for {
 		for i := range ids {
+			if fixed[i] != 0 {
+				continue
+			}
 			id, err := l.extentSeq.Next(ctx)
 			if err != nil {
 				return nil, err
@@ -395,8 +448,25 @@ func (a *appender) record(ctx context.Context, e *openEgroup, total int64, n int
 		}
 		a.mu.Unlock()
 		from, to, err := l.extentSeq.Block(ctx)
+		if err == nil && to <= from {
+			// The block is used up: a record must never state an empty
+			// range (a sealer would reject it). Take the next block.
+			if _, err = l.extentSeq.Next(ctx); err == nil {
+				from, to, err = l.extentSeq.Block(ctx)
+			}
+		}
 		if err != nil {
 			return nil, err
+		}
+		// The range reaches down to the IDs writers already hold (a
+		// range is only what a sealer reads; it need not be one block).
+		for _, id := range fixed {
+			if id != 0 {
+				from = min(from, id)
+			}
+		}
+		if to-from > maxTailRange {
+			return nil, fmt.Errorf("object: egroup %s: extent IDs [%d, %d) too far apart for one tail range", meta.FormatID(e.id), from, to)
 		}
 		now := l.opts.Now().UnixNano()
 		rec := meta.Egroup{
@@ -424,8 +494,8 @@ func (a *appender) record(ctx context.Context, e *openEgroup, total int64, n int
 		e.mtime = now
 		a.mu.Unlock()
 		// The block's range starts at the next ID the sequence hands
-		// out, past the ones drawn above: draw again (IDs are plentiful;
-		// unused ones are simply never used).
+		// out, past the fresh ones drawn above: draw those again (IDs
+		// are plentiful; unused ones are simply never used).
 		rewritten = true
 	}
 }
@@ -501,11 +571,11 @@ func (w *writer) appendBatched(ctx context.Context, enc, payload []byte, x meta.
 		s := sha256.Sum256(payload)
 		x.FP = s[:]
 	}
-	slot, err := w.l.appenderFor(w.vector, w.class).append(ctx, enc, w.exclude)
+	slot, err := w.l.appenderFor(w.vector, w.class).append(ctx, enc, w.exclude, 0)
 	if err != nil {
 		return err
 	}
-	w.slot = slot
+	w.slot, w.slotEnc = slot, enc
 	x.Egroup, x.Off, x.Ctime = slot.e.id, slot.off, w.l.opts.Now().UnixNano()
 	w.extents = append(w.extents, pendingExtent{id: slot.id, rec: x})
 	return nil
@@ -514,24 +584,20 @@ func (w *writer) appendBatched(ctx context.Context, enc, payload []byte, x meta.
 // commitBatched commits a batched writer's extent and the caller's
 // records with a compare on the egroup record's revision at the batch.
 // If that compare fails because someone else rewrote the record (a seal,
-// a bad mark), the appender stops using the egroup and the writer does
-// what a writer of an exclusive egroup does: it seals the egroup at a
-// length that covers its extent, in the same transaction as its records
-// (the bytes are fsynced on every replica; nothing is cut). Writers of
-// the same batch raise the length one after another.
+// a bad mark), the appender stops using the egroup and the writer hands
+// its extent to the appender again, with the extent ID its object record
+// already names: it lands in another egroup, whose record's tail range is
+// widened to cover the ID, and the commit is repeated. The bytes left in
+// the first egroup are dead data. The writer never raises the length of
+// a record someone else sealed: a peer's start-up recovery may already
+// have cut its replica to that length.
 func (w *writer) commitBatched(ctx context.Context, final func(t *meta.Txn)) error {
 	l := w.l
-	s := w.slot
-	x := w.extents[0]
-	end := x.rec.Off + extent.EncodedLen(x.rec.StoredLen())
-	rev := s.rev
-	var reseal *meta.Egroup
+	x := &w.extents[0]
 	for attempt := 0; ; attempt++ {
+		s := w.slot
 		var t meta.Txn
-		t.If(meta.EgroupKey(s.e.id), rev)
-		if reseal != nil {
-			t.Put(meta.EgroupKey(s.e.id), meta.Encode(*reseal))
-		}
+		t.If(meta.EgroupKey(s.e.id), s.rev)
 		t.Put(meta.ExtentKey(x.id), meta.Encode(x.rec))
 		final(&t)
 		_, err := l.kv.Commit(ctx, &t)
@@ -544,58 +610,25 @@ func (w *writer) commitBatched(ctx context.Context, final func(t *meta.Txn)) err
 			w.uncertain = true
 			return err
 		}
-		var cur meta.Egroup
-		crev, gerr := meta.GetRecord(ctx, l.kv, meta.EgroupKey(s.e.id), &cur)
+		it, gerr := l.kv.Get(ctx, meta.EgroupKey(s.e.id))
 		switch {
-		case gerr != nil:
+		case gerr != nil && !errors.Is(gerr, meta.ErrNotFound):
 			return err
-		case crev == rev:
+		case gerr == nil && it.ModRev == s.rev:
 			return err // one of the caller's compares failed
-		case attempt >= batchWrites+maxReplaceAttempts:
+		case attempt >= maxReplaceAttempts || ctx.Err() != nil:
 			return err
 		}
-		if attempt == 0 {
-			s.fenced()
-			l.opts.Logger.Debug("egroup record changed under a batched write; sealing it at the write's end",
-				"egroup", meta.FormatID(s.e.id))
+		l.opts.Logger.Debug("egroup record changed under a batched write; writing the extent again",
+			"egroup", meta.FormatID(s.e.id), "extent", meta.FormatID(x.id))
+		s.fenced()
+		s.done(ctx)
+		w.slot = nil
+		next, aerr := l.appenderFor(w.vector, w.class).append(ctx, w.slotEnc, w.exclude, x.id)
+		if aerr != nil {
+			return aerr
 		}
-		if !sameDevices(cur.Replicas, s.e.replicas) {
-			// Moved since: the new replicas may hold only the sealed
-			// length. The client retries; the bytes here are garbage.
-			return fmt.Errorf("object: egroup %s changed replicas while a write committed into it: %w", meta.FormatID(s.e.id), err)
-		}
-		// An open record may lag its committed extents: settle it (this
-		// also fences the other writers) before sealing it.
-		cur, crev, gerr = l.settleTail(ctx, s.e.id, cur, crev)
-		if errors.Is(gerr, meta.ErrConflict) {
-			rev = -1 // read again
-			reseal = nil
-			continue
-		}
-		if gerr != nil {
-			return gerr
-		}
-		cur.State = meta.EgroupSealed
-		cur.Size = max(cur.Size, end)
-		cur.TailFrom, cur.TailTo = 0, 0
-		cur.Mtime = max(cur.Mtime, x.rec.Ctime)
-		reseal, rev = &cur, crev
+		w.slot = next
+		x.rec.Egroup, x.rec.Off = next.e.id, next.off
 	}
-}
-
-// sameDevices reports whether two replica lists name the same devices.
-func sameDevices(a, b []meta.EgroupReplica) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, r := range a {
-		found := false
-		for _, q := range b {
-			found = found || q.Device == r.Device
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }

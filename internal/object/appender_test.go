@@ -264,46 +264,107 @@ func TestBatchReplicaFailsMidBatch(t *testing.T) {
 	b.checkAll(t, l2, n)
 }
 
-// TestBatchSealRacesCommit: the Curator seals the appender's egroup (its
-// writer looked down) while a batch is being written into it. The
-// batch's writers find their compare failed and seal the egroup at a
-// length that covers their extents instead; after a restart, whose
-// recovery cuts sealed egroups to their size, every object reads back.
-func TestBatchSealRacesCommit(t *testing.T) {
-	b := newBatchEnv(t, nil, Options{})
+// raceRecordChange runs a held batch of n writers behind a leader whose
+// batch commits first; change then alters the egroup's record while the
+// queued writers' batch is held in its appends (their slots in the egroup
+// taken, their commits not yet tried).
+func (b *batchEnv) raceRecordChange(t *testing.T, n int, change func(id uint64)) (uint64, []error) {
 	ctx := context.Background()
 	warm, _ := b.l.Locate(ctx, "bkt", "warm")
 	id := warm.Extents[0].Egroup
-	const n = 15
 	errs := b.putHeldBatch(t, n, func() {
-		// The leader's batch goes; the queued writers' batch is held
-		// in its appends (their slots in the egroup are taken).
 		b.g.next()
 		b.g.waitEntered(2)
-		_, rev := egroupRecord(t, b.kv, id)
-		if err := b.l.SealEgroup(ctx, id, rev); err != nil {
-			t.Errorf("seal: %v", err)
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if _, err := b.l.Head(ctx, "bkt", "k00"); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the leader's PUT did not commit")
+			}
+			time.Sleep(time.Millisecond)
 		}
+		change(id)
 	})
+	return id, errs
+}
+
+// checkMovedOut checks that writers 1..n all succeeded with their extents
+// outside egroup id, that id ends sealed at the leader's committed end,
+// and that every object reads back, before and after a restart.
+func (b *batchEnv) checkMovedOut(t *testing.T, id uint64, n int, errs []error) meta.Egroup {
+	t.Helper()
+	ctx := context.Background()
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("writer %d: %v", i, err)
 		}
 	}
+	for i := 1; i <= n; i++ {
+		loc, err := b.l.Locate(ctx, "bkt", fmt.Sprintf("k%02d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loc.Extents[0].Egroup == id {
+			t.Fatalf("k%02d committed into egroup %s after its record changed", i, meta.FormatID(id))
+		}
+	}
 	eg, _ := egroupRecord(t, b.kv, id)
-	if want := int64(n+2) * extent.EncodedLen(4096); eg.State != meta.EgroupSealed || eg.Size != want {
-		t.Fatalf("egroup after the race: state %v size %d, want sealed at %d", eg.State, eg.Size, want)
+	if per := extent.EncodedLen(4096); eg.State != meta.EgroupSealed || eg.Size != 2*per {
+		t.Fatalf("egroup %s: state %v size %d, want sealed at %d (the warm-up and the leader)", meta.FormatID(id), eg.State, eg.Size, 2*per)
 	}
 	checkTails(t, b.kv)
 	b.checkAll(t, b.l, n)
 	l2 := restartLayer(t, b.env, b.l)
 	b.checkAll(t, l2, n)
-	// The next writes go to a fresh egroup.
-	if err := b.put("after", 9); err != nil {
-		t.Fatal(err)
+	checkTails(t, b.kv)
+	return eg
+}
+
+// TestBatchSealRacesCommit: the Curator seals the appender's egroup (its
+// writer looked down) at its committed length while a batch is being
+// written into it. The batch's writers must not raise the length of an
+// egroup someone else sealed (a peer's recovery may already have cut its
+// replica to it): each writes its extent again, under the ID its object
+// record names, into a fresh egroup whose tail range covers it. Nothing
+// acknowledged is lost, before or after a restart whose recovery cuts
+// sealed egroups to their size.
+func TestBatchSealRacesCommit(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	ctx := context.Background()
+	id, errs := b.raceRecordChange(t, 15, func(id uint64) {
+		_, rev := egroupRecord(t, b.kv, id)
+		if err := b.l.SealEgroup(ctx, id, rev); err != nil {
+			t.Errorf("seal: %v", err)
+		}
+	})
+	b.checkMovedOut(t, id, 15, errs)
+}
+
+// TestBatchBadMarkRacesCommit: a reader marks one replica of the
+// appender's egroup bad while a batch is being written into it. The
+// batch's writers move their extents to a fresh egroup; the marked one is
+// sealed at its committed end, keeping the mark.
+func TestBatchBadMarkRacesCommit(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	ctx := context.Background()
+	var hdd model.DeviceID
+	id, errs := b.raceRecordChange(t, 15, func(id uint64) {
+		eg, _ := egroupRecord(t, b.kv, id)
+		for _, r := range eg.Replicas {
+			if r.Tier == model.TierHDD {
+				hdd = r.Device
+			}
+		}
+		b.l.MarkReplicaBad(ctx, id, hdd)
+	})
+	eg := b.checkMovedOut(t, id, 15, errs)
+	marked := false
+	for _, r := range eg.Replicas {
+		marked = marked || r.Device == hdd && r.Bad
 	}
-	if loc, _ := b.l.Locate(ctx, "bkt", "after"); loc.Extents[0].Egroup == id {
-		t.Fatal("a write went into the sealed egroup")
+	if !marked {
+		t.Fatalf("the bad mark on %s was lost: %+v", hdd, eg.Replicas)
 	}
 }
 
@@ -415,4 +476,47 @@ func TestBatchDecidedByTheBody(t *testing.T) {
 			t.Fatalf("%s: %v", key, err)
 		}
 	}
+}
+
+// TestBatchQueuedWriterCancels: a writer waiting for the next batch whose
+// client goes away returns at once with its context's error, leaves no
+// trace, and the writers behind it are served.
+func TestBatchQueuedWriterCancels(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	cctx, cancel := context.WithCancel(context.Background())
+	cancelled := make(chan error, 1)
+	errs := b.putHeldBatch(t, 3, func() {
+		go func() {
+			data := payload(7, 4096)
+			_, err := b.l.Put(cctx, "bkt", "gone", bytes.NewReader(data), PutOptions{Size: int64(len(data))})
+			cancelled <- err
+		}()
+		for deadline := time.Now().Add(10 * time.Second); b.queued() < 4; {
+			if time.Now().After(deadline) {
+				t.Fatal("the writer to cancel never queued")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		select {
+		case err := <-cancelled:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("cancelled queued writer: %v, want context.Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("a cancelled writer stayed queued behind a held batch")
+		}
+		if q := b.queued(); q != 3 {
+			t.Errorf("%d writers queued after the cancel, want 3", q)
+		}
+	})
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("writer %d: %v", i, err)
+		}
+	}
+	if _, err := b.l.Head(context.Background(), "bkt", "gone"); !errors.Is(err, ErrNoSuchKey) {
+		t.Fatalf("the cancelled PUT's key: %v, want no such key", err)
+	}
+	b.checkAll(t, b.l, 3)
 }

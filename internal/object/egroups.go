@@ -87,7 +87,9 @@ func (l *Layer) settleTail(ctx context.Context, id uint64, eg meta.Egroup, rev i
 	if eg.State != meta.EgroupOpen || eg.TailTo == 0 {
 		return eg, rev, nil
 	}
-	if eg.TailTo <= eg.TailFrom || eg.TailTo-eg.TailFrom > maxTailRange {
+	// An empty range (TailFrom == TailTo) names no extents: nothing to
+	// read, not a damaged record.
+	if eg.TailTo < eg.TailFrom || eg.TailTo-eg.TailFrom > maxTailRange {
 		return eg, rev, fmt.Errorf("object: egroup %s: tail range [%d, %d) is not a plausible ID block", meta.FormatID(id), eg.TailFrom, eg.TailTo)
 	}
 	var fence meta.Txn

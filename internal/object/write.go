@@ -196,9 +196,11 @@ type writer struct {
 	class string
 	// batched sends the writer's one small extent through its pool key's
 	// appender (appender.go) instead of an egroup of its own; slot is
-	// where the batch put it.
+	// where the batch put it and slotEnc its encoded bytes, kept in case
+	// the egroup is fenced before the commit and they must go elsewhere.
 	batched bool
 	slot    *appendSlot
+	slotEnc []byte
 }
 
 type pendingExtent struct {
