@@ -213,6 +213,66 @@ func TestRandomizedReconcile(t *testing.T) {
 	}
 }
 
+// TestRandomizedSatisfied checks Satisfied against Reconcile: whenever
+// Satisfied says a replica set meets its vector, Reconcile adds and
+// removes nothing; and it says so for the sets Reconcile's own plans
+// produce, once applied, whenever they count exactly (the fast path must
+// not miss the common case).
+func TestRandomizedSatisfied(t *testing.T) {
+	sd := seed(t)
+	rng := rand.New(rand.NewPCG(sd, 9))
+	agreed, fast := 0, 0
+	for it := range *propIters / 3 {
+		s := randCluster(rng)
+		p, _ := New(randConfig(rng))
+		want := randVector(rng)
+		var cur []model.Replica
+		for _, i := range rng.Perm(len(s.Devices))[:min(len(s.Devices), rng.IntN(5))] {
+			d := s.Devices[i]
+			cur = append(cur, model.Replica{Device: d.ID, Node: d.Node, Tier: d.Tier})
+		}
+		for round := 0; round < 2; round++ {
+			add, remove, err := Reconcile(s, cur, want, p, rand.New(rand.NewPCG(uint64(it), 4)))
+			sat := Satisfied(s, cur, want)
+			if sat {
+				fast++
+				if err != nil || len(add) != 0 || len(remove) != 0 {
+					t.Fatalf("seed %d iter %d: Satisfied(%v, %s) but Reconcile adds %v removes %v (%v)", sd, it, cur, want, add, remove, err)
+				}
+			}
+			if err != nil {
+				break
+			}
+			if len(add) == 0 && len(remove) == 0 {
+				agreed++
+				// Nothing to do and nothing parked: Satisfied must see it.
+				parked := false
+				for _, r := range cur {
+					if d, ok := s.Device(r.Device); ok && !s.NodeUp(d.Node) {
+						parked = true
+					}
+				}
+				if !parked && !sat {
+					t.Fatalf("seed %d iter %d: Reconcile has nothing to do for %v (%s) but Satisfied says no", sd, it, cur, want)
+				}
+				break
+			}
+			// Apply the plan and ask again.
+			next := append([]model.Replica(nil), add...)
+			for _, r := range cur {
+				if !isIn(remove, r.Device) {
+					next = append(next, r)
+				}
+			}
+			cur = next
+		}
+	}
+	t.Logf("%d sets needed nothing, %d answered by the fast path", agreed, fast)
+	if fast < *propIters/30 {
+		t.Fatalf("only %d sets took the fast path: the generator does not exercise it", fast)
+	}
+}
+
 // TestWeightedVector checks the thesis's WeightedVector unit-test phases
 // (Allen §3.4.2): no duplicate samples, uniform weights sample uniformly,
 // and SUS samples in proportion to weight.

@@ -35,6 +35,41 @@ func Reconcile(s *model.Snapshot, current []model.Replica, want model.Vector, p 
 	return ReconcileRequest(s, current, Request{Vector: want}, p, rng)
 }
 
+// Satisfied reports whether current already meets want on s exactly, so
+// that Reconcile would add and remove nothing: as many replicas as the
+// vector's total, each on a known device that is neither failed nor
+// draining, on a node that is up, and every explicit tier filled (the
+// rest then fill the unspecified slots, with none to spare). It allocates
+// nothing: the Curator asks it of every egroup of every scan, and nearly
+// all are healthy. A false answer says only "ask Reconcile".
+func Satisfied(s *model.Snapshot, current []model.Replica, want model.Vector) bool {
+	if len(current) != want.Total() || want.Validate() != nil {
+		return false
+	}
+	for _, r := range current {
+		d, ok := s.Device(r.Device)
+		if !ok || d.State == model.DeviceFailed || d.State == model.DeviceDraining || !s.NodeUp(d.Node) {
+			return false
+		}
+	}
+	for t, n := range want.Counts {
+		if t == model.TierAny || n <= 0 {
+			continue
+		}
+		have := 0
+		for _, r := range current {
+			// The snapshot is the source of truth for a device's tier.
+			if d, _ := s.Device(r.Device); d.Tier == t {
+				have++
+			}
+		}
+		if have < n {
+			return false
+		}
+	}
+	return true
+}
+
 // ReconcileRequest is Reconcile with the request's Client, Bytes and
 // Exclude applied to the additions; req.Vector is the wanted vector and
 // req.Existing is ignored (current replaces it).

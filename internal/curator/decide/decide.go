@@ -272,7 +272,11 @@ func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand
 		}
 		return nil, nil // its writer owns it
 	}
-	var current []model.Replica
+	// Nearly every egroup of a scan is healthy: answer those without the
+	// allocations of a reconciliation (placement.Satisfied allocates
+	// nothing, and current lives on the stack for the usual few replicas).
+	var buf [8]model.Replica
+	current := buf[:0]
 	var bad []model.Replica
 	for _, r := range eg.Replicas {
 		if r.Bad {
@@ -287,6 +291,9 @@ func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand
 			return nil, nil
 		}
 		current = append(current, r.Replica)
+	}
+	if len(bad) == 0 && placement.Satisfied(s, current, eg.Vector) {
+		return nil, nil
 	}
 	add, remove, err := placement.ReconcileRequest(s, current, placement.Request{Vector: eg.Vector, Bytes: eg.Size}, pol, rng)
 	if err != nil {
