@@ -182,7 +182,10 @@ func testCrashKill9(t *testing.T, sizes crashSizes, rounds int, wantBatches bool
 		for ackedThisRound.Load() < 2*crashWriters && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
-		for wantBatches && time.Now().Before(deadline) {
+		for wantBatches {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no batch of more than one write before the deadline", round)
+			}
 			// Batches of more than one write: the mean is above one.
 			sum, err1 := c.metric("terrace_object_append_batch_writes_sum")
 			n, err2 := c.metric("terrace_object_append_batch_writes_count")
