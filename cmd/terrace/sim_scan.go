@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,7 @@ func init() {
 
 func newSimScanCmd(g *globalFlags) *cobra.Command {
 	var o scansim.Options
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "scan",
 		Short: "Time a Curator scan over N synthetic egroup records and report its peak memory",
@@ -58,12 +60,21 @@ scan rate") records runs at 1M and 10M egroups; a 10M-egroup partial scan
 needs about 15 GiB of free disk for the store and several GiB of memory.
 Timed runs on a shared machine belong under the bench lock.`,
 		Example: `  terrace sim scan --egroups 1000000
+  terrace sim scan --egroups 1000000 --cpuprofile scan.pprof   # then: go tool pprof -top scan.pprof
   terrace sim scan --egroups 10000000 --nodes 20 --dir /var/tmp/scan10m
   terrace sim scan --egroups 200000 --full --extents 4 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !g.json {
 				o.Progress = func(msg string) { fmt.Fprintln(cmd.ErrOrStderr(), msg) }
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				o.CPUProfile = f
 			}
 			r, err := scansim.Run(cmd.Context(), o)
 			if err != nil {
@@ -103,6 +114,7 @@ Timed runs on a shared machine belong under the bench lock.`,
 	cmd.Flags().IntVar(&o.Extents, "extents", 4, "extent records per egroup with --full (1 to 63)")
 	cmd.Flags().Uint64Var(&o.Seed, "seed", 1, "seed of the synthetic records")
 	cmd.Flags().Int64Var(&o.ScanMemory, "scan-memory", 0, "heap budget of a full scan's extent arrays in bytes, past which they spill to mapped files in --dir (0: the default, 1 GiB; -1: no bound)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the scan and decide (not the load) to this file, for go tool pprof")
 	cmd.Flags().StringVar(&o.Dir, "dir", "", "directory for the metadata store, kept afterwards (default: a temporary one, removed)")
 	return cmd
 }

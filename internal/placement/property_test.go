@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/model"
 )
@@ -363,6 +364,44 @@ func TestImportsOnlyModelAndStdlib(t *testing.T) {
 				continue
 			}
 			t.Errorf("%s imports %s: placement may import only internal/model and the standard library", f, path)
+		}
+	}
+}
+
+// TestSatisfiedRefusesWhatReconcileWouldChange covers the cases the
+// random generator rarely draws: an invalid vector (Reconcile refuses
+// it), an empty set, a draining or unknown device, a missing explicit
+// tier.
+func TestSatisfiedRefusesWhatReconcileWouldChange(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s := model.NewSnapshot(now, []model.Node{{ID: "n1", Up: true}, {ID: "n2", Up: true}}, []model.Device{
+		{ID: "n1/ssd", Node: "n1", Tier: model.TierSSD, State: model.DeviceUp, CapacityBytes: 1 << 40},
+		{ID: "n2/hdd", Node: "n2", Tier: model.TierHDD, State: model.DeviceUp, CapacityBytes: 1 << 40},
+		{ID: "n2/hdd2", Node: "n2", Tier: model.TierHDD, State: model.DeviceDraining, CapacityBytes: 1 << 40},
+	})
+	rep := func(id model.DeviceID) model.Replica {
+		d, _ := s.Device(id)
+		return model.Replica{Device: id, Node: d.Node, Tier: d.Tier}
+	}
+	ok := []model.Replica{rep("n1/ssd"), rep("n2/hdd")}
+	if !Satisfied(s, ok, model.MustParseVector("ssd=1,hdd=1")) || !Satisfied(s, ok, model.MustParseVector("any=2")) {
+		t.Fatal("a set that meets its vector is not satisfied")
+	}
+	for name, c := range map[string]struct {
+		cur  []model.Replica
+		want model.Vector
+	}{
+		"negative count":  {ok, model.Vector{Counts: map[model.Tier]int{model.TierHDD: -1, model.TierAny: 3}}},
+		"huge count":      {ok, model.Vector{Counts: map[model.Tier]int{model.TierHDD: 1 << 30, model.TierAny: 2 - 1<<30}}},
+		"empty set":       {nil, model.Vector{Counts: map[model.Tier]int{}}},
+		"draining device": {[]model.Replica{rep("n1/ssd"), {Device: "n2/hdd2", Node: "n2", Tier: model.TierHDD}}, model.MustParseVector("any=2")},
+		"unknown device":  {[]model.Replica{rep("n1/ssd"), {Device: "n9/x", Node: "n9", Tier: model.TierHDD}}, model.MustParseVector("any=2")},
+		"missing tier":    {ok, model.MustParseVector("hdd=2")},
+		"one short":       {ok[:1], model.MustParseVector("any=2")},
+		"one to spare":    {ok, model.MustParseVector("any=1")},
+	} {
+		if Satisfied(s, c.cur, c.want) {
+			t.Errorf("%s: satisfied", name)
 		}
 	}
 }

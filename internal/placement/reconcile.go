@@ -43,31 +43,43 @@ func Reconcile(s *model.Snapshot, current []model.Replica, want model.Vector, p 
 // nothing: the Curator asks it of every egroup of every scan, and nearly
 // all are healthy. A false answer says only "ask Reconcile".
 func Satisfied(s *model.Snapshot, current []model.Replica, want model.Vector) bool {
-	if len(current) != want.Total() || want.Validate() != nil {
+	n := len(current)
+	if n == 0 || n > model.MaxReplicas {
 		return false
 	}
-	for _, r := range current {
+	// One device lookup per replica; the snapshot is the source of truth
+	// for a device's tier.
+	var tiers [model.MaxReplicas]model.Tier
+	for i, r := range current {
 		d, ok := s.Device(r.Device)
 		if !ok || d.State == model.DeviceFailed || d.State == model.DeviceDraining || !s.NodeUp(d.Node) {
 			return false
 		}
+		tiers[i] = d.Tier
 	}
-	for t, n := range want.Counts {
-		if t == model.TierAny || n <= 0 {
+	// One pass over the vector: its validity (as Validate: no negative or
+	// huge count, a total within [1, MaxReplicas], which n is), its total,
+	// and every explicit tier filled.
+	total := 0
+	for t, c := range want.Counts {
+		if c < 0 || c > model.MaxReplicas {
+			return false
+		}
+		total += c
+		if t == model.TierAny || c == 0 {
 			continue
 		}
 		have := 0
-		for _, r := range current {
-			// The snapshot is the source of truth for a device's tier.
-			if d, _ := s.Device(r.Device); d.Tier == t {
+		for _, x := range tiers[:n] {
+			if x == t {
 				have++
 			}
 		}
-		if have < n {
+		if have < c {
 			return false
 		}
 	}
-	return true
+	return total == n
 }
 
 // ReconcileRequest is Reconcile with the request's Client, Bytes and

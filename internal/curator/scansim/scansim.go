@@ -12,11 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -51,6 +53,9 @@ type Options struct {
 	ScanMemory int64
 	// Progress, if set, hears about the load as it goes.
 	Progress func(msg string)
+	// CPUProfile, if set, receives a CPU profile of the scan and decide
+	// (not the load), for `go tool pprof`.
+	CPUProfile io.Writer
 }
 
 func (o *Options) defaults() {
@@ -189,10 +194,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		ScanMemoryBytes: o.ScanMemory, ScanSpillDir: dir})
 	stop := make(chan struct{})
 	samples := make(chan []sample)
+	if o.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+			return Result{}, fmt.Errorf("scansim: cpu profile: %w", err)
+		}
+	}
 	scanStart := time.Now()
 	go sampleMemory(stop, samples)
 	t, err := c.TimeScan(ctx, o.Full)
 	close(stop)
+	if o.CPUProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	for _, m := range <-samples {
 		res.PeakHeap = max(res.PeakHeap, m.heap)
 		if m.at.Sub(scanStart) <= t.Scan {
