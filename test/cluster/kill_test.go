@@ -192,6 +192,18 @@ func TestKillNodeUnderLoad(t *testing.T) {
 	for _, e := range res.firstErrs {
 		t.Logf("  failed put: %s", e)
 	}
+	// Most objects are small enough to share batched appends
+	// (docs/design/0012), so the kill cut batches in flight on the
+	// writers' nodes; make sure batches of more than one write formed.
+	var batched, batches float64
+	for _, a := range survivors {
+		batched += metricValue(t, a, "terrace_object_append_batch_writes_sum", "")
+		batches += metricValue(t, a, "terrace_object_append_batch_writes_count", "")
+	}
+	t.Logf("batched appends on the survivors: %.0f writes in %.0f batches", batched, batches)
+	if batched <= batches {
+		t.Errorf("no batch of more than one write formed (%.0f writes in %.0f batches): the kill did not cut shared appends", batched, batches)
+	}
 	if afterKill < count/4 {
 		t.Errorf("writes did not continue after the kill: %d acknowledged after it", afterKill)
 	}
