@@ -252,9 +252,37 @@ func (s *appendSlot) fenced() {
 	a.mu.Unlock()
 }
 
+// errTailRange: an extent ID a write already has lies too far below the
+// node's current ID block for one tail range to reach both.
+var errTailRange = errors.New("object: extent ID too old for a tail range")
+
+// reachable answers, with errTailRange, the requests whose extent ID no
+// tail range that also covers the node's current ID block could reach
+// (a write that waited while the cluster drew a million IDs), and returns
+// the others: one such write must not fail the batch.
+func (a *appender) reachable(ctx context.Context, batch []*appendReq) []*appendReq {
+	_, to, err := a.l.extentSeq.Block(ctx)
+	if err != nil || to == 0 {
+		return batch
+	}
+	keep := batch[:0]
+	for _, r := range batch {
+		if r.id != 0 && to-r.id > maxTailRange-extentIDBlock {
+			r.err = fmt.Errorf("%w: extent %s, the node's IDs now run to %d", errTailRange, meta.FormatID(r.id), to)
+			r.ready <- struct{}{}
+			continue
+		}
+		keep = append(keep, r)
+	}
+	return keep
+}
+
 // write writes one batch and answers each of its requests.
 func (a *appender) write(ctx context.Context, batch []*appendReq) {
 	l := a.l
+	if batch = a.reachable(ctx, batch); len(batch) == 0 {
+		return
+	}
 	var total int64
 	var exclude []model.DeviceID
 	for _, r := range batch {
@@ -356,6 +384,9 @@ func (a *appender) prepare(ctx context.Context, total int64, fixed []uint64, exc
 		if err == nil {
 			return e, ids, nil
 		}
+		if errors.Is(err, errTailRange) {
+			return nil, nil, err // the IDs' fault, not the egroup's
+		}
 		a.retire(ctx, e)
 		if !errors.Is(err, meta.ErrConflict) || attempt >= maxReplaceAttempts {
 			return nil, nil, err
@@ -442,11 +473,9 @@ func (a *appender) record(ctx context.Context, e *openEgroup, total int64, fixed
 		if covered {
 			return ids, nil
 		}
-		a.mu.Lock()
-		for e.pending > 0 {
-			a.drained.Wait()
+		if err := a.drain(ctx, e); err != nil {
+			return nil, err
 		}
-		a.mu.Unlock()
 		from, to, err := l.extentSeq.Block(ctx)
 		if err == nil && to <= from {
 			// The block is used up: a record must never state an empty
@@ -466,7 +495,7 @@ func (a *appender) record(ctx context.Context, e *openEgroup, total int64, fixed
 			}
 		}
 		if to-from > maxTailRange {
-			return nil, fmt.Errorf("object: egroup %s: extent IDs [%d, %d) too far apart for one tail range", meta.FormatID(e.id), from, to)
+			return nil, fmt.Errorf("%w: egroup %s: extent IDs [%d, %d)", errTailRange, meta.FormatID(e.id), from, to)
 		}
 		now := l.opts.Now().UnixNano()
 		rec := meta.Egroup{
@@ -500,6 +529,27 @@ func (a *appender) record(ctx context.Context, e *openEgroup, total int64, fixed
 	}
 }
 
+// drain waits until no writer of an earlier batch is committing into e,
+// or ctx ends (a commit that hangs must not hold every queued writer for
+// longer than the batch's bound).
+func (a *appender) drain(ctx context.Context, e *openEgroup) error {
+	stop := context.AfterFunc(ctx, func() {
+		a.mu.Lock()
+		a.drained.Broadcast()
+		a.mu.Unlock()
+	})
+	defer stop()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for e.pending > 0 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("object: egroup %s: waiting for %d commits before a record rewrite: %w", meta.FormatID(e.id), e.pending, err)
+		}
+		a.drained.Wait()
+	}
+	return nil
+}
+
 // retire takes e out of the appender's use; once no writer is
 // committing into it, it is sealed (or, never recorded, removed).
 func (a *appender) retire(ctx context.Context, e *openEgroup) {
@@ -530,7 +580,13 @@ type retiredEgroup struct {
 // exact (every batch written into it is counted, committed or not). If
 // its record changed under it (a bad mark, a seal from elsewhere), the
 // tail's extent records decide, as for a writer that failed uncertainly.
+// It runs on a context of its own: the caller's may be the batch's, which
+// has run out exactly when a batch fails. A seal that fails (metadata
+// unreachable) is retried by SealIdle; until then the egroup stays open,
+// out of the pool and of the Curator's reach.
 func (l *Layer) sealRetired(ctx context.Context, e retiredEgroup) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sealTimeout)
+	defer cancel()
 	if e.modRev == 0 {
 		if e.uncertain {
 			l.sealDropped(ctx, e.id)
@@ -542,8 +598,28 @@ func (l *Layer) sealRetired(ctx context.Context, e retiredEgroup) {
 		return
 	}
 	sealed, err := l.sealOpen(ctx, e.id, e.modRev, e.size, e.mtime)
-	if err == nil && !sealed {
+	switch {
+	case err != nil:
+		l.opts.Logger.Warn("sealing a retired egroup failed; retrying with the idle seals", "egroup", meta.FormatID(e.id), "err", err)
+		l.unsealedMu.Lock()
+		l.unsealed = append(l.unsealed, e)
+		l.unsealedMu.Unlock()
+	case !sealed:
 		l.sealDropped(ctx, e.id)
+	}
+}
+
+// sealTimeout bounds sealing one retired egroup.
+const sealTimeout = 30 * time.Second
+
+// sealUnsealed retries the seals of retired egroups that failed.
+func (l *Layer) sealUnsealed(ctx context.Context) {
+	l.unsealedMu.Lock()
+	list := l.unsealed
+	l.unsealed = nil
+	l.unsealedMu.Unlock()
+	for _, e := range list {
+		l.sealRetired(ctx, e)
 	}
 }
 

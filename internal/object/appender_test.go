@@ -520,3 +520,84 @@ func TestBatchQueuedWriterCancels(t *testing.T) {
 	}
 	b.checkAll(t, b.l, 3)
 }
+
+// TestBatchRefusesAnUnreachableExtentID: a write re-placed with an
+// extent ID too far below the node's current ID block for one tail range
+// is refused on its own; the batch's other writes and the egroup are
+// unharmed.
+func TestBatchRefusesAnUnreachableExtentID(t *testing.T) {
+	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
+		// The node's IDs start past 3M, far above ID 5.
+		var tx meta.Txn
+		tx.Put([]byte(meta.PrefixSeq+"extent"), []byte("3000000"))
+		if _, err := p.Commit(context.Background(), &tx); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}, Options{})
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	a := b.l.appenderFor(b.vec, "")
+	enc := extent.Encode(nil, payload(9, 4096))
+	if _, err := a.append(ctx, enc, nil, 5); !errors.Is(err, errTailRange) {
+		t.Fatalf("a write with extent ID 5 when the node's IDs are past 3M: %v, want errTailRange", err)
+	}
+	if err := b.put("next", 10); err != nil {
+		t.Fatal(err)
+	}
+	if loc, _ := b.l.Locate(ctx, "bkt", "next"); loc.Extents[0].Egroup != id {
+		t.Fatalf("the refused write retired egroup %s: the next write went to %s", meta.FormatID(id), meta.FormatID(loc.Extents[0].Egroup))
+	}
+	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupOpen {
+		t.Fatalf("egroup %s is %v after a refused write, want open", meta.FormatID(id), eg.State)
+	}
+}
+
+// failingCommitKV fails every commit while fail is set, as an unreachable
+// metadata store does.
+type failingCommitKV struct {
+	*meta.Pebble
+	fail atomic.Bool
+}
+
+func (k *failingCommitKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
+	if k.fail.Load() {
+		return 0, errors.New("injected: metadata unreachable")
+	}
+	return k.Pebble.Commit(ctx, t)
+}
+
+// TestRetiredEgroupSealRetried: sealing an egroup the appender retired
+// fails while the metadata store is unreachable; the next idle-seal round
+// seals it, so it does not stay open (out of the Curator's reach) until
+// the node restarts.
+func TestRetiredEgroupSealRetried(t *testing.T) {
+	var fkv *failingCommitKV
+	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
+		fkv = &failingCommitKV{Pebble: p}
+		return fkv
+	}, Options{})
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	e := b.l.pool.take(poolKey(b.vec, ""))
+	if e == nil || e.id != id {
+		t.Fatalf("the pool does not hold egroup %s", meta.FormatID(id))
+	}
+	fkv.fail.Store(true)
+	b.l.appenderFor(b.vec, "").retire(ctx, e)
+	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupOpen {
+		t.Fatalf("egroup sealed while commits fail: %v", eg.State)
+	}
+	fkv.fail.Store(false)
+	if _, err := b.l.SealIdle(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupSealed || eg.Size != extent.EncodedLen(4096) {
+		t.Fatalf("after the idle-seal round: state %v size %d, want sealed at %d", eg.State, eg.Size, extent.EncodedLen(4096))
+	}
+	if got, err := readAll(t, b.l, "warm"); err != nil || !bytes.Equal(got, payload(0, 4096)) {
+		t.Fatalf("warm: %v", err)
+	}
+}

@@ -28,11 +28,14 @@ type Layer struct {
 	pool *egroupPool
 	// appenders batch small writes, one per pool key (appender.go).
 	appenders sync.Map
-	access    *accessTracker
-	buckets   *bucketCache
-	locs      *locationCache
-	lat       latencyTracker
-	m         *metrics
+	// unsealed are retired egroups whose seal failed; SealIdle retries.
+	unsealedMu sync.Mutex
+	unsealed   []retiredEgroup
+	access     *accessTracker
+	buckets    *bucketCache
+	locs       *locationCache
+	lat        latencyTracker
+	m          *metrics
 
 	bg        sync.WaitGroup
 	stop      chan struct{}

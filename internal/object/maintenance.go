@@ -68,6 +68,7 @@ func (l *Layer) Relocate(ctx context.Context, v, place model.Vector, moves []Ext
 // never touches open egroups: their writer owns them). It returns the
 // number sealed.
 func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
+	l.sealUnsealed(ctx)
 	n := 0
 	for _, e := range l.pool.takeIdle(l.opts.Now().Add(-idle)) {
 		if e.modRev == 0 {
