@@ -146,9 +146,10 @@ func (a *appender) append(ctx context.Context, enc []byte, exclude []model.Devic
 	return req.slot, req.err
 }
 
-// batchTimeout bounds one batch's work: placement, the record rewrite
-// and the replica appends (a remote append has its own RPC timeout).
-const batchTimeout = time.Minute
+// batchTimeout bounds one batch's work: placement, the wait for earlier
+// batches' commits and the record rewrite, and the replica appends (a
+// remote append has its own RPC timeout). A variable for tests.
+var batchTimeout = time.Minute
 
 // passLead hands leadership to the head of the queue, or ends it. a.mu
 // is held.

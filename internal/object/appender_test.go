@@ -601,3 +601,61 @@ func TestRetiredEgroupSealRetried(t *testing.T) {
 		t.Fatalf("warm: %v", err)
 	}
 }
+
+// blockingCommitKV holds the commit of the object record of one key until
+// released, as a metadata store that hangs for one writer would.
+type blockingCommitKV struct {
+	*meta.Pebble
+	key     []byte
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (k *blockingCommitKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
+	for _, op := range t.Ops {
+		if bytes.Equal(op.Key, k.key) {
+			k.held <- struct{}{}
+			<-k.release
+		}
+	}
+	return k.Pebble.Commit(ctx, t)
+}
+
+// TestBatchDrainIsBounded: a batch whose record rewrite must wait for an
+// earlier writer's commit, and that commit hangs, fails after the batch's
+// bound instead of holding its writers (and everyone queued behind them)
+// for as long as the hang lasts. The hung writer, once its commit goes
+// through, is acknowledged, and the appender works on.
+func TestBatchDrainIsBounded(t *testing.T) {
+	defer func(d time.Duration) { batchTimeout = d }(batchTimeout)
+	batchTimeout = 300 * time.Millisecond
+	var bkv *blockingCommitKV
+	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
+		bkv = &blockingCommitKV{Pebble: p, key: meta.ObjectKey("bkt", "hung"), held: make(chan struct{}, 1), release: make(chan struct{})}
+		return bkv
+	}, Options{EgroupRecordLag: 4 << 10}) // every batch rewrites the record
+	hung := make(chan error, 1)
+	go func() { hung <- b.put("hung", 1) }()
+	<-bkv.held // its bytes are written, its commit hangs: the egroup has a writer in it
+	start := time.Now()
+	err := b.put("next", 2)
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a batch waiting on a hung commit: %v, want the batch's deadline", err)
+	}
+	if took := time.Since(start); took > 20*batchTimeout {
+		t.Fatalf("the batch waited %s on a hung commit, bound %s", took, batchTimeout)
+	}
+	close(bkv.release)
+	if err := <-hung; err != nil {
+		t.Fatalf("the hung writer after its commit went through: %v", err)
+	}
+	if err := b.put("after", 3); err != nil {
+		t.Fatal(err)
+	}
+	for key, seed := range map[string]uint64{"hung": 1, "after": 3} {
+		if got, err := readAll(t, b.l, key); err != nil || !bytes.Equal(got, payload(seed, 4096)) {
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
+	checkTails(t, b.kv)
+}
