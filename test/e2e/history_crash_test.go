@@ -364,6 +364,14 @@ func checkView(t *testing.T, c *client, seed uint64, book *histBook, bucket stri
 			state := "absent"
 			if present[key] {
 				state = fmt.Sprintf("%d bytes matching no generation in the window", len(got))
+				// Say which generation it is, if any: an older or newer
+				// one is a snapshot-consistency error, none is bad data.
+				for g := range book.gens[key] {
+					if !book.gens[key][g].deleted && bytes.Equal(got, content(seed, key, g, histMinSize, histMaxSize)) {
+						state += fmt.Sprintf(" (they are generation %d)", g)
+						break
+					}
+				}
 			}
 			t.Errorf("%s/%s: %s; may show generations %d..%d (live=%v)", bucket, key, state, lo, hi, exactLive)
 		}
