@@ -71,8 +71,9 @@ func (l *Layer) Transition(ctx context.Context, bucket, key, class string, cond 
 		o := info.Object
 		o.Class = class
 		var t meta.Txn
-		t.If(meta.ObjectKey(bucket, key), rev)
-		t.Put(meta.ObjectKey(bucket, key), meta.Encode(o))
+		if err := l.inPlaceOps(ctx, &t, bucket, key, info, rev, &o); err != nil {
+			return nil, false, err
+		}
 		if _, err := l.kv.Commit(ctx, &t); err != nil && !errors.Is(err, meta.ErrConflict) {
 			return nil, false, err
 		}

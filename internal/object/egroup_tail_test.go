@@ -341,17 +341,33 @@ func TestEgroupTailUnderRandomOps(t *testing.T) {
 	}
 }
 
-// scanHookKV runs hook once, right after the first scan of the extent
-// map has read: a commit lands while a sealer reads an egroup's tail.
+// scanHookKV runs hook once, at the first scan starting under prefix
+// (the extent map when nil): right after it has read, or right before
+// when before is set. A commit lands between two reads of the code under
+// test (a sealer reading an egroup's tail, a collection reading history).
 type scanHookKV struct {
 	*meta.Pebble
-	hook func()
+	prefix []byte
+	before bool
+	hook   func()
 }
 
 func (k *scanHookKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
-	items, err := k.Pebble.Scan(ctx, start, end, limit)
-	if h := k.hook; h != nil && bytes.HasPrefix(start, []byte(meta.PrefixExtent)) {
+	p := k.prefix
+	if p == nil {
+		p = []byte(meta.PrefixExtent)
+	}
+	h := k.hook
+	if h != nil && bytes.HasPrefix(start, p) {
 		k.hook = nil
+	} else {
+		h = nil
+	}
+	if h != nil && k.before {
+		h()
+	}
+	items, err := k.Pebble.Scan(ctx, start, end, limit)
+	if h != nil && !k.before {
 		h()
 	}
 	return items, err

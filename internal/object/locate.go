@@ -293,10 +293,14 @@ func (l *Layer) rewrite(ctx context.Context, info ObjectInfo, rev int64, v model
 	o := info.Object
 	o.Vector = v
 	o.Extents = w.refs()
-	okey := meta.ObjectKey(info.Bucket, info.Key)
+	var h meta.Txn
+	if err := l.inPlaceOps(ctx, &h, info.Bucket, info.Key, info, rev, &o); err != nil {
+		w.abort(ctx)
+		return err
+	}
 	err = w.commit(ctx, func(t *meta.Txn) {
-		t.If(okey, rev)
-		t.Put(okey, meta.Encode(o))
+		t.Cmps = append(t.Cmps, h.Cmps...)
+		t.Ops = append(t.Ops, h.Ops...)
 	})
 	if err != nil {
 		w.abort(ctx)

@@ -266,26 +266,9 @@ func (l *Layer) UpdateObject(ctx context.Context, bucket, key string, fn func(*m
 			return err
 		}
 		var t meta.Txn
-		t.If(meta.ObjectKey(bucket, key), rev)
-		if rev != 0 {
-			// The same version, changed in place (tags, metadata): it
-			// keeps its place in time, and a versioned bucket's copy of
-			// it changes too. Snapshots see the new tags: the bytes are
-			// the same.
-			o.From = effectiveFrom(info.Object, rev)
-			if o.Seq != 0 && info.VersionID != "" {
-				bv, err := l.cachedBucket(ctx, bucket)
-				if err != nil {
-					return err
-				}
-				if bv.Versioning != VersioningOff {
-					t.Put(meta.VersionKey(bucket, key, o.Seq), meta.Encode(meta.Version{Object: o, S3: true}))
-				}
-			}
-		} else {
-			o.From = 0 // a clone's first own record of a key it read from its parent
+		if err := l.inPlaceOps(ctx, &t, bucket, key, info, rev, &o); err != nil {
+			return err
 		}
-		t.Put(meta.ObjectKey(bucket, key), meta.Encode(o))
 		if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
 			continue
 		} else {
@@ -293,6 +276,33 @@ func (l *Layer) UpdateObject(ctx context.Context, bucket, key string, fn func(*m
 		}
 	}
 	return fmt.Errorf("object: update %s/%s: too much contention", bucket, key)
+}
+
+// inPlaceOps fills t with o replacing bucket/key's current record info,
+// read at revision rev, as the same version changed in place (tags,
+// metadata, class, replicas): a compare on the record, and o keeping the
+// record's place in time, so snapshots taken since it became current see
+// o (the bytes are the same) instead of losing the key, and a versioned
+// bucket's copy of it changes too. rev 0 is a clone's first own record of
+// a key it read from its parent.
+func (l *Layer) inPlaceOps(ctx context.Context, t *meta.Txn, bucket, key string, info ObjectInfo, rev int64, o *meta.Object) error {
+	t.If(meta.ObjectKey(bucket, key), rev)
+	if rev == 0 {
+		o.From = 0
+	} else {
+		o.From = effectiveFrom(info.Object, rev)
+		if o.Seq != 0 && info.VersionID != "" {
+			bv, err := l.cachedBucket(ctx, bucket)
+			if err != nil {
+				return err
+			}
+			if bv.Versioning != VersioningOff {
+				t.Put(meta.VersionKey(bucket, key, o.Seq), meta.Encode(meta.Version{Object: *o, S3: true}))
+			}
+		}
+	}
+	t.Put(meta.ObjectKey(bucket, key), meta.Encode(*o))
+	return nil
 }
 
 // CopyOptions control Copy.

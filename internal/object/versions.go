@@ -819,6 +819,11 @@ func (l *Layer) CollectVersions(ctx context.Context, bucket, key string) (int, e
 	// The pins decided what goes: a pin added meanwhile (a clone of an
 	// existing snapshot) must make this fail, not lose its records.
 	t.If(meta.BucketKey(bucket), brev)
+	// So did the current record, read before the history: an overwrite
+	// landing between the two reads moves it into the history, where the
+	// stale current record's start, taken as its end, makes it look
+	// needed by no snapshot. The overwrite must make this fail too.
+	t.If(meta.ObjectKey(bucket, key), curRev)
 	removed := 0
 	kept := 0
 	for _, s := range spans {
@@ -831,7 +836,6 @@ func (l *Layer) CollectVersions(ctx context.Context, bucket, key string) (int, e
 		removed++
 	}
 	if kept == 0 && curRev != 0 && cur.DeleteMarker && cur.VersionID == "" && b.Parent == nil {
-		t.If(meta.ObjectKey(bucket, key), curRev)
 		t.Del(meta.ObjectKey(bucket, key))
 		removed++
 	}

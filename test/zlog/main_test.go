@@ -76,6 +76,14 @@ func startCluster(t *testing.T, n, base int) *testCluster {
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
+	// A log created before every node has heard of its peers is placed
+	// on the nodes its host sees up: under load that was one node, both
+	// replicas of every stripe on it (not durable, and TestSequencerKill
+	// refuses it).
+	if err := c.WaitViews(ctx); err != nil {
+		c.Stop()
+		t.Fatalf("cluster views: %v", err)
+	}
 	tc := &testCluster{Cluster: c, t: t, dir: dir}
 	t.Cleanup(func() {
 		c.Stop()
