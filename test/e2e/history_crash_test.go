@@ -92,6 +92,27 @@ func (b *histBook) window(key string, start, end time.Time) (lo, hi int) {
 	return lo, hi
 }
 
+// describe lists key's generations with their times relative to a view
+// taken during [start, end], for a failure message.
+func (b *histBook) describe(key string, start, end time.Time) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "    view window %s (start) .. %+.3fs (end)\n", start.Format("15:04:05.000"), end.Sub(start).Seconds())
+	for g, h := range b.gens[key] {
+		what := "put"
+		if h.deleted {
+			what = "delete"
+		}
+		acked := "unacknowledged"
+		if !h.acked.IsZero() {
+			acked = fmt.Sprintf("acked %+.3fs", h.acked.Sub(start).Seconds())
+		}
+		fmt.Fprintf(&sb, "    gen %d %s begun %+.3fs %s\n", g, what, h.begun.Sub(start).Seconds(), acked)
+	}
+	return sb.String()
+}
+
 func (b *histBook) keys() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -373,7 +394,7 @@ func checkView(t *testing.T, c *client, seed uint64, book *histBook, bucket stri
 					}
 				}
 			}
-			t.Errorf("%s/%s: %s; may show generations %d..%d (live=%v)", bucket, key, state, lo, hi, exactLive)
+			t.Errorf("%s/%s: %s; may show generations %d..%d (live=%v)\n%s", bucket, key, state, lo, hi, exactLive, book.describe(key, start, end))
 		}
 		delete(present, key)
 	}
