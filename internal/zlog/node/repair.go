@@ -54,6 +54,13 @@ func (s *Service) placeStripes(rec layout.Record, dead map[string]bool) ([][]lay
 		}
 	}
 	needNodes := min(v.Total(), up)
+	if up < v.Total() {
+		// Degraded on purpose (recovery must go on with nodes down), but
+		// an entry acknowledged now survives fewer node losses than the
+		// vector promises until a recovery places its next segment.
+		s.log.Warn("log stripes placed on fewer nodes than the vector has replicas",
+			"log", rec.Name, "vector", rec.Vector, "nodes_up", up)
+	}
 	out := make([][]layout.Replica, rec.Stripes)
 	primaries := map[string]int{} // stripes each node is the primary of
 	for st := range out {
