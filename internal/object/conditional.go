@@ -14,10 +14,16 @@ import (
 // committed with compare-and-swap on that record's revision, so an object
 // overwritten after the decision is left alone (docs/design/0000 invariant 3).
 
-// DeleteIf deletes an object if cond holds for its current record. It
-// reports whether it deleted; a missing object or a false condition is
-// not an error.
+// DeleteIf deletes an object if cond holds for its current record, as
+// DeleteObject does without a version: in a versioned bucket a delete
+// marker becomes current (S3 lifecycle expiration of a current version),
+// and the history snapshots and clones still see is kept. It reports
+// whether it deleted; a missing object, a delete marker or a false
+// condition is not an error.
 func (l *Layer) DeleteIf(ctx context.Context, bucket, key string, cond func(ObjectInfo) bool) (bool, error) {
+	if err := writable(bucket); err != nil {
+		return false, err
+	}
 	info, rev, err := l.head(ctx, bucket, key)
 	if errors.Is(err, ErrNoSuchKey) {
 		return false, nil
@@ -28,16 +34,35 @@ func (l *Layer) DeleteIf(ctx context.Context, bucket, key string, cond func(Obje
 	if !cond(info) {
 		return false, nil
 	}
-	var t meta.Txn
-	t.If(meta.ObjectKey(bucket, key), rev)
-	t.Del(meta.ObjectKey(bucket, key))
-	if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
-		return false, nil // changed since: the caller re-decides next time
-	} else if err != nil {
+	bv, err := l.cachedBucket(ctx, bucket)
+	if err != nil {
 		return false, err
 	}
-	l.m.deletes.Inc()
-	return true, nil
+	deleted := false
+	err = l.guardedCommit(ctx, bucket, bv, nil, func(bv bucketView) error {
+		var t meta.Txn
+		t.If(meta.BucketGuardKey(bucket), bv.guardRev)
+		// The condition was decided on the record at rev (0: read
+		// through a clone's parent): anything newer is left alone.
+		t.If(meta.ObjectKey(bucket, key), rev)
+		_, skip, err := l.deleteOps(ctx, &t, bv, bucket, key, "")
+		if err != nil || skip {
+			return err
+		}
+		_, err = l.kv.Commit(ctx, &t)
+		if errors.Is(err, meta.ErrConflict) && !l.guardMoved(ctx, bucket, bv) {
+			return nil // the object changed since: the caller re-decides next time
+		}
+		deleted = err == nil
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if deleted {
+		l.m.deletes.Inc()
+	}
+	return deleted, nil
 }
 
 // Transition moves an object to a storage class if cond holds for its

@@ -147,3 +147,238 @@ func TestInPlaceRewritesKeepSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// versionsOf lists key's S3 versions as "id=body", newest first.
+func (e *env) versionsOf(bucket, key string) string {
+	e.t.Helper()
+	res, err := e.l.ListVersions(context.Background(), bucket, VersionListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, v := range res.Versions {
+		if v.Key == key {
+			out = append(out, v.VersionID+"="+e.read(bucket, key, v.VersionID))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// TestExpiryKeepsHistory: a lifecycle expiration (DeleteIf) is a delete
+// like any other. In a bucket with a snapshot the snapshot still sees
+// the object; in a versioned bucket a delete marker becomes current and
+// every version stays listed and readable. Before, it removed the object
+// record bare: the snapshot lost the key, and a versioned key vanished
+// from listings while its versions' records stayed forever.
+func TestExpiryKeepsHistory(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	always := func(ObjectInfo) bool { return true }
+	e.l.CreateBucket(ctx, "snapped", "", model.Vector{})
+	e.putS("snapped", "k", "k1")
+	s, err := e.l.CreateSnapshot(ctx, "snapped", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.l.DeleteIf(ctx, "snapped", "k", always); !ok || err != nil {
+		t.Fatalf("expire: %v %v", ok, err)
+	}
+	if got := e.read("snapped", "k", ""); got != "<absent>" {
+		t.Fatalf("live bucket after expiry: %q", got)
+	}
+	if got := e.read(s.Served, "k", ""); got != "k1" {
+		t.Fatalf("snapshot after expiry: %q, want k1", got)
+	}
+
+	e.l.CreateBucket(ctx, "versioned", "", model.Vector{})
+	if err := e.l.SetVersioning(ctx, "versioned", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	a1 := e.putS("versioned", "k", "a1")
+	a2 := e.putS("versioned", "k", "a2")
+	if ok, err := e.l.DeleteIf(ctx, "versioned", "k", always); !ok || err != nil {
+		t.Fatalf("expire: %v %v", ok, err)
+	}
+	if got := e.read("versioned", "k", ""); got != "<marker>" {
+		t.Fatalf("versioned key after expiry: %q, want a delete marker", got)
+	}
+	want := a2.VersionID + "=a2," + a1.VersionID + "=a1"
+	if got := e.versionsOf("versioned", "k"); !strings.HasSuffix(got, want) || strings.Count(got, ",") != 2 {
+		t.Fatalf("versions after expiry: %q, want a marker then %q", got, want)
+	}
+	// A delete marker is not expired again; a false condition deletes nothing.
+	if ok, err := e.l.DeleteIf(ctx, "versioned", "k", always); ok || err != nil {
+		t.Fatalf("expiring a delete marker: %v %v", ok, err)
+	}
+	e.putS("snapped", "j", "j1")
+	if ok, err := e.l.DeleteIf(ctx, "snapped", "j", func(ObjectInfo) bool { return false }); ok || err != nil {
+		t.Fatalf("false condition: %v %v", ok, err)
+	}
+	if got := e.read("snapped", "j", ""); got != "j1" {
+		t.Fatalf("false condition deleted: %q", got)
+	}
+}
+
+// TestVersioningOnABucketWithSnapshots: records written while a bucket
+// with snapshots was unversioned carry sequence numbers. Turning
+// versioning on must still make the current one the "null" version, and
+// a later write must keep it: before, it was dropped (the snapshot that
+// saw it read nothing, and version "null" was gone).
+func TestVersioningOnABucketWithSnapshots(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "bkt", "", model.Vector{})
+	if _, err := e.l.CreateSnapshot(ctx, "bkt", "s0"); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "k", "k1")
+	s1, err := e.l.CreateSnapshot(ctx, "bkt", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.versionsOf("bkt", "k"); got != "null=k1" {
+		t.Fatalf("versions of an unversioned bucket with snapshots: %q, want null=k1", got)
+	}
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	k2 := e.putS("bkt", "k", "k2")
+	if got := e.read(s1.Served, "k", ""); got != "k1" {
+		t.Fatalf("snapshot after a versioned write: %q, want k1", got)
+	}
+	if got := e.read("bkt", "k", NullVersion); got != "k1" {
+		t.Fatalf("null version: %q, want k1", got)
+	}
+	if got, want := e.versionsOf("bkt", "k"), k2.VersionID+"=k2,null=k1"; got != want {
+		t.Fatalf("versions: %q, want %q", got, want)
+	}
+}
+
+// TestTombstoneThenVersionedWrite: deleting a bucket's null version for
+// good leaves a tombstone when a snapshot needs the history; a snapshot
+// taken after sees the key absent, and must still after the next write.
+func TestTombstoneThenVersionedWrite(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "bkt", "", model.Vector{})
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	v := e.putS("bkt", "k", "v")
+	if _, err := e.l.CreateSnapshot(ctx, "bkt", "s0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.DeleteObject(ctx, "bkt", "k", v.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	s1, err := e.l.CreateSnapshot(ctx, "bkt", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "k", "x")
+	if got := e.read(s1.Served, "k", ""); got != "<absent>" {
+		t.Fatalf("snapshot taken after the version was deleted reads %q", got)
+	}
+	if got := e.read("bkt--snap-s0", "k", ""); got != "v" {
+		t.Fatalf("snapshot taken before reads %q, want v", got)
+	}
+}
+
+// TestVersionCurrentAgain: deleting the current version by ID makes the
+// previous one current again, a second stretch of time for it. Snapshots
+// taken during either stretch must see it, through later writes and tag
+// changes: before, the second stretch was not kept (a snapshot showed the
+// deleted version) and a tag change moved the first stretch's start (a
+// snapshot lost the key).
+func TestVersionCurrentAgain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "bkt", "", model.Vector{})
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "k", "w")
+	sw, _ := e.l.CreateSnapshot(ctx, "bkt", "sw")
+	v := e.putS("bkt", "k", "v")
+	sv, _ := e.l.CreateSnapshot(ctx, "bkt", "sv")
+	if _, err := e.l.DeleteObject(ctx, "bkt", "k", v.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	sw2, _ := e.l.CreateSnapshot(ctx, "bkt", "sw2")
+	if err := e.l.UpdateObject(ctx, "bkt", "k", func(o *meta.Object) error { o.Tags = map[string]string{"t": "1"}; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		for snap, want := range map[string]string{sw.Served: "w", sv.Served: "v", sw2.Served: "w"} {
+			if got := e.read(snap, "k", ""); got != want {
+				t.Errorf("%s: %s reads %q, want %q", when, snap, got, want)
+			}
+		}
+	}
+	check("after the tag change")
+	e.putS("bkt", "k", "x")
+	check("after the next write")
+	for _, k := range []string{"k"} {
+		if _, err := e.l.CollectVersions(ctx, "bkt", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after a collection")
+
+	// Deleting the version current again by ID keeps its second stretch too.
+	e.putS("bkt", "j", "w")
+	jv := e.putS("bkt", "j", "v")
+	if _, err := e.l.DeleteObject(ctx, "bkt", "j", jv.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	s3, _ := e.l.CreateSnapshot(ctx, "bkt", "s3")
+	jw, _ := e.l.Head(ctx, "bkt", "j")
+	if _, err := e.l.DeleteObject(ctx, "bkt", "j", jw.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read(s3.Served, "j", ""); got != "w" {
+		t.Fatalf("snapshot of a version current again, after it was deleted by ID: %q, want w", got)
+	}
+}
+
+// TestConcurrentVersionDeletes: deleting the current version by ID makes
+// the next newer one current; a delete of that one by ID landing between
+// the read of the history and the commit must not be undone (the deleted
+// version made current again).
+func TestConcurrentVersionDeletes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hkv := &scanHookKV{Pebble: e.kv, prefix: meta.VersionPrefix("bkt", "k")}
+	l, err := New(hkv, e.local, e.local, Options{StatsInterval: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e.l.Close()
+	e.l = l
+	l.CreateBucket(ctx, "bkt", "", model.Vector{})
+	if err := l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	u := e.putS("bkt", "k", "u")
+	w := e.putS("bkt", "k", "w")
+	v := e.putS("bkt", "k", "v")
+	hkv.hook = func() {
+		if _, err := l.DeleteObject(ctx, "bkt", "k", w.VersionID); err != nil {
+			t.Errorf("racing delete: %v", err)
+		}
+	}
+	if _, err := l.DeleteObject(ctx, "bkt", "k", v.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	if hkv.hook != nil {
+		t.Fatal("the deletes did not race")
+	}
+	if got := e.read("bkt", "k", ""); got != "u" {
+		t.Fatalf("current after both deletes: %q, want u", got)
+	}
+	if got, want := e.versionsOf("bkt", "k"), u.VersionID+"=u"; got != want {
+		t.Fatalf("versions: %q, want %q", got, want)
+	}
+}

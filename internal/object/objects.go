@@ -291,13 +291,22 @@ func (l *Layer) inPlaceOps(ctx context.Context, t *meta.Txn, bucket, key string,
 		o.From = 0
 	} else {
 		o.From = effectiveFrom(info.Object, rev)
-		if o.Seq != 0 && info.VersionID != "" {
-			bv, err := l.cachedBucket(ctx, bucket)
-			if err != nil {
+		if info.VersionID != "" {
+			// The version's S3 record changes too, keeping its own start:
+			// a version current again started earlier there.
+			var rc meta.Version
+			k := meta.VersionKey(bucket, key, o.Seq)
+			rrev, err := meta.GetRecord(ctx, l.kv, k, &rc)
+			switch {
+			case errors.Is(err, meta.ErrNotFound):
+				t.If(k, 0)
+			case err != nil:
 				return err
-			}
-			if bv.Versioning != VersioningOff {
-				t.Put(meta.VersionKey(bucket, key, o.Seq), meta.Encode(meta.Version{Object: *o, S3: true}))
+			case rc.S3:
+				c := *o
+				c.From = effectiveFrom(rc.Object, rrev)
+				t.If(k, rrev)
+				t.Put(k, meta.Encode(meta.Version{Object: c, S3: true}))
 			}
 		}
 	}

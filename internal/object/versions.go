@@ -188,12 +188,45 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 	seq := l.nextSeq(cur)
 	switch bv.Versioning {
 	case VersioningEnabled, VersioningSuspended:
-		if curRev != 0 && cur.Seq == 0 {
-			// Written before versioning: it becomes the "null" version.
+		// curS3From is where cur's own S3 record starts.
+		curS3From := curFrom
+		switch {
+		case curRev != 0 && cur.VersionID == "" && cur.DeleteMarker:
+			// A tombstone of an unversioned delete: no S3 version, but
+			// a snapshot may see the key absent then.
+			if curFrom <= maxPin(pins) {
+				keepHidden(t, bucket, key, cur, curFrom, seq)
+				seq++
+			}
+			cur, curRev = meta.Object{}, 0
+		case curRev != 0 && cur.VersionID == "":
+			// Written before versioning: it becomes the "null" version
+			// (under its own sequence number when it has one: a bucket
+			// with snapshots numbers even unversioned records).
 			legacy := cur
-			legacy.VersionID, legacy.Seq, legacy.From = NullVersion, seq-1, curFrom
+			legacy.VersionID, legacy.From = NullVersion, curFrom
+			if legacy.Seq == 0 {
+				legacy.Seq = seq - 1
+			}
 			t.Put(meta.VersionKey(bucket, key, legacy.Seq), meta.Encode(meta.Version{Object: legacy, S3: true}))
 			cur = legacy
+		case curRev != 0 && len(pins) > 0:
+			// The current version's S3 record carries the time it first
+			// became current. A version made current again (a newer one
+			// deleted by ID) has its later stretch only in the object
+			// map: keep that stretch for the snapshots that see it, and
+			// judge the S3 record by its own.
+			storedFrom, err := l.storedFrom(ctx, t, bucket, key, cur)
+			if err != nil {
+				return err
+			}
+			if storedFrom != curFrom && curFrom <= maxPin(pins) {
+				keepHidden(t, bucket, key, cur, curFrom, seq)
+				seq++
+			}
+			if storedFrom >= 0 {
+				curS3From = storedFrom
+			}
 		}
 		if bv.Versioning == VersioningSuspended && next != nil {
 			// The new null version replaces the existing one, wherever it
@@ -212,7 +245,7 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 				}
 			}
 			if curRev != 0 && cur.VersionID == NullVersion {
-				dropVersionOps(t, bucket, key, versionRec{Version: meta.Version{Object: cur, S3: true}, seq: cur.Seq, from: curFrom}, math.MaxInt64, pins)
+				dropVersionOps(t, bucket, key, versionRec{Version: meta.Version{Object: cur, S3: true}, seq: cur.Seq, from: curS3From}, math.MaxInt64, pins)
 			}
 		}
 		if next == nil {
@@ -242,6 +275,33 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 	}
 	t.Put(okey, meta.Encode(*next))
 	return nil
+}
+
+// keepHidden keeps cur, current since curFrom, in the version map as
+// history only snapshots see (no S3 version), under sequence number seq.
+func keepHidden(t *meta.Txn, bucket, key string, cur meta.Object, curFrom int64, seq uint64) {
+	kept := cur
+	kept.From, kept.Seq = curFrom, seq
+	t.Put(meta.VersionKey(bucket, key, seq), meta.Encode(meta.Version{Object: kept}))
+}
+
+// storedFrom returns when the S3 record of cur, a versioned current
+// record, says it became current (-1: it has none), and adds a compare on
+// that record to t. It differs from cur's own start when the version
+// became current again (a newer one deleted by ID).
+func (l *Layer) storedFrom(ctx context.Context, t *meta.Txn, bucket, key string, cur meta.Object) (int64, error) {
+	var rc meta.Version
+	k := meta.VersionKey(bucket, key, cur.Seq)
+	rrev, err := meta.GetRecord(ctx, l.kv, k, &rc)
+	if errors.Is(err, meta.ErrNotFound) {
+		t.If(k, 0)
+		return -1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	t.If(k, rrev)
+	return effectiveFrom(rc.Object, rrev), nil
 }
 
 // dropVersionOps removes a version record valid during [v.from, until):
@@ -342,7 +402,7 @@ func (l *Layer) lookupVersion(ctx context.Context, bucket, key, versionID string
 	if err != nil {
 		return record{}, err
 	}
-	if curRev != 0 && cur.Seq == 0 && versionID == NullVersion {
+	if curRev != 0 && cur.VersionID == "" && versionID == NullVersion {
 		// Written before the bucket was versioned: the "null" version.
 		if cur.DeleteMarker {
 			return record{}, fmt.Errorf("%w: %s/%s version %s", ErrNoSuchVersion, bucket, key, versionID)
@@ -581,7 +641,7 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 	okey := meta.ObjectKey(bucket, key)
 	res := DeleteResult{VersionID: versionID}
 	t.If(okey, curRev)
-	if curRev != 0 && cur.Seq == 0 && versionID == NullVersion {
+	if curRev != 0 && cur.VersionID == "" && !cur.DeleteMarker && versionID == NullVersion {
 		// The pre-versioning object is the null version.
 		res.DeleteMarker = cur.DeleteMarker
 		if effectiveFrom(cur, curRev) <= maxPin(bv.Snapshots) {
@@ -616,9 +676,15 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 	if at > 0 {
 		until = vs[at-1].from
 	}
-	isCurrent := curRev != 0 && cur.Seq == v.seq
+	isCurrent := curRev != 0 && cur.VersionID != "" && cur.Seq == v.seq
 	if isCurrent {
 		until = math.MaxInt64
+		if curFrom := effectiveFrom(cur, curRev); curFrom != v.from && pinnedBetween(bv.Snapshots, curFrom, until) {
+			// A version current again: its later stretch is only in
+			// the object map, and a snapshot sees it.
+			keepHidden(t, bucket, key, cur, curFrom, l.nextSeq(cur))
+			cur.Seq = l.nextSeq(cur) // a tombstone below numbers after it
+		}
 	}
 	dropVersionOps(t, bucket, key, v, until, bv.Snapshots)
 	if !isCurrent {
@@ -626,10 +692,13 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 	}
 	// The newest remaining S3 version becomes current (it stays in the
 	// version map too: records never move from there to the object map).
+	// The compare on it stops a concurrent delete of that version by ID
+	// from being undone.
 	for _, w := range vs[at+1:] {
 		if w.S3 {
 			next := w.Object
 			next.From = 0 // current from now on
+			t.If(meta.VersionKey(bucket, key, w.seq), w.modRev)
 			t.Put(okey, meta.Encode(next))
 			return res, false, nil
 		}
@@ -715,7 +784,7 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 				return res, err
 			}
 			var entries []VersionInfo
-			if cur.Seq == 0 && !cur.DeleteMarker {
+			if cur.VersionID == "" && !cur.DeleteMarker {
 				legacy := cur
 				legacy.VersionID = NullVersion
 				entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: legacy}, IsLatest: true})
@@ -728,7 +797,7 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 				if !v.S3 {
 					continue
 				}
-				latest := cur.Seq != 0 && v.seq == cur.Seq
+				latest := cur.VersionID != "" && v.seq == cur.Seq
 				entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: v.Object}, IsLatest: latest})
 			}
 			for _, e := range entries {
