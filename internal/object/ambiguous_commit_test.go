@@ -21,19 +21,27 @@ import (
 type ambiguousKV struct {
 	*meta.Pebble
 	failNext atomic.Bool
+	// prefix selects the commit to fail: one writing a key under it
+	// (nil: the object map).
+	prefix []byte
 }
 
 var errAmbiguous = errors.New("rpc error: code = Unavailable desc = error reading from server: connection reset by peer")
 
-// Commit fails ambiguously the next commit that writes an object record
-// (the PUT's final commit) once failNext is set.
+// Commit fails ambiguously the next commit that writes a key under
+// prefix (by default an object record: the PUT's final commit) once
+// failNext is set.
 func (a *ambiguousKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
 	rev, err := a.Pebble.Commit(ctx, t)
 	if err != nil || !a.failNext.Load() {
 		return rev, err
 	}
+	p := a.prefix
+	if p == nil {
+		p = []byte(meta.PrefixObject)
+	}
 	for _, op := range t.Ops {
-		if bytes.HasPrefix(op.Key, []byte(meta.PrefixObject)) && a.failNext.Swap(false) {
+		if bytes.HasPrefix(op.Key, p) && a.failNext.Swap(false) {
 			return 0, errAmbiguous
 		}
 	}

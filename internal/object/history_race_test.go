@@ -382,3 +382,134 @@ func TestConcurrentVersionDeletes(t *testing.T) {
 		t.Fatalf("versions: %q, want %q", got, want)
 	}
 }
+
+// TestReductionKeepsWhatCloneSnapshotsSee: a snapshot of a clone taken
+// before the clone wrote or deleted a key saw the parent's record through
+// the parent. Reduction unlinks the parent, so it must keep that record
+// as the clone's history: before, the snapshot then read nothing.
+func TestReductionKeepsWhatCloneSnapshotsSee(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "par", "", model.Vector{})
+	e.putS("par", "k", "p1")
+	e.putS("par", "d", "d1")
+	e.putS("par", "u", "u1")
+	if _, err := e.l.Clone(ctx, "par", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.l.CreateSnapshot(ctx, "cln", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.putS("cln", "k", "c1")
+	e.putS("cln", "k", "c2")
+	if err := e.l.Delete(ctx, "cln", "d"); err != nil {
+		t.Fatal(err)
+	}
+	want := "d=d1 k=p1 u=u1"
+	if got := e.listKeys(s.Served); got != want {
+		t.Fatalf("clone snapshot before reduction: %s, want %s", got, want)
+	}
+	// Interrupted after one record, then finished: the same outcome.
+	if _, _, err := e.l.ReduceClone(ctx, "cln", 1); err != nil {
+		t.Fatalf("first pass: %v", err)
+	}
+	if _, done, err := e.l.ReduceClone(ctx, "cln", 100); err != nil || !done {
+		t.Fatalf("second pass: done %v, %v", done, err)
+	}
+	if got := e.listKeys(s.Served); got != want {
+		t.Fatalf("clone snapshot after reduction: %s, want %s", got, want)
+	}
+	if got := e.listKeys("cln"); got != "k=c2 u=u1" {
+		t.Fatalf("clone after reduction: %s", got)
+	}
+	for _, k := range []string{"k", "d", "u"} {
+		if _, err := e.l.CollectVersions(ctx, "cln", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.listKeys(s.Served); got != want {
+		t.Fatalf("clone snapshot after a collection: %s, want %s", got, want)
+	}
+	// With the snapshot gone, the history goes too.
+	if err := e.l.DeleteSnapshot(ctx, "cln", "s"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k", "d", "u"} {
+		if _, err := e.l.CollectVersions(ctx, "cln", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.countPrefix(string(meta.VersionPrefix("cln", ""))); n != 0 {
+		t.Fatalf("%d history records left in the clone without snapshots", n)
+	}
+}
+
+// TestOverlappingReductions: a reduction that read the clone while it
+// still had its parent must not copy a key back after another reduction
+// unlinked the clone and the key was then deleted in it.
+func TestOverlappingReductions(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hkv := &scanHookKV{Pebble: e.kv, prefix: []byte(meta.PrefixObject)}
+	l, err := New(hkv, e.local, e.local, Options{StatsInterval: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e.l.Close()
+	e.l = l
+	l.CreateBucket(ctx, "par", "", model.Vector{})
+	e.putS("par", "k", "p1")
+	if _, err := l.Clone(ctx, "par", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	hkv.hook = func() {
+		// The first reduction lists the parent; meanwhile another one
+		// runs to the end and the key is deleted in the now plain clone.
+		if _, done, err := l.ReduceClone(ctx, "cln", 100); err != nil || !done {
+			t.Errorf("overlapping reduction: %v %v", done, err)
+		}
+		if err := l.Delete(ctx, "cln", "k"); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}
+	if _, _, err := l.ReduceClone(ctx, "cln", 100); err != nil {
+		t.Fatal(err)
+	}
+	if hkv.hook != nil {
+		t.Fatal("the reductions did not overlap")
+	}
+	if got := e.read("cln", "k", ""); got != "<absent>" {
+		t.Fatalf("a key deleted in the clone came back: %q", got)
+	}
+}
+
+// TestCloneAmbiguousCommitKeepsPin: a clone whose creation commit landed
+// but answered with a lost connection exists; the pin it holds on its
+// parent must stay, or a collection removes history the clone reads.
+func TestCloneAmbiguousCommitKeepsPin(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	akv := &ambiguousKV{Pebble: e.kv, prefix: meta.BucketKey("cln")}
+	l, err := New(akv, e.local, e.local, Options{StatsInterval: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e.l.Close()
+	e.l = l
+	l.CreateBucket(ctx, "par", "", model.Vector{})
+	e.putS("par", "k", "p1")
+	akv.failNext.Store(true)
+	if _, err := l.Clone(ctx, "par", "", "cln"); err == nil {
+		t.Fatal("the ambiguous commit reported success")
+	}
+	e.putS("par", "k", "p2")
+	if _, err := l.CollectVersions(ctx, "par", "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read("cln", "k", ""); got != "p1" {
+		t.Fatalf("clone created by an ambiguous commit reads %q, want p1", got)
+	}
+}

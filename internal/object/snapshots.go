@@ -279,10 +279,15 @@ func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo,
 		Parent: &meta.BucketParent{Bucket: src, Snapshot: pinName, Rev: pin.Rev}}))
 	t.Put(meta.BucketGuardKey(dst), meta.Encode(meta.BucketGuard{Created: created}))
 	if _, err := l.kv.Commit(ctx, &t); err != nil {
-		_ = l.removePin(context.WithoutCancel(ctx), src, pinName, true)
 		if errors.Is(err, meta.ErrConflict) {
+			// Certainly not created: dst existed.
+			_ = l.removePin(context.WithoutCancel(ctx), src, pinName, true)
 			return SnapshotInfo{}, fmt.Errorf("%w: %s", ErrBucketExists, dst)
 		}
+		// The clone may have been created (a connection lost after the
+		// commit was sent): its pin stays, or the Curator could collect
+		// what the clone reads. The Curator's pin repair drops it if the
+		// clone does not exist.
 		return SnapshotInfo{}, err
 	}
 	return pin, nil
@@ -297,7 +302,7 @@ func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo,
 // clone is now independent. Safe to interrupt at any point: a copied key
 // is the clone's own, an uncopied one still reads through.
 func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (copied int, done bool, err error) {
-	b, _, err := l.getBucketFresh(ctx, bucket)
+	b, brev, err := l.getBucketFresh(ctx, bucket)
 	if err != nil {
 		return 0, false, err
 	}
@@ -313,24 +318,48 @@ func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (cop
 		}
 		for _, o := range page.Objects {
 			after = o.Key
-			_, curRev, err := l.current(ctx, bucket, o.Key)
+			cur, curRev, err := l.current(ctx, bucket, o.Key)
 			if err != nil {
 				return copied, false, err
 			}
-			if curRev != 0 {
-				continue // the clone's own record (or tombstone) wins
+			var t meta.Txn
+			// Every copy compares the clone's record as read: once
+			// another reduction has unlinked the clone, a key deleted
+			// in it must not come back from the parent, and a snapshot
+			// of the clone taken meanwhile must be seen below.
+			t.If(meta.BucketKey(bucket), brev)
+			t.If(meta.ObjectKey(bucket, o.Key), curRev)
+			rec := o.Object
+			if curRev == 0 {
+				// Visible in the clone since it was made: From 1 keeps
+				// the clone's own snapshots seeing it once the parent is
+				// gone.
+				rec.From, rec.Seq = 1, 0
+				t.Put(meta.ObjectKey(bucket, o.Key), meta.Encode(rec))
+			} else {
+				// The clone's own record (or tombstone) wins, but its
+				// snapshots taken before it was written saw the parent's
+				// record: keep that as history, visible from 1 until the
+				// clone's first own record.
+				need, err := l.parentRecordNeeded(ctx, &t, b, bucket, o.Key, cur, curRev)
+				if err != nil {
+					return copied, false, err
+				}
+				if !need {
+					continue
+				}
+				rec.From, rec.Seq = 1, parentHistorySeq
+				t.Put(meta.VersionKey(bucket, o.Key, parentHistorySeq), meta.Encode(meta.Version{Object: rec}))
 			}
 			if copied >= budget {
 				return copied, false, nil
 			}
-			rec := o.Object
-			// Visible in the clone since it was made: From 1 keeps the
-			// clone's own snapshots seeing it once the parent is gone.
-			rec.From, rec.Seq = 1, 0
-			var t meta.Txn
-			t.If(meta.ObjectKey(bucket, o.Key), 0)
-			t.Put(meta.ObjectKey(bucket, o.Key), meta.Encode(rec))
-			if _, err := l.kv.Commit(ctx, &t); err != nil && !errors.Is(err, meta.ErrConflict) {
+			if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
+				if _, now, gerr := l.getBucketFresh(ctx, bucket); gerr != nil || now != brev {
+					return copied, false, gerr // the clone changed: the next reduction decides again
+				}
+				continue // the key changed: its own record wins
+			} else if err != nil {
 				return copied, false, err
 			}
 			copied++
@@ -351,6 +380,33 @@ func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (cop
 		return copied, true, err
 	}
 	return copied, true, nil
+}
+
+// parentHistorySeq numbers the history record of a parent's key that a
+// clone's snapshots see (wall-clock sequence numbers are far above it).
+const parentHistorySeq = 1
+
+// parentRecordNeeded reports whether a snapshot of clone b (bucket) sees
+// the parent's record of key: taken before the clone's first own record
+// of it (cur at curRev, the current one, or an older one kept as
+// history), and not copied yet. It adds compares on what it read to t.
+func (l *Layer) parentRecordNeeded(ctx context.Context, t *meta.Txn, b meta.Bucket, bucket, key string, cur meta.Object, curRev int64) (bool, error) {
+	if len(b.Snapshots) == 0 {
+		return false, nil
+	}
+	first := effectiveFrom(cur, curRev)
+	vs, err := l.keyVersions(ctx, bucket, key)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range vs {
+		if v.seq == parentHistorySeq {
+			return false, nil // copied by an earlier reduction
+		}
+		first = min(first, v.from)
+	}
+	t.If(meta.VersionKey(bucket, key, parentHistorySeq), 0)
+	return pinnedBetween(b.Snapshots, 1, first), nil
 }
 
 // Usage is a bucket's space as operators ask about it.
