@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -239,7 +241,7 @@ func TestCrashKill9History(t *testing.T) {
 	c := srv.client()
 	for i := 0; i < 2; i++ {
 		if err := c.json("POST", "/v1/curator/run", url.Values{"kind": {"full"}, "wait": {"1"}}, nil, nil); err != nil {
-			t.Fatalf("final scan %d: %v; server log:\n%s", i, err, tail(srv.log(), 6000))
+			t.Fatalf("final scan %d: %v; %s; server log:\n%s", i, err, diagnoseStuck(t, c), tail(srv.log(), 6000))
 		}
 		time.Sleep(1100 * time.Millisecond) // past garbage_grace: the second scan frees
 	}
@@ -428,4 +430,26 @@ func listAll(c *client, bucket string) ([]string, error) {
 		}
 		after = page.Next
 	}
+}
+
+// diagnoseStuck describes a server whose request timed out: the Curator's
+// status, and where its goroutines wait (written to a file: it is long).
+func diagnoseStuck(t *testing.T, c *client) string {
+	var out strings.Builder
+	if resp, err := c.do("GET", "/v1/curator/status", nil, nil); err == nil {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 8000))
+		resp.Body.Close()
+		fmt.Fprintf(&out, "curator status: %s", b)
+	}
+	if resp, err := c.do("GET", "/debug/pprof/goroutine", url.Values{"debug": {"2"}}, nil); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		f, err := os.CreateTemp("", "terrace-e2e-goroutines-*.txt")
+		if err == nil {
+			f.Write(b)
+			f.Close()
+			fmt.Fprintf(&out, "; goroutines in %s", f.Name())
+		}
+	}
+	return out.String()
 }
