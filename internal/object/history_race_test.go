@@ -9,6 +9,20 @@ import (
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
+// reopenOver replaces e's layer with one over kv (a wrapper of e.kv that
+// injects a fault or a concurrent change) and returns it; e's cleanup
+// closes it.
+func (e *env) reopenOver(kv meta.KV) *Layer {
+	e.t.Helper()
+	l, err := New(kv, e.local, e.local, Options{StatsInterval: 1})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.l.Close()
+	e.l = l
+	return l
+}
+
 // TestCollectVersionsRacesAnOverwrite: version collection reads a key's
 // current record, then its history. An overwrite landing between the two
 // reads moves the record it read as current into the history; judged with
@@ -21,13 +35,7 @@ func TestCollectVersionsRacesAnOverwrite(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	hkv := &scanHookKV{Pebble: e.kv, prefix: meta.VersionPrefix("photos", "a"), before: true}
-	l, err := New(hkv, e.local, e.local, Options{StatsInterval: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	e.l.Close()
-	e.l = l
+	l := e.reopenOver(hkv)
 	if err := l.CreateBucket(ctx, "photos", "", model.Vector{}); err != nil {
 		t.Fatal(err)
 	}
@@ -350,13 +358,7 @@ func TestConcurrentVersionDeletes(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	hkv := &scanHookKV{Pebble: e.kv, prefix: meta.VersionPrefix("bkt", "k")}
-	l, err := New(hkv, e.local, e.local, Options{StatsInterval: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	e.l.Close()
-	e.l = l
+	l := e.reopenOver(hkv)
 	l.CreateBucket(ctx, "bkt", "", model.Vector{})
 	if err := l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
 		t.Fatal(err)
@@ -452,13 +454,7 @@ func TestOverlappingReductions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	hkv := &scanHookKV{Pebble: e.kv, prefix: []byte(meta.PrefixObject)}
-	l, err := New(hkv, e.local, e.local, Options{StatsInterval: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	e.l.Close()
-	e.l = l
+	l := e.reopenOver(hkv)
 	l.CreateBucket(ctx, "par", "", model.Vector{})
 	e.putS("par", "k", "p1")
 	if _, err := l.Clone(ctx, "par", "", "cln"); err != nil {
@@ -492,13 +488,7 @@ func TestCloneAmbiguousCommitKeepsPin(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	akv := &ambiguousKV{Pebble: e.kv, prefix: meta.BucketKey("cln")}
-	l, err := New(akv, e.local, e.local, Options{StatsInterval: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	e.l.Close()
-	e.l = l
+	l := e.reopenOver(akv)
 	l.CreateBucket(ctx, "par", "", model.Vector{})
 	e.putS("par", "k", "p1")
 	akv.failNext.Store(true)
