@@ -591,11 +591,24 @@ func (l *Layer) deleteOps(ctx context.Context, t *meta.Txn, bv bucketView, bucke
 		return l.deleteVersionOps(ctx, t, bv, bucket, key, versionID, cur, curRev)
 	}
 	if !bv.special() {
-		if curRev == 0 {
-			return res, true, nil
+		if curRev == 0 || cur.DeleteMarker {
+			return res, true, nil // absent, or a tombstone: already deleted
 		}
 		t.If(okey, curRev)
-		t.Del(okey)
+		// History kept for a snapshot deleted since stays until the
+		// Curator collects it; until then a later snapshot would see it
+		// as the key's newest record: the delete ends it with a
+		// tombstone.
+		p := meta.VersionPrefix(bucket, key)
+		old, err := l.kv.Scan(ctx, p, meta.PrefixEnd(p), 1)
+		if err != nil {
+			return res, false, err
+		}
+		if len(old) > 0 {
+			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: l.nextSeq(cur), Mtime: l.opts.Now().UnixNano()}))
+		} else {
+			t.Del(okey)
+		}
 		return res, false, nil
 	}
 	switch bv.Versioning {
@@ -642,14 +655,22 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 	res := DeleteResult{VersionID: versionID}
 	t.If(okey, curRev)
 	if curRev != 0 && cur.VersionID == "" && !cur.DeleteMarker && versionID == NullVersion {
-		// The pre-versioning object is the null version.
-		res.DeleteMarker = cur.DeleteMarker
-		if effectiveFrom(cur, curRev) <= maxPin(bv.Snapshots) {
-			kept := cur
-			kept.From = effectiveFrom(cur, curRev)
-			kept.Seq = l.nextSeq(cur) - 1
-			t.Put(meta.VersionKey(bucket, key, kept.Seq), meta.Encode(meta.Version{Object: kept}))
-			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: l.nextSeq(cur), Mtime: l.opts.Now().UnixNano()}))
+		// The pre-versioning object is the null version. It is the
+		// newest record; older ones, if any, are history snapshots see
+		// (never S3 versions: versioning was never on before it), and
+		// need an end: a tombstone.
+		curFrom := effectiveFrom(cur, curRev)
+		pinned := curFrom <= maxPin(bv.Snapshots)
+		vs, err := l.keyVersions(ctx, bucket, key)
+		if err != nil {
+			return res, false, err
+		}
+		seq := l.nextSeq(cur)
+		if pinned {
+			keepHidden(t, bucket, key, cur, curFrom, seq-1)
+		}
+		if pinned || len(vs) > 0 {
+			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
 		} else {
 			t.Del(okey)
 		}
