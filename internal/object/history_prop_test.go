@@ -301,3 +301,25 @@ func checkHistoryModel(e *env, m *histModel, bkt string, keys []string, versions
 		}
 	}
 }
+
+// BenchmarkDeletePlain is a delete in a bucket without snapshots: the
+// object record's removal, and the range read of the key's history that
+// decides whether a tombstone must end it.
+func BenchmarkDeletePlain(b *testing.B) {
+	e := newEnv(b)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "plain", "", model.Vector{})
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%08d", i)
+		if _, err := e.l.Put(ctx, "plain", keys[i], strings.NewReader("x"), PutOptions{Size: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for _, k := range keys {
+		if err := e.l.Delete(ctx, "plain", k); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
