@@ -274,6 +274,9 @@ type Upload struct {
 	Headers  map[string]string `json:"h,omitempty"`
 	UserMeta map[string]string `json:"um,omitempty"`
 	Tags     map[string]string `json:"t,omitempty"`
+	// Completing is when a complete began (unix ns; 0: none): parts are
+	// refused from then on, so the parts it read stay the upload's.
+	Completing int64 `json:"cp,omitempty"`
 }
 
 // Part is one uploaded part of a multipart upload.

@@ -328,19 +328,12 @@ func (l *Layer) DeleteBucket(ctx context.Context, name string) error {
 	}
 	// Abandoned multipart uploads do not keep a bucket alive (S3 semantics);
 	// their part records are removed with it and their data becomes garbage.
-	up := []byte(meta.PrefixUpload + name + "\x00")
-	for {
-		items, err := l.kv.Scan(ctx, up, meta.PrefixEnd(up), meta.MaxTxnOps-1)
-		if err != nil || len(items) == 0 {
-			break
-		}
-		var t meta.Txn
-		for _, it := range items {
-			t.Del(it.Key)
-		}
-		if _, err := l.kv.Commit(ctx, &t); err != nil {
-			break
-		}
+	// All of them must go before the bucket does: left behind, they would
+	// show in a bucket re-created under the name, and could be completed
+	// into it.
+	if err := l.deleteRange(ctx, []byte(meta.PrefixUpload+name+"\x00")); err != nil {
+		unmark()
+		return err
 	}
 	var del meta.Txn
 	del.If(meta.BucketGuardKey(name), markRev)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 )
@@ -105,6 +106,9 @@ func (l *Layer) uploadPart(ctx context.Context, bucket, uploadID string, num int
 	if err != nil {
 		return PartInfo{}, err
 	}
+	if err := l.acceptsParts(up); err != nil {
+		return PartInfo{}, err
+	}
 	if err := l.pool.enter(ctx); err != nil {
 		return PartInfo{}, err
 	}
@@ -152,10 +156,17 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 	if err != nil {
 		return PartInfo{}, err
 	}
-	src, srcRev, err := l.head(ctx, srcBucket, srcKey)
+	if err := l.acceptsParts(up); err != nil {
+		return PartInfo{}, err
+	}
+	// The record a read of the source sees, wherever it lives (a
+	// snapshot's is in the version map of its bucket): the commit compares
+	// it, and the bytes are read from it, not from a second lookup.
+	rec, err := l.lookup(ctx, srcBucket, srcKey, "")
 	if err != nil {
 		return PartInfo{}, err
 	}
+	src := ObjectInfo{Bucket: srcBucket, Key: srcKey, Object: rec.Object}
 	if n < 0 {
 		n = src.Size - off
 	}
@@ -163,7 +174,7 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 		return PartInfo{}, fmt.Errorf("%w: [%d, %d) of %d bytes", ErrInvalidRange, off, off+n, src.Size)
 	}
 	if !up.Vector.Equal(src.Vector) {
-		_, rc, err := l.Get(ctx, srcBucket, srcKey, off, n)
+		_, rc, err := l.open(ctx, src, off, n)
 		if err != nil {
 			return PartInfo{}, err
 		}
@@ -174,7 +185,7 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 	// bytes for the part ETag as S3 requires.
 	refs := sliceRefs(src.Extents, off, n)
 	h := md5.New()
-	_, rc, err := l.Get(ctx, srcBucket, srcKey, off, n)
+	_, rc, err := l.open(ctx, src, off, n)
 	if err != nil {
 		return PartInfo{}, err
 	}
@@ -186,11 +197,20 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 	p := meta.Part{Size: n, ETag: hex.EncodeToString(h.Sum(nil)), Mtime: l.opts.Now().UnixNano(), Extents: refs}
 	var t meta.Txn
 	t.If(meta.UploadKey(bucket, uploadID), urev)
-	t.If(meta.ObjectKey(srcBucket, srcKey), srcRev) // see Copy
+	if rec.key != nil {
+		t.If(rec.key, rec.rev) // see Copy
+	} else {
+		// Read through a clone's parent: the clone must still have no
+		// record of its own (see Copy).
+		t.If(meta.ObjectKey(srcBucket, srcKey), 0)
+	}
 	t.Put(meta.PartKey(bucket, uploadID, num), meta.Encode(p))
 	if _, err := l.kv.Commit(ctx, &t); err != nil {
 		if errors.Is(err, meta.ErrConflict) {
-			return PartInfo{}, fmt.Errorf("%w: upload %s or source %s/%s changed", ErrNoSuchUpload, uploadID, srcBucket, srcKey)
+			if _, now, gerr := l.GetUpload(ctx, bucket, uploadID); gerr != nil || now != urev {
+				return PartInfo{}, fmt.Errorf("%w: %s (aborted or completed)", ErrNoSuchUpload, uploadID)
+			}
+			return PartInfo{}, fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
 		}
 		return PartInfo{}, err
 	}
@@ -319,6 +339,24 @@ func (l *Layer) completeUpload(ctx context.Context, bucket, uploadID string, par
 	if len(parts) == 0 {
 		return ObjectInfo{}, fmt.Errorf("%w: no parts given", ErrInvalidPart)
 	}
+	// Fence the upload before reading its parts: a part uploaded again
+	// meanwhile would leave the part read here unreferenced, for the
+	// Curator to remove under the object about to name it. Every part
+	// commit compares the upload record, so rewriting it makes the ones
+	// still in flight fail; the parts read after it stay as read.
+	if urev, err = l.fenceUpload(ctx, bucket, uploadID, up.Upload, urev); err != nil {
+		return ObjectInfo{}, err
+	}
+	info, err := l.completeFenced(ctx, bucket, uploadID, up, urev, parts, opts, orev, bv)
+	if err != nil {
+		l.unfenceUpload(ctx, bucket, uploadID, urev)
+	}
+	return info, err
+}
+
+// completeFenced is the rest of a complete, once parts are refused.
+func (l *Layer) completeFenced(ctx context.Context, bucket, uploadID string, up Upload, urev int64, parts []CompletePart, opts CompleteOptions, orev int64, bv bucketView) (ObjectInfo, error) {
+	pre := opts.Precondition
 	stored, _, err := l.ListParts(ctx, bucket, uploadID, 0, 1000)
 	if err != nil {
 		return ObjectInfo{}, err
@@ -403,6 +441,58 @@ func (l *Layer) completeUpload(ctx context.Context, bucket, uploadID string, par
 	}
 	l.deletePartRecords(ctx, bucket, uploadID)
 	return ObjectInfo{Bucket: bucket, Key: up.Key, Object: o}, nil
+}
+
+// completingHold is how long a complete that began refuses parts; past
+// it (a complete cut off by a crash) parts are taken again, and the next
+// complete fences anew.
+const completingHold = 10 * time.Minute
+
+// acceptsParts refuses parts while a complete is under way.
+func (l *Layer) acceptsParts(up Upload) error {
+	if up.Completing != 0 && l.opts.Now().Sub(time.Unix(0, up.Completing)) < completingHold {
+		return fmt.Errorf("%w: %s (being completed)", ErrNoSuchUpload, up.ID)
+	}
+	return nil
+}
+
+// fenceUpload marks the upload (read at urev) as being completed, so that
+// part commits begun before fail their compare on its record and later
+// ones are refused, and returns the record's new revision.
+func (l *Layer) fenceUpload(ctx context.Context, bucket, uploadID string, up meta.Upload, urev int64) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		up.Completing = l.opts.Now().UnixNano()
+		var t meta.Txn
+		t.If(meta.UploadKey(bucket, uploadID), urev)
+		t.Put(meta.UploadKey(bucket, uploadID), meta.Encode(up))
+		rev, err := l.kv.Commit(ctx, &t)
+		if err == nil {
+			return rev, nil
+		}
+		if !errors.Is(err, meta.ErrConflict) || attempt >= 8 {
+			return 0, err
+		}
+		// Another complete fenced it first, or it is gone.
+		cur, r, gerr := l.GetUpload(ctx, bucket, uploadID)
+		if gerr != nil {
+			return 0, gerr
+		}
+		up, urev = cur.Upload, r
+	}
+}
+
+// unfenceUpload takes parts again after a complete failed (best effort:
+// completingHold bounds a mark left behind).
+func (l *Layer) unfenceUpload(ctx context.Context, bucket, uploadID string, urev int64) {
+	up, rev, err := l.GetUpload(ctx, bucket, uploadID)
+	if err != nil || rev != urev {
+		return
+	}
+	up.Completing = 0
+	var t meta.Txn
+	t.If(meta.UploadKey(bucket, uploadID), urev)
+	t.Put(meta.UploadKey(bucket, uploadID), meta.Encode(up.Upload))
+	_, _ = l.kv.Commit(context.WithoutCancel(ctx), &t)
 }
 
 // deletePartRecords removes part records after complete/abort. A crash

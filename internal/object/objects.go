@@ -30,6 +30,9 @@ type PutOptions struct {
 	// Trailer, when set, supplies the ETag and extra headers after the
 	// body was read (see Trailer).
 	Trailer TrailerFunc
+	// Parts are the part sizes of a multipart object whose bytes a copy
+	// rewrites (its ETag comes from Trailer): recorded with the object.
+	Parts []int64
 }
 
 // Precondition is checked against the object's current state (its ETag,
@@ -135,7 +138,7 @@ func (l *Layer) Put(ctx context.Context, bucket, key string, body io.Reader, opt
 	}
 	obj := meta.Object{
 		Size: w.size, ETag: etag, Mtime: l.opts.Now().UnixNano(), Vector: v, Class: opts.Class,
-		Headers: headers, UserMeta: opts.UserMeta, Tags: opts.Tags, Extents: w.refs(),
+		Headers: headers, UserMeta: opts.UserMeta, Tags: opts.Tags, Extents: w.refs(), Parts: opts.Parts,
 	}
 	var explain func() error
 	if opts.Precondition != nil {
@@ -370,14 +373,12 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 		o.Tags = opts.Tags
 	}
 	if v.Equal(src.Vector) {
-		sameKey := srcBucket == dstBucket && srcKey == dstKey
 		// The source must still be the object we read: if it was deleted
 		// or overwritten, its extents may already be garbage to the
 		// Curator, and sharing them would leave a dangling reference.
+		// That holds for a copy onto its own key too (a version restored,
+		// metadata replaced): its commit compares the record it copies.
 		srcGone := func() error {
-			if sameKey {
-				return nil
-			}
 			if now, err := l.lookup(ctx, srcBucket, srcKey, opts.SrcVersion); err != nil || string(now.key) != string(src.key) || now.rev != src.rev {
 				return fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
 			}
@@ -387,7 +388,7 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 			return l.commitObject(ctx, bv, dstBucket, dstKey, &o, false, 0, func(final func(*meta.Txn)) error {
 				var t meta.Txn
 				t.If(meta.BucketGuardKey(dstBucket), bv.guardRev)
-				if !sameKey && src.key != nil {
+				if src.key != nil {
 					t.If(src.key, src.rev)
 				}
 				final(&t)
@@ -400,24 +401,20 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 		}
 		return ObjectInfo{Bucket: dstBucket, Key: dstKey, Object: o}, nil
 	}
-	_, rc, err := l.GetVersion(ctx, srcBucket, srcKey, opts.SrcVersion, 0, -1)
+	// The bytes of the record looked up above (not of a second lookup,
+	// which could be another version), rewritten under v.
+	_, rc, err := l.open(ctx, ObjectInfo{Bucket: srcBucket, Key: srcKey, Object: src.Object}, 0, -1)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
 	defer rc.Close()
-	info, err := l.Put(ctx, dstBucket, dstKey, rc, PutOptions{
-		Size: src.Size, Vector: v, Class: class, Headers: o.Headers, UserMeta: o.UserMeta, Tags: o.Tags,
-	})
-	if err != nil {
-		return ObjectInfo{}, err
-	}
+	po := PutOptions{Size: src.Size, Vector: v, Class: class, Headers: o.Headers, UserMeta: o.UserMeta, Tags: o.Tags}
 	if len(src.Parts) > 0 {
-		// Keep the multipart ETag: S3 clients compare it across copies.
-		err = l.UpdateObject(ctx, dstBucket, dstKey, func(n *meta.Object) error {
-			n.ETag, n.Parts = src.ETag, src.Parts
-			return nil
-		})
-		info.ETag, info.Parts = src.ETag, src.Parts
+		// Keep the multipart ETag and part layout, in the same commit:
+		// S3 clients compare the ETag across copies, and an encrypted
+		// object's ciphertext is laid out by part.
+		po.Parts = src.Parts
+		po.Trailer = func() (Trailer, error) { return Trailer{ETag: src.ETag}, nil }
 	}
-	return info, err
+	return l.Put(ctx, dstBucket, dstKey, rc, po)
 }

@@ -600,6 +600,14 @@ func (w *writer) commit(ctx context.Context, final func(t *meta.Txn)) error {
 	if err != nil {
 		return err
 	}
+	// An extent record's Ctime is what keeps it safe from data removal
+	// while nothing references it yet (garbage_grace): a large object's
+	// records go in several transactions before the one naming the
+	// object, and a write slower than the grace would otherwise commit
+	// extents that look old and unreferenced to a scan in between.
+	for i := range w.extents {
+		w.extents[i].rec.Ctime = now
+	}
 	xs := w.extents
 	for {
 		var batch []*openEgroup
