@@ -378,10 +378,10 @@ func (r *Runner) versions(ctx context.Context, bucket string, cfg Config, now ti
 			}
 			rr := rule(id)
 			if !dry {
-				// A noncurrent version never becomes current again unless
-				// every newer one is deleted; removing it by ID is safe
-				// against concurrent writes.
-				if _, err := r.l.DeleteObject(ctx, bucket, v.Key, v.VersionID); err != nil {
+				// Only while it is still noncurrent: deleting every newer
+				// version by ID (a rollback) makes it current again.
+				deleted, err := r.l.DeleteNoncurrent(ctx, bucket, v.Key, v.VersionID)
+				if err != nil || !deleted {
 					if ctx.Err() != nil {
 						return ctx.Err()
 					}

@@ -579,6 +579,50 @@ func (l *Layer) DeleteObject(ctx context.Context, bucket, key, versionID string)
 	return res, err
 }
 
+// DeleteNoncurrent deletes version versionID of bucket/key for good if it
+// is not the current version (S3 lifecycle NoncurrentVersionExpiration).
+// The commit compares the current record it saw, so a version made
+// current meanwhile (a newer one deleted by ID, a rollback) is left
+// alone. It reports whether it deleted.
+func (l *Layer) DeleteNoncurrent(ctx context.Context, bucket, key, versionID string) (bool, error) {
+	if err := writable(bucket); err != nil {
+		return false, err
+	}
+	if err := checkKey(key); err != nil {
+		return false, err
+	}
+	bv, err := l.cachedBucket(ctx, bucket)
+	if err != nil {
+		return false, err
+	}
+	deleted := false
+	err = l.guardedCommit(ctx, bucket, bv, nil, func(bv bucketView) error {
+		cur, curRev, err := l.current(ctx, bucket, key)
+		if err != nil {
+			return err
+		}
+		if curRev != 0 && (cur.VersionID == versionID || cur.VersionID == "" && versionID == NullVersion) {
+			return nil // current: not this rule's to delete
+		}
+		var t meta.Txn
+		t.If(meta.BucketGuardKey(bucket), bv.guardRev)
+		_, skip, err := l.deleteVersionOps(ctx, &t, bv, bucket, key, versionID, cur, curRev)
+		if err != nil || skip {
+			return err
+		}
+		_, err = l.kv.Commit(ctx, &t)
+		if errors.Is(err, meta.ErrConflict) && !l.guardMoved(ctx, bucket, bv) {
+			return nil // the key changed: the next run decides again
+		}
+		deleted = err == nil
+		return err
+	})
+	if deleted {
+		l.m.deletes.Inc()
+	}
+	return deleted, err
+}
+
 // deleteOps fills t with one delete; skip reports that nothing needs
 // committing.
 func (l *Layer) deleteOps(ctx context.Context, t *meta.Txn, bv bucketView, bucket, key, versionID string) (res DeleteResult, skip bool, err error) {
