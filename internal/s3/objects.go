@@ -461,18 +461,34 @@ func (b *Backend) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput) (*
 		return nil, err
 	}
 	if in.IfMatch != nil || in.IfMatchLastModifiedTime != nil || in.IfMatchSize != nil {
-		info, err := b.layer.Head(ctx, bucket, key)
-		switch {
-		case errors.Is(err, object.ErrNoSuchKey):
-			return &s3.DeleteObjectOutput{}, nil
-		case err != nil:
-			return nil, b.mapErr("DeleteObject", err, bucket)
+		pre := backend.ObjectDeletePreconditions{
+			IfMatch: in.IfMatch, IfMatchLastModTime: in.IfMatchLastModifiedTime, IfMatchSize: in.IfMatchSize,
 		}
-		if err := backend.EvaluateObjectDeletePreconditions(info.ETag, lastModified(info.Object), info.Size,
-			backend.ObjectDeletePreconditions{
-				IfMatch: in.IfMatch, IfMatchLastModTime: in.IfMatchLastModifiedTime, IfMatchSize: in.IfMatchSize,
-			}); err != nil {
-			return nil, err
+		// Judged on what clients see (the plaintext size of an
+		// encrypted object).
+		check := func(o object.Record) error {
+			plain, _, err := plainView(o)
+			if err != nil {
+				return err
+			}
+			return backend.EvaluateObjectDeletePreconditions(plain.ETag, lastModified(plain), plain.Size, pre)
+		}
+		if v := deref(in.VersionId); v != "" {
+			// A version's content never changes: check it, then delete it.
+			info, err := b.layer.HeadVersion(ctx, bucket, key, v)
+			switch {
+			case errors.Is(err, object.ErrNoSuchKey) || errors.Is(err, object.ErrNoSuchVersion):
+				return &s3.DeleteObjectOutput{}, nil
+			case err != nil:
+				return nil, b.mapErr("DeleteObject", err, bucket)
+			}
+			if err := check(info.Object); err != nil {
+				return nil, err
+			}
+		} else {
+			// The current object: deleted only if it is still the one
+			// the preconditions held for (the delete compares it).
+			return b.deleteIfCurrent(ctx, bucket, key, check)
 		}
 	}
 	res, err := b.layer.DeleteObject(ctx, bucket, key, deref(in.VersionId))
@@ -487,6 +503,41 @@ func (b *Backend) DeleteObject(ctx context.Context, in *s3.DeleteObjectInput) (*
 		out.DeleteMarker = aws.Bool(true)
 	}
 	return out, nil
+}
+
+// deleteIfCurrent deletes bucket/key if check passes on its current
+// record, committed only if that record is still current; a record
+// replaced in between is checked again.
+func (b *Backend) deleteIfCurrent(ctx context.Context, bucket, key string, check func(object.Record) error) (*s3.DeleteObjectOutput, error) {
+	for attempt := 0; attempt < 8; attempt++ {
+		var checkErr error
+		deleted, err := b.layer.DeleteIf(ctx, bucket, key, func(info object.ObjectInfo) bool {
+			checkErr = check(info.Object)
+			return checkErr == nil
+		})
+		switch {
+		case err != nil:
+			return nil, b.mapErr("DeleteObject", err, bucket)
+		case checkErr != nil:
+			return nil, checkErr
+		case deleted:
+			out := &s3.DeleteObjectOutput{}
+			if info, err := b.layer.ListVersions(ctx, bucket, object.VersionListOptions{Prefix: key, MaxKeys: 1}); err == nil &&
+				len(info.Versions) > 0 && info.Versions[0].Key == key && info.Versions[0].DeleteMarker {
+				out.DeleteMarker = aws.Bool(true)
+				if id := info.Versions[0].VersionID; id != "" {
+					out.VersionId = &id
+				}
+			}
+			return out, nil
+		}
+		// Not deleted with the check passing: absent (S3: success), or
+		// replaced since the check.
+		if _, err := b.layer.Head(ctx, bucket, key); errors.Is(err, object.ErrNoSuchKey) {
+			return &s3.DeleteObjectOutput{}, nil
+		}
+	}
+	return nil, s3err.GetAPIError(s3err.ErrPreconditionFailed)
 }
 
 // DeleteObjects deletes up to MaxDeleteObjects keys, reporting each.
