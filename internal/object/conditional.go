@@ -99,7 +99,9 @@ func (l *Layer) Transition(ctx context.Context, bucket, key, class string, cond 
 		if err := l.inPlaceOps(ctx, &t, bucket, key, info, rev, &o); err != nil {
 			return nil, false, err
 		}
-		if _, err := l.kv.Commit(ctx, &t); err != nil && !errors.Is(err, meta.ErrConflict) {
+		if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
+			return nil, false, nil // changed since: the caller re-decides next time
+		} else if err != nil {
 			return nil, false, err
 		}
 		ch <- nil
