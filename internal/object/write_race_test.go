@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -322,5 +323,66 @@ func TestDeleteBucketRemovesEveryUpload(t *testing.T) {
 	if _, err := l.CompleteUpload(ctx, "bkt", id, []CompletePart{{1, p.ETag}}, nil); err == nil {
 		got, _ := readKey(l, "bkt", "k")
 		t.Fatalf("an upload of the deleted bucket completed into its successor: k=%q", got)
+	}
+}
+
+// firstRevKV remembers the revision at which each egroup record was first
+// written: what a scan that read it then would compare.
+type firstRevKV struct {
+	*meta.Pebble
+	mu    sync.Mutex
+	first map[uint64]int64
+}
+
+func (k *firstRevKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
+	rev, err := k.Pebble.Commit(ctx, t)
+	if err == nil {
+		k.mu.Lock()
+		for _, op := range t.Ops {
+			if bytes.HasPrefix(op.Key, []byte(meta.PrefixEgroup)) && !op.Delete {
+				if id, perr := meta.ParseID(op.Key); perr == nil {
+					if _, seen := k.first[id]; !seen {
+						k.first[id] = rev
+					}
+				}
+			}
+		}
+		k.mu.Unlock()
+	}
+	return rev, err
+}
+
+// TestRewriteOutlivesAStaleRemoval: a transform writes its new egroups,
+// verifies them, then switches extents to them. Until the first switch
+// nothing references them; a scan in that window that finds them older
+// than the grace (a slow verification) plans their removal, comparing
+// the record it read. The rewrite refreshes each new egroup's record
+// before switching, so that removal is stale and the data stays.
+func TestRewriteOutlivesAStaleRemoval(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	fkv := &firstRevKV{Pebble: e.kv, first: map[uint64]int64{}}
+	l := e.reopenOver(fkv)
+	l.CreateBucket(ctx, "logs", "", model.Vector{})
+	want := logText(1, 300_000)
+	e.put("logs", "a", want, "ssd=1,hdd=1")
+	if _, err := l.SealIdle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	src := e.egroupOf("logs", "a")
+	res, err := l.Rewrite(ctx, RewriteRequest{Vector: model.MustParseVector("ssd=1,hdd=1"), Codec: "zstd", Sources: []RewriteSource{e.source(src)}})
+	if err != nil || res.Moved == 0 {
+		t.Fatalf("rewrite: %+v %v", res, err)
+	}
+	dst := e.egroupOf("logs", "a")
+	if dst == src {
+		t.Fatal("the rewrite did not move the object")
+	}
+	if _, err := l.RemoveEgroup(ctx, dst, fkv.first[dst]); !errors.Is(err, ErrStale) {
+		t.Fatalf("removal planned before the switch: %v, want stale", err)
+	}
+	got, err := readKey(l, "logs", "a")
+	if err != nil || got != string(want) {
+		t.Fatalf("object after the rewrite: %v", err)
 	}
 }
