@@ -4,17 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 	"github.com/terrace-storage/terrace/internal/object"
-	"github.com/terrace-storage/terrace/internal/placement"
 )
 
 // hookKV runs hook once, right after the first scan starting under
@@ -41,28 +37,11 @@ func (k *hookKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta
 func TestNoncurrentExpiryRacesRollback(t *testing.T) {
 	clock := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	now := func() time.Time { return clock }
-	dir := t.TempDir()
-	var devs []*device.Device
-	for i, tier := range []string{"ssd", "hdd"} {
-		sp, _ := device.ParseSpec(fmt.Sprintf("%s:%s:1GiB", tier, filepath.Join(dir, fmt.Sprint(i))))
-		d, err := device.Open(model.DeviceID(fmt.Sprintf("n1/%s0", tier)), sp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		devs = append(devs, d)
-	}
-	pkv, err := meta.OpenPebble(filepath.Join(dir, "meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := &hookKV{Pebble: pkv, prefix: meta.VersionPrefix("vers", "docs/a")}
-	local := object.NewLocal("n1", "r1", devs)
-	pol, _ := placement.New(placement.Config{Name: "moop"})
-	l, err := object.New(kv, local, local, object.Options{Policy: pol, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { l.Close(); pkv.Close() }()
+	var kv *hookKV
+	l := newLayerOver(t, now, func(p *meta.Pebble) meta.KV {
+		kv = &hookKV{Pebble: p, prefix: meta.VersionPrefix("vers", "docs/a")}
+		return kv
+	})
 	ctx := context.Background()
 	if err := l.CreateBucket(ctx, "vers", "", model.Vector{}); err != nil {
 		t.Fatal(err)

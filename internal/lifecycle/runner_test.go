@@ -20,6 +20,13 @@ import (
 // newLayer is a real object layer: Pebble and two directory devices.
 func newLayer(t *testing.T, now func() time.Time) *object.Layer {
 	t.Helper()
+	return newLayerOver(t, now, nil)
+}
+
+// newLayerOver is newLayer over wrap(Pebble) (nil: Pebble itself), a
+// store that injects a concurrent change.
+func newLayerOver(t *testing.T, now func() time.Time, wrap func(*meta.Pebble) meta.KV) *object.Layer {
+	t.Helper()
 	dir := t.TempDir()
 	var devs []*device.Device
 	for i, tier := range []string{"ssd", "hdd"} {
@@ -37,9 +44,13 @@ func newLayer(t *testing.T, now func() time.Time) *object.Layer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var store meta.KV = kv
+	if wrap != nil {
+		store = wrap(kv)
+	}
 	local := object.NewLocal("n1", "r1", devs)
 	pol, _ := placement.New(placement.Config{Name: "moop"})
-	l, err := object.New(kv, local, local, object.Options{Policy: pol, Now: now})
+	l, err := object.New(store, local, local, object.Options{Policy: pol, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

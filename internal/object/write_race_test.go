@@ -76,15 +76,14 @@ func readKey(l *Layer, bucket, key string) (string, error) {
 	return string(b), err
 }
 
-// Copy of an old version onto its own key (S3's "restore a version")
-// takes the sameKey branch, which compares nothing on the source. A
-// delete of that version by ID between the lookup and the commit leaves
-// the new current version pointing at extents nothing referenced.
-func TestCopyOntoItselfRacesVersionDelete(t *testing.T) {
+// twoVersions is a versioned bucket bkt with two versions of k (the
+// first returned), over a store whose hook runs at the first scan of k's
+// versions.
+func twoVersions(t *testing.T) (*env, *scanHookKV, *Layer, ObjectInfo) {
 	e := newEnv(t)
-	ctx := context.Background()
 	hkv := &scanHookKV{Pebble: e.kv, prefix: meta.VersionPrefix("bkt", "k")}
 	l := e.reopenOver(hkv)
+	ctx := context.Background()
 	if err := l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +92,16 @@ func TestCopyOntoItselfRacesVersionDelete(t *testing.T) {
 	}
 	v1 := e.putS("bkt", "k", "version-one")
 	e.putS("bkt", "k", "version-two")
+	return e, hkv, l, v1
+}
+
+// Copy of an old version onto its own key (S3's "restore a version")
+// takes the sameKey branch, which compares nothing on the source. A
+// delete of that version by ID between the lookup and the commit leaves
+// the new current version pointing at extents nothing referenced.
+func TestCopyOntoItselfRacesVersionDelete(t *testing.T) {
+	e, hkv, l, v1 := twoVersions(t)
+	ctx := context.Background()
 	removed := 0
 	hkv.hook = func() {
 		if _, err := l.DeleteObject(ctx, "bkt", "k", v1.VersionID); err != nil {
@@ -251,18 +260,8 @@ func TestCopyNewVectorStampsOnlyItsOwnObject(t *testing.T) {
 
 // Control: the cross-key copy compares its source and refuses.
 func TestCopyToAnotherKeyRacesOverwrite(t *testing.T) {
-	e := newEnv(t)
+	e, hkv, l, v1 := twoVersions(t)
 	ctx := context.Background()
-	hkv := &scanHookKV{Pebble: e.kv, prefix: meta.VersionPrefix("bkt", "k")}
-	l := e.reopenOver(hkv)
-	if err := l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
-		t.Fatal(err)
-	}
-	v1 := e.putS("bkt", "k", "version-one")
-	e.putS("bkt", "k", "version-two")
 	hkv.hook = func() {
 		if _, err := l.DeleteObject(ctx, "bkt", "k", v1.VersionID); err != nil {
 			t.Errorf("delete v1: %v", err)
