@@ -342,8 +342,9 @@ func (l *Layer) completeUpload(ctx context.Context, bucket, uploadID string, par
 	// Fence the upload before reading its parts: a part uploaded again
 	// meanwhile would leave the part read here unreferenced, for the
 	// Curator to remove under the object about to name it. Every part
-	// commit compares the upload record, so rewriting it makes the ones
-	// still in flight fail; the parts read after it stay as read.
+	// commit compares the upload record, so marking it (Completing) makes
+	// the ones still in flight fail, and later ones are refused: the parts
+	// read after it stay as read.
 	if urev, err = l.fenceUpload(ctx, bucket, uploadID, up.Upload, urev); err != nil {
 		return ObjectInfo{}, err
 	}
