@@ -222,9 +222,11 @@ func testOperatorWorkflow(t *testing.T, n *node) {
 		chromedp.Poll[chromedp.Void](fmt.Sprintf(`document.querySelectorAll('#history-table tr[data-kind="full"]').length > %d`, before), chromedp.WithPollingTimeout(60*time.Second)))
 	// The scan found cold data on the over-full ssd: a job of tier-down
 	// moves appears (live, without a reload), and each move says why.
+	// The jobs table re-renders live: find and click the row in one step
+	// inside the page (a node found first can be replaced before a
+	// separate click lands: "Could not find node with given id").
 	run(t, ctx, "the scan's job appears",
-		chromedp.Poll[chromedp.Void](`document.querySelector('#jobs-table tr[data-job]') !== null`, chromedp.WithPollingTimeout(60*time.Second)),
-		chromedp.Click(css(`#jobs-table tr[data-job]`)),
+		chromedp.Poll[chromedp.Void](`(() => { const r = document.querySelector('#jobs-table tr[data-job]'); if (!r) return false; r.click(); return true; })()`, chromedp.WithPollingTimeout(60*time.Second)),
 		chromedp.WaitVisible(css(`#tasks-table tbody tr`)))
 	var tasks []map[string]string
 	run(t, ctx, "read the tasks", into(&tasks, chromedp.Evaluate[[]map[string]string](`[...document.querySelectorAll('#tasks-table tbody tr')].map(r => ({kind: r.dataset.taskKind, reason: r.children[5].textContent, state: r.children[6].textContent}))`)))
