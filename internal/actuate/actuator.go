@@ -19,6 +19,7 @@ type Store interface {
 	Egroup(ctx context.Context, id uint64) (meta.Egroup, int64, error)
 	CopyReplica(ctx context.Context, id uint64, size int64, src, dst model.Replica) error
 	SwitchEgroup(ctx context.Context, id uint64, modRev int64, next meta.Egroup) error
+	FenceEgroup(ctx context.Context, id uint64, modRev int64) error
 	SealEgroup(ctx context.Context, id uint64, modRev int64) error
 	RemoveEgroup(ctx context.Context, id uint64, modRev int64) (meta.Egroup, error)
 	RemoveReplicaFile(ctx context.Context, r model.Replica, id uint64) error
@@ -180,11 +181,26 @@ func (a *Actuator) move(ctx context.Context, t Task) (Result, error) {
 	}
 	var added []model.Replica
 	cleanup := func() {
+		if len(added) == 0 {
+			return
+		}
+		c := context.WithoutCancel(ctx)
+		// Another executor of this same move (a master that took over
+		// the job, a node's queue) keeps a verified copy it finds in
+		// place and may be about to switch it in: fence the record
+		// first, so that no switch decided from t.ModRev lands after the
+		// delete. Stale: the record moved on, and whatever lists a copy
+		// keeps it below.
+		if err := a.store.FenceEgroup(c, t.Egroup, t.ModRev); err != nil && !errors.Is(err, ErrStale) {
+			a.log.Warn("failed move: copies left for recovery to remove (the egroup record could not be fenced)",
+				"egroup", meta.FormatID(t.Egroup), "err", err)
+			return
+		}
 		for _, d := range added {
-			if a.store.ReplicaListed(context.WithoutCancel(ctx), t.Egroup, d.Device) {
+			if a.store.ReplicaListed(c, t.Egroup, d.Device) {
 				continue // another move of this egroup made it a replica
 			}
-			_ = a.store.RemoveReplicaFile(context.WithoutCancel(ctx), d, t.Egroup)
+			_ = a.store.RemoveReplicaFile(c, d, t.Egroup)
 		}
 	}
 	for _, dst := range t.Add {

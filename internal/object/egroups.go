@@ -50,6 +50,31 @@ func (l *Layer) SwitchEgroup(ctx context.Context, id uint64, modRev int64, next 
 	return err
 }
 
+// FenceEgroup rewrites the egroup's record unchanged if it is still at
+// modRev, so that no change decided from modRev (a move's switch) can
+// land after it. A failed move fences before deleting the copies it
+// made: another executor of the same move (a master that took over, a
+// node's queue) may have found them verified and be about to list them.
+// ErrStale: the record moved on already.
+func (l *Layer) FenceEgroup(ctx context.Context, id uint64, modRev int64) error {
+	eg, rev, err := l.Egroup(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rev != modRev {
+		return fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
+	}
+	var t meta.Txn
+	t.If(meta.EgroupKey(id), modRev)
+	t.Put(meta.EgroupKey(id), meta.Encode(eg))
+	if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
+		return fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
 // SealEgroup marks an egroup sealed if its record is still at modRev,
 // at its committed length (settleTail): the Curator seals the open
 // egroups of writers that are down.
