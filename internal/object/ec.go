@@ -357,6 +357,12 @@ func (l *Layer) RebuildStrips(ctx context.Context, id uint64, modRev int64, repl
 	if ok, err := transform.VerifyParity(s, strips); err != nil || !ok {
 		return 0, fmt.Errorf("object: egroup %s: reconstructed stripe fails its parity check (%v)", meta.FormatID(id), err)
 	}
+	// Claim the stripe before writing: a second rebuild of it (a master
+	// that took over, a node's queue) decided from the same revision
+	// stops here instead of truncating strips this one writes and lists.
+	if modRev, err = l.fenceEgroup(ctx, id, modRev); err != nil {
+		return 0, err
+	}
 	next := eg
 	next.Replicas = append([]meta.EgroupReplica(nil), eg.Replicas...)
 	var written []model.Replica
@@ -369,7 +375,9 @@ func (l *Layer) RebuildStrips(ctx context.Context, id uint64, modRev int64, repl
 		dst := slots[i]
 		if err := l.writeStrip(ctx, dst, id, strips[i]); err != nil {
 			for _, w := range append(written, dst) {
-				_ = l.rio.Remove(context.WithoutCancel(ctx), w, id)
+				if !l.ReplicaListed(context.WithoutCancel(ctx), id, w.Device) {
+					_ = l.rio.Remove(context.WithoutCancel(ctx), w, id)
+				}
 			}
 			return 0, fmt.Errorf("object: rebuild strip %d of egroup %s on %s: %w", i, meta.FormatID(id), dst.Device, err)
 		}

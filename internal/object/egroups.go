@@ -57,22 +57,27 @@ func (l *Layer) SwitchEgroup(ctx context.Context, id uint64, modRev int64, next 
 // node's queue) may have found them verified and be about to list them.
 // ErrStale: the record moved on already.
 func (l *Layer) FenceEgroup(ctx context.Context, id uint64, modRev int64) error {
+	_, err := l.fenceEgroup(ctx, id, modRev)
+	return err
+}
+
+// fenceEgroup is FenceEgroup returning the record's new revision.
+func (l *Layer) fenceEgroup(ctx context.Context, id uint64, modRev int64) (int64, error) {
 	eg, rev, err := l.Egroup(ctx, id)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if rev != modRev {
-		return fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
+		return 0, fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
 	}
 	var t meta.Txn
 	t.If(meta.EgroupKey(id), modRev)
 	t.Put(meta.EgroupKey(id), meta.Encode(eg))
-	if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
-		return fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
-	} else if err != nil {
-		return err
+	next, err := l.kv.Commit(ctx, &t)
+	if errors.Is(err, meta.ErrConflict) {
+		return 0, fmt.Errorf("%w: egroup %s", ErrStale, meta.FormatID(id))
 	}
-	return nil
+	return next, err
 }
 
 // SealEgroup marks an egroup sealed if its record is still at modRev,
