@@ -350,7 +350,8 @@ func (l *Log) Read(ctx context.Context, pos uint64) (Entry, error) {
 		if seg.Open() {
 			cands = cands[:1]
 		}
-		failed := ""
+		failed, newer := "", false
+	replicas:
 		for _, r := range cands {
 			addr, ok := st.addr(r.Node)
 			if !ok {
@@ -377,6 +378,13 @@ func (l *Log) Read(ctx context.Context, pos uint64) (Entry, error) {
 				return Entry{Pos: pos}, ErrNotWritten
 			case zlogpb.Status_STATUS_TRIMMED:
 				return Entry{Pos: pos, Kind: KindTrim}, ErrTrimmed
+			case zlogpb.Status_STATUS_STALE_EPOCH:
+				// Recovery sealed the segment at a newer epoch: what
+				// the replica holds is final only once that layout
+				// commits. Wait for it (not a node failure).
+				last = fmt.Errorf("log: read %d at %s: sealed at a newer epoch than %d", pos, r.Node, st.lay.Epoch)
+				failed, newer = "", true
+				break replicas
 			case zlogpb.Status_STATUS_BUSY:
 				// The primary restarted and does not know whether this
 				// entry was acknowledged: a fill completes it (or fills
@@ -389,7 +397,11 @@ func (l *Log) Read(ctx context.Context, pos uint64) (Entry, error) {
 		if failed != "" {
 			l.report(ctx, st, failed, "read: "+errString(last))
 		}
-		if _, err := l.refresh(ctx, st.lay.Epoch); err != nil {
+		minEpoch := st.lay.Epoch
+		if newer {
+			minEpoch++
+		}
+		if _, err := l.refresh(ctx, minEpoch); err != nil {
 			last = err
 		}
 		if backoff(ctx, &wait) != nil {
@@ -546,15 +558,29 @@ func (l *Log) seqCall(ctx context.Context, f func(context.Context, zlogpb.LogCli
 
 // tailOnce asks the sequencer for the tail with the caller's deadline.
 func (l *Log) tailOnce(ctx context.Context) (uint64, error) {
-	var tail uint64
-	err := l.seqCall(ctx, func(ctx context.Context, cl zlogpb.LogClient) error {
+	tail, _, err := l.tailEpoch(ctx)
+	return tail, err
+}
+
+func (l *Log) tailEpoch(ctx context.Context) (tail, epoch uint64, err error) {
+	err = l.seqCall(ctx, func(ctx context.Context, cl zlogpb.LogClient) error {
 		r, err := cl.Tail(ctx, &zlogpb.TailRequest{Name: l.name})
 		if err == nil {
-			tail = r.Tail
+			tail, epoch = r.Tail, r.Epoch
 		}
 		return err
 	})
-	return tail, err
+	return tail, epoch, err
+}
+
+// TailAt is Tail with the epoch of the sequencer that answered: a tail is
+// only comparable with the layout of that epoch (recovery may start the
+// next epoch below positions the old sequencer handed out but nobody
+// wrote).
+func (l *Log) TailAt(ctx context.Context) (tail, epoch uint64, err error) {
+	ctx, cancel := l.opCtx(ctx)
+	defer cancel()
+	return l.tailEpoch(ctx)
 }
 
 // Tail returns the next position the sequencer will hand out: every

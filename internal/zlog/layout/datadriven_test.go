@@ -14,7 +14,7 @@ import (
 //
 //	layout                     body: a layout as String prints it; echoes it and its validation
 //	find pos=P [w=W]           segment and stripe of P in the current layout
-//	settle start=S w=W         body: one line per stripe, "0: live=0-4,6 live=0-4 dead";
+//	settle start=S w=W         body: one line per stripe, "0: live=0-4,6 live=0-4;fill=2 dead";
 //	                           prints K and the settle plan
 //	recover w=W k=K [trim=T]   body: "live: 1,1 1,0 ..." (per stripe, per replica of the
 //	                           active segment) and "fresh: 0=n1/a,n2/b 1=..." ; prints the new layout
@@ -150,8 +150,9 @@ func TestDataDriven(t *testing.T) {
 	})
 }
 
-// parseSealed reads "S: runs runs dead" lines: per replica its runs, or
-// "dead" when it did not answer the seal.
+// parseSealed reads "S: runs runs dead" lines: per replica its runs
+// ("live=0-4,6", optionally ";fill=2" for the runs among them that hold
+// fills), or "dead" when it did not answer the seal.
 func parseSealed(text string) ([]SealedStripe, error) {
 	var out []SealedStripe
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
@@ -164,14 +165,21 @@ func parseSealed(text string) ([]SealedStripe, error) {
 			if f == "dead" {
 				st.Live = append(st.Live, false)
 				st.Runs = append(st.Runs, nil)
+				st.Fills = append(st.Fills, nil)
 				continue
 			}
-			runs, err := ParseRuns(strings.TrimPrefix(f, "live="))
+			held, fills, _ := strings.Cut(strings.TrimPrefix(f, "live="), ";fill=")
+			runs, err := ParseRuns(held)
+			if err != nil {
+				return nil, err
+			}
+			fr, err := ParseRuns(fills)
 			if err != nil {
 				return nil, err
 			}
 			st.Live = append(st.Live, true)
 			st.Runs = append(st.Runs, runs)
+			st.Fills = append(st.Fills, fr)
 		}
 		out = append(out, st)
 	}
@@ -185,6 +193,9 @@ func printPlan(plan []StripeSettle) string {
 		sort.Slice(s.Copies, func(i, j int) bool { return s.Copies[i].Pos < s.Copies[j].Pos })
 		for _, c := range s.Copies {
 			fmt.Fprintf(&b, " copy %d from %d to %v", c.Pos, c.From, c.To)
+		}
+		if len(s.Stale) > 0 {
+			fmt.Fprintf(&b, " stale %v", s.Stale)
 		}
 		b.WriteString("\n")
 	}

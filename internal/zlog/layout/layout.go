@@ -296,6 +296,11 @@ type StripeSettle struct {
 	Fills []Run
 	// MaxWritten is 1 + the highest position any live replica holds, or 0.
 	MaxWritten uint64
+	// Stale are replicas (indexes into the stripe's replica list) that
+	// answered the seal but hold an entry where another live replica
+	// holds a fill: they are marked stale in the new layout (repair
+	// copies the segment into them again) instead of being settled.
+	Stale []int
 }
 
 // MaxSettleCopies bounds the entries one settle copies per stripe: a live
@@ -304,10 +309,12 @@ type StripeSettle struct {
 const MaxSettleCopies = 1 << 16
 
 // SealedStripe is what sealing one stripe returned: for each replica (by
-// index in the stripe), whether it answered and its written runs.
+// index in the stripe), whether it answered, its written runs and, among
+// those, the runs that hold fills (nil: none, or not reported).
 type SealedStripe struct {
-	Live []bool
-	Runs [][]Run
+	Live  []bool
+	Runs  [][]Run
+	Fills [][]Run
 }
 
 // Tail returns K: one past the highest position any live replica of any
@@ -331,8 +338,9 @@ func Tail(start uint64, w int, sealed []SealedStripe) uint64 {
 // PlanSettle decides how to make the live replicas of every stripe of a
 // sealed segment [start, k) agree: entries some live replica holds are
 // copied to the live replicas that lack them, positions none holds are
-// filled. Positions at or beyond k are left alone (k is the new tail, so
-// none is held). It fails if a stripe has no live replica (its entries may
+// filled. A live replica holding an entry where another holds a fill is
+// dropped instead (StripeSettle.Stale; see dropConflicting). Positions at
+// or beyond k are left alone (k is the new tail, so none is held). It fails if a stripe has no live replica (its entries may
 // be acknowledged and only on dead nodes: recovery must wait) or needs more
 // than MaxSettleCopies copies.
 func PlanSettle(start, k uint64, w int, sealed []SealedStripe) ([]StripeSettle, error) {
@@ -351,6 +359,7 @@ func PlanSettle(start, k uint64, w int, sealed []SealedStripe) ([]StripeSettle, 
 			return nil, fmt.Errorf("layout: stripe %d has no reachable replica; recovery waits for one", s)
 		}
 		ss := StripeSettle{Stripe: s}
+		live, ss.Stale = dropConflicting(st, live)
 		lo, hi := LocalRange(start, k, s, w)
 		// Walk [lo, hi) in stretches where every live replica's membership
 		// is constant, so long runs cost O(runs), not O(positions).
@@ -377,6 +386,89 @@ func PlanSettle(start, k uint64, w int, sealed []SealedStripe) ([]StripeSettle, 
 		out = append(out, ss)
 	}
 	return out, nil
+}
+
+// dropConflicting resolves positions where live replicas disagree: one
+// holds a fill where another holds an entry (data or trim). That happens
+// only when an earlier recovery attempt at this epoch settled while a
+// replica was unreachable (a seal that timed out, a settle that failed
+// before the layout committed) and that replica then answered: the
+// attempt filled a position the unreachable one held. Neither entry can
+// have been acknowledged (an acknowledged entry is on every replica, and
+// write-once keeps a fill off a replica that holds it) or read (a sealed
+// replica refuses readers of an older epoch until the layout commits), so
+// either may win; fills win because settle cannot overwrite them. Each
+// live replica in turn drops every other live replica holding an entry
+// under one of its fills. The replica doing the dropping stays live, so
+// at least one survives, and no two survivors disagree.
+func dropConflicting(st SealedStripe, live []int) (keep, stale []int) {
+	dropped := map[int]bool{}
+	for _, r := range live {
+		if dropped[r] || r >= len(st.Fills) || len(st.Fills[r]) == 0 {
+			continue
+		}
+		for _, o := range live {
+			if o == r || dropped[o] {
+				continue
+			}
+			var of []Run
+			if o < len(st.Fills) {
+				of = st.Fills[o]
+			}
+			if overlaps(subtractRuns(st.Runs[o], of), st.Fills[r]) {
+				dropped[o] = true
+				stale = append(stale, o)
+			}
+		}
+	}
+	if len(stale) == 0 {
+		return live, nil
+	}
+	for _, r := range live {
+		if !dropped[r] {
+			keep = append(keep, r)
+		}
+	}
+	sort.Ints(stale)
+	return keep, stale
+}
+
+// subtractRuns returns a minus b (both sorted, disjoint runs).
+func subtractRuns(a, b []Run) []Run {
+	var out []Run
+	j := 0
+	for _, r := range a {
+		start := r.Start
+		for j < len(b) && b[j].End <= start {
+			j++
+		}
+		for k := j; k < len(b) && b[k].Start < r.End; k++ {
+			if b[k].Start > start {
+				out = append(out, Run{start, b[k].Start})
+			}
+			start = max(start, b[k].End)
+		}
+		if start < r.End {
+			out = append(out, Run{start, r.End})
+		}
+	}
+	return out
+}
+
+// overlaps reports whether two sorted, disjoint run lists share a position.
+func overlaps(a, b []Run) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i].End <= b[j].Start:
+			i++
+		case b[j].End <= a[i].Start:
+			j++
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // stretch returns the end e of the stretch [l, e) in which every live

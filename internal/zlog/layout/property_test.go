@@ -20,6 +20,7 @@ func TestSettleProperty(t *testing.T) {
 		start := uint64(rng.IntN(50))
 		sealed := make([]SealedStripe, w)
 		held := make([][]map[uint64]bool, w)
+		fills := make([][]map[uint64]bool, w)
 		anyLive := true
 		for s := 0; s < w; s++ {
 			lo, _ := LocalRange(start, start+1, s, w)
@@ -37,6 +38,23 @@ func TestSettleProperty(t *testing.T) {
 					}
 				}
 				sealed[s].Runs = append(sealed[s].Runs, Runs(ls))
+				// Some replicas hold fills among their entries (an
+				// earlier settle attempt's), which may disagree with
+				// what another replica holds there.
+				var fs []uint64
+				if rng.IntN(3) == 0 {
+					for _, l := range ls {
+						if rng.IntN(4) == 0 {
+							fs = append(fs, l)
+						}
+					}
+				}
+				sealed[s].Fills = append(sealed[s].Fills, Runs(fs))
+				fill := map[uint64]bool{}
+				for _, l := range fs {
+					fill[l] = true
+				}
+				fills[s] = append(fills[s], fill)
 				held[s][r] = m
 				if live {
 					liveCount++
@@ -74,6 +92,34 @@ func TestSettleProperty(t *testing.T) {
 		}
 		for _, ss := range plan {
 			s := ss.Stripe
+			// Dropped replicas were live; the survivors agree on every
+			// position both hold (fill or not), and some survive.
+			for _, r := range ss.Stale {
+				if !sealed[s].Live[r] {
+					t.Fatalf("seed %d: stripe %d dropped dead replica %d", seed, s, r)
+				}
+				sealed[s].Live[r] = false
+			}
+			survivors := 0
+			for r := 0; r < reps; r++ {
+				if !sealed[s].Live[r] {
+					continue
+				}
+				survivors++
+				for o := 0; o < reps; o++ {
+					if !sealed[s].Live[o] {
+						continue
+					}
+					for l := range held[s][r] {
+						if held[s][o][l] && fills[s][r][l] != fills[s][o][l] {
+							t.Fatalf("seed %d: stripe %d survivors %d and %d disagree at local %d", seed, s, r, o, l)
+						}
+					}
+				}
+			}
+			if survivors == 0 {
+				t.Fatalf("seed %d: stripe %d: every replica dropped", seed, s)
+			}
 			lo, hi := LocalRange(start, k, s, w)
 			after := make([]map[uint64]bool, reps)
 			for r := range after {

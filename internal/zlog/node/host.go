@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -376,12 +377,33 @@ func (s *Service) recoverLog(q *sequencer) error {
 		if err != nil {
 			return err
 		}
-		copies, fills, err := s.settle(ctx, rec, act, plan, sealed, epoch)
+		// Replicas that disagree with a fill are closed out as stale,
+		// not settled (the layout marks them; repair refills them).
+		var dropped []string
+		for _, sp := range plan {
+			for _, r := range sp.Stale {
+				sealed[sp.Stripe].Live[r] = false
+				dropped = append(dropped, fmt.Sprintf("stripe %d %s", sp.Stripe, act.Stripes[sp.Stripe][r]))
+			}
+		}
+		if len(dropped) > 0 {
+			s.log.Warn("log replicas disagree with an earlier settle attempt's fills; closing them out as stale",
+				"log", q.name, "segment", act.ID, "epoch", epoch, "replicas", dropped)
+		}
+		copies, fills, unsure, err := s.settle(ctx, rec, act, plan, sealed, epoch)
 		if err != nil {
 			return fmt.Errorf("settle: %w", err)
 		}
+		for st, rs := range unsure {
+			for _, r := range rs {
+				sealed[st].Live[r] = false
+			}
+			if !slices.Contains(sealed[st].Live, true) {
+				return fmt.Errorf("settle: stripe %d: every live replica has a write in flight that settle could not read", st)
+			}
+		}
 		s.log.Info("log segment sealed and settled", "log", q.name, "segment", act.ID, "epoch", epoch,
-			"start", act.Start, "tail", k, "copies", copies, "fills", fills, "unreachable", keys(dead))
+			"start", act.Start, "tail", k, "copies", copies, "fills", fills, "unreachable", keys(dead), "unsettled", len(unsure))
 	} else if n := len(old.Segments); n > 0 {
 		k = old.Segments[n-1].End
 	}
@@ -431,7 +453,7 @@ func (s *Service) sealSegment(ctx context.Context, rec layout.Record, seg layout
 	out := make([]layout.SealedStripe, len(seg.Stripes))
 	var wg sync.WaitGroup
 	for st, reps := range seg.Stripes {
-		out[st] = layout.SealedStripe{Live: make([]bool, len(reps)), Runs: make([][]layout.Run, len(reps))}
+		out[st] = layout.SealedStripe{Live: make([]bool, len(reps)), Runs: make([][]layout.Run, len(reps)), Fills: make([][]layout.Run, len(reps))}
 		for r, rep := range reps {
 			wg.Add(1)
 			go func() {
@@ -446,17 +468,23 @@ func (s *Service) sealSegment(ctx context.Context, rec layout.Record, seg layout
 					return
 				}
 				sr := resp.(*zlogpb.SealResponse)
-				var runs []layout.Run
-				for i := 0; i+1 < len(sr.Runs); i += 2 {
-					runs = append(runs, layout.Run{Start: sr.Runs[i], End: sr.Runs[i+1]})
-				}
 				out[st].Live[r] = true
-				out[st].Runs[r] = runs
+				out[st].Runs[r] = runsOf(sr.Runs)
+				out[st].Fills[r] = runsOf(sr.FillRuns)
 			}()
 		}
 	}
 	wg.Wait()
 	return out
+}
+
+// runsOf decodes runs sent as start, end pairs.
+func runsOf(pairs []uint64) []layout.Run {
+	var runs []layout.Run
+	for i := 0; i+1 < len(pairs); i += 2 {
+		runs = append(runs, layout.Run{Start: pairs[i], End: pairs[i+1]})
+	}
+	return runs
 }
 
 // callNode calls a peer's Log service with a timeout, or runs local for
@@ -483,11 +511,15 @@ func (s *Service) callNode(ctx context.Context, node string, timeout time.Durati
 const settleChunk = 1024
 
 // settle applies a settle plan to a sealed segment: copies first (each
-// entry read from a replica holding it), then fills.
-func (s *Service) settle(ctx context.Context, rec layout.Record, seg layout.Segment, plan []layout.StripeSettle, sealed []layout.SealedStripe, epoch uint64) (int, int, error) {
+// entry read from a replica holding it), then fills. It returns, per
+// stripe, the replicas whose entry it could not read (a write still in
+// flight there when it gave up): the position is filled on the others,
+// and the write may still land, so the layout must mark them stale.
+func (s *Service) settle(ctx context.Context, rec layout.Record, seg layout.Segment, plan []layout.StripeSettle, sealed []layout.SealedStripe, epoch uint64) (int, int, map[int][]int, error) {
 	var mu sync.Mutex
 	var firstErr error
 	copies, fills := 0, 0
+	unsure := map[int][]int{}
 	var wg sync.WaitGroup
 	for _, sp := range plan {
 		wg.Add(1)
@@ -510,8 +542,16 @@ func (s *Service) settle(ctx context.Context, rec layout.Record, seg layout.Segm
 				}
 				var op *zlogpb.Op
 				if e == nil {
-					// The in-flight write it held failed: nobody holds it.
+					// The write it held failed, or is still in flight
+					// after the wait: fill the position on the others and
+					// close the source out, since a write that lands
+					// later would disagree with the fill.
 					op = &zlogpb.Op{Ref: ref, Pos: c.Pos, Kind: zlogpb.Kind_KIND_FILL, Token: make([]byte, 16), Epoch: epoch}
+					mu.Lock()
+					if !slices.Contains(unsure[sp.Stripe], c.From) {
+						unsure[sp.Stripe] = append(unsure[sp.Stripe], c.From)
+					}
+					mu.Unlock()
 				} else {
 					op = &zlogpb.Op{Ref: ref, Pos: c.Pos, Kind: e.Kind, Token: e.Token, Data: e.Data, Epoch: epoch}
 				}
@@ -560,7 +600,7 @@ func (s *Service) settle(ctx context.Context, rec layout.Record, seg layout.Segm
 	wg.Wait()
 	s.metrics.settleCopies.Add(float64(copies))
 	s.metrics.settleFills.Add(float64(fills))
-	return copies, fills, firstErr
+	return copies, fills, unsure, firstErr
 }
 
 // fetch reads the entry at pos from a replica (waiting out an in-flight

@@ -221,6 +221,12 @@ func (s *Service) ListLogs(ctx context.Context, _ *zlogpb.Empty) (*zlogpb.ListLo
 // TrimLog raises a log's prefix trim point: positions below it read as
 // trimmed, segments wholly below it leave the layout, and nodes reclaim
 // their space. A trim point beyond the tail is refused.
+//
+// The tail is read after the layout, from a sequencer serving that
+// layout's epoch, and the commit compares the layout: a recovery in
+// between can start the next epoch below the old tail (positions handed
+// out but never written), and a trim point judged against the old tail
+// would then cover the new segment's acknowledged appends.
 func (s *Service) TrimLog(ctx context.Context, req *zlogpb.TrimLogRequest) (*zlogpb.LogInfo, error) {
 	if err := s.ready(); err != nil {
 		return nil, err
@@ -228,13 +234,7 @@ func (s *Service) TrimLog(ctx context.Context, req *zlogpb.TrimLogRequest) (*zlo
 	if err := layout.CheckName(req.Name); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	tail, err := s.client.Open(req.Name, client.LogOptions{}).Tail(ctx)
-	if err != nil {
-		return nil, grpcErr(err)
-	}
-	if req.Before > tail {
-		return nil, status.Errorf(codes.InvalidArgument, "log: trim point %d is beyond the tail %d", req.Before, tail)
-	}
+	lg := s.client.Open(req.Name, client.LogOptions{})
 	for attempt := 0; attempt < 100; attempt++ {
 		ri, err := s.cfg.KV.Get(ctx, recordKey(req.Name))
 		if errors.Is(err, meta.ErrNotFound) {
@@ -257,6 +257,26 @@ func (s *Service) TrimLog(ctx context.Context, req *zlogpb.TrimLogRequest) (*zlo
 		}
 		if req.Before <= rec.TrimBefore {
 			return &zlogpb.LogInfo{Record: client.RecordToProto(rec), Layout: client.LayoutToProto(lay)}, nil
+		}
+		tail, epoch, err := lg.TailAt(ctx)
+		if err != nil {
+			return nil, grpcErr(err)
+		}
+		if s.afterTrimTail != nil {
+			s.afterTrimTail()
+		}
+		if epoch != lay.Epoch {
+			// A recovery is between the layout we read and the
+			// sequencer that answered: read both again.
+			select {
+			case <-ctx.Done():
+				return nil, grpcErr(ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		if req.Before > tail {
+			return nil, status.Errorf(codes.InvalidArgument, "log: trim point %d is beyond the tail %d", req.Before, tail)
 		}
 		rec.TrimBefore = req.Before
 		lay = layout.Trim(lay, req.Before)

@@ -133,6 +133,10 @@ type Service struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	// afterTrimTail, when set (tests only), runs in TrimLog between
+	// reading the tail and committing the trim point.
+	afterTrimTail func()
 }
 
 // New returns a service to register on a gRPC server; Start brings it up.

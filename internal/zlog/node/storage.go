@@ -400,7 +400,7 @@ func (s *Service) Read(ctx context.Context, req *zlogpb.ReadRequest) (*zlogpb.Wr
 			res[i] = r
 			continue
 		}
-		res[i] = result(s.store.Read(op.Device, keyOf(op.Ref), op.Pos, s.trimPoint(op.Ref.Log)))
+		res[i] = result(s.store.Read(op.Device, keyOf(op.Ref), op.Pos, op.Epoch, s.trimPoint(op.Ref.Log)))
 	}
 	return &zlogpb.WriteResponse{Results: res}, nil
 }
@@ -424,7 +424,7 @@ func (s *Service) Seal(ctx context.Context, req *zlogpb.SealRequest) (*zlogpb.Se
 	if req.GetRef() == nil || req.Device == "" || req.Stripes == 0 || req.Stripes > layout.MaxStripes || req.Epoch == 0 {
 		return nil, status.Error(codes.InvalidArgument, "log: seal needs a stripe, device, epoch and width")
 	}
-	ps, r := s.store.Seal(req.Device, keyOf(req.Ref), req.Epoch)
+	ps, fills, r := s.store.Seal(req.Device, keyOf(req.Ref), req.Epoch)
 	switch r.Status {
 	case store.OK:
 	case store.StaleEpoch:
@@ -432,15 +432,22 @@ func (s *Service) Seal(ctx context.Context, req *zlogpb.SealRequest) (*zlogpb.Se
 	default:
 		return nil, status.Error(codes.Internal, fmt.Sprint(r.Err))
 	}
-	locals := make([]uint64, len(ps))
-	for i, p := range ps {
-		locals[i] = layout.Local(p, int(req.Stripes))
-	}
 	out := &zlogpb.SealResponse{Epoch: req.Epoch}
-	for _, run := range layout.Runs(locals) {
+	for _, run := range layout.Runs(localIndexes(ps, int(req.Stripes))) {
 		out.Runs = append(out.Runs, run.Start, run.End)
 	}
+	for _, run := range layout.Runs(localIndexes(fills, int(req.Stripes))) {
+		out.FillRuns = append(out.FillRuns, run.Start, run.End)
+	}
 	return out, nil
+}
+
+func localIndexes(ps []uint64, w int) []uint64 {
+	locals := make([]uint64, len(ps))
+	for i, p := range ps {
+		locals[i] = layout.Local(p, w)
+	}
+	return locals
 }
 
 // Reset voids a replica's entries (repair refills it).

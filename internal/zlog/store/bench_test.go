@@ -55,7 +55,7 @@ func BenchmarkRead4KiB(b *testing.B) {
 	b.SetBytes(4096)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if r := s.Read(dev, k0, uint64(i%n), 0); r.Status != OK {
+		if r := s.Read(dev, k0, uint64(i%n), 2, 0); r.Status != OK {
 			b.Fatal(r)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 
@@ -431,8 +432,11 @@ func (s *Store) Trim(dev string, key Key, pos uint64) Result {
 // written): a reader must never see an entry that recovery could replace
 // with a fill. An unconfirmed entry replayed after a restart answers Busy
 // (it may have been acknowledged). Positions below trimBefore read as
-// trimmed.
-func (s *Store) Read(dev string, key Key, pos, trimBefore uint64) Result {
+// trimmed. A reader whose layout epoch is older than the replica's seal
+// answers StaleEpoch: the seal may belong to a recovery that has not
+// settled (its entries may still lose to a fill) or whose layout has not
+// committed, and the reader must wait for the layout that closes it.
+func (s *Store) Read(dev string, key Key, pos, epoch, trimBefore uint64) Result {
 	if pos < trimBefore {
 		return Result{Status: Trimmed, Kind: KindTrim}
 	}
@@ -445,8 +449,11 @@ func (s *Store) Read(dev string, key Key, pos, trimBefore uint64) Result {
 	}
 	e, ok := r.entries[pos]
 	sealed := r.sealed != 0
+	stale := epoch < r.sealed
 	r.mu.Unlock()
 	switch {
+	case stale:
+		return Result{Status: StaleEpoch}
 	case !ok || e.flags&flagPending != 0:
 		return Result{Status: NotWritten}
 	case e.kind == KindTrim:
@@ -514,16 +521,18 @@ func (s *Store) readData(r *replica, pos uint64, e entry) ([]byte, error) {
 
 // Seal installs epoch on the replica (durably) and returns every position
 // it holds, sorted, including writes still in flight (they may become
-// durable, so the new tail must be past them). A seal with an epoch older
-// than the replica's answers StaleEpoch.
-func (s *Store) Seal(dev string, key Key, epoch uint64) ([]uint64, Result) {
+// durable, so the new tail must be past them), and, among them, the
+// positions holding fills (recovery must not settle a replica that holds
+// an entry where another holds a fill as if they agreed). A seal with an
+// epoch older than the replica's answers StaleEpoch.
+func (s *Store) Seal(dev string, key Key, epoch uint64) (held, fills []uint64, res Result) {
 	r, err := s.lockReplica(dev, key, true)
 	if err != nil {
-		return nil, Result{Status: Failed, Err: err}
+		return nil, nil, Result{Status: Failed, Err: err}
 	}
 	if epoch < r.sealed {
 		r.mu.Unlock()
-		return nil, Result{Status: StaleEpoch}
+		return nil, nil, Result{Status: StaleEpoch}
 	}
 	if epoch > r.sealed {
 		rec := record{kind: kindSeal, key: key, epoch: epoch}
@@ -532,7 +541,7 @@ func (s *Store) Seal(dev string, key Key, epoch uint64) ([]uint64, Result) {
 		file, off, err := r.ds.j.append(appendRecord(nil, &rec))
 		if err != nil {
 			r.mu.Unlock()
-			return nil, Result{Status: Failed, Err: err}
+			return nil, nil, Result{Status: Failed, Err: err}
 		}
 		if r.seal.set {
 			r.ds.j.addLive(r.seal.file, -1)
@@ -541,13 +550,17 @@ func (s *Store) Seal(dev string, key Key, epoch uint64) ([]uint64, Result) {
 		r.ds.j.addLive(file, 1)
 		r.sealed = epoch
 	}
-	out := make([]uint64, 0, len(r.entries))
-	for p := range r.entries {
-		out = append(out, p)
+	held = make([]uint64, 0, len(r.entries))
+	for p, e := range r.entries {
+		held = append(held, p)
+		if e.kind == KindFill {
+			fills = append(fills, p)
+		}
 	}
 	r.mu.Unlock()
-	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
-	return out, Result{Status: OK}
+	slices.Sort(held)
+	slices.Sort(fills)
+	return held, fills, Result{Status: OK}
 }
 
 // DumpEntry is one entry of a replica.

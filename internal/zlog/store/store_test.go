@@ -70,11 +70,11 @@ func TestWriteOnce(t *testing.T) {
 		t.Fatalf("fill over data: %+v", r)
 	}
 	// Unconfirmed entries of an open replica read as not written.
-	if r := s.Read(dev, k0, 0, 0); r.Status != NotWritten {
+	if r := s.Read(dev, k0, 0, 3, 0); r.Status != NotWritten {
 		t.Fatalf("unconfirmed read: %+v", r)
 	}
 	s.Confirm(dev, k0, 0)
-	if r := s.Read(dev, k0, 0, 0); r.Status != OK || string(r.Data) != "hello" || r.Kind != KindData {
+	if r := s.Read(dev, k0, 0, 3, 0); r.Status != OK || string(r.Data) != "hello" || r.Kind != KindData {
 		t.Fatalf("read: %+v", r)
 	}
 	// A fill, then a late writer.
@@ -82,7 +82,7 @@ func TestWriteOnce(t *testing.T) {
 		t.Fatalf("fill: %+v", r)
 	}
 	s.Confirm(dev, k0, 2)
-	if r := s.Read(dev, k0, 2, 0); r.Status != OK || r.Kind != KindFill {
+	if r := s.Read(dev, k0, 2, 3, 0); r.Status != OK || r.Kind != KindFill {
 		t.Fatalf("read fill: %+v", r)
 	}
 	if r := put(t, s, k0, 2, 3, KindData, tok(4), []byte("late"), Normal); r.Status != Taken || r.Kind != KindFill {
@@ -112,10 +112,10 @@ func TestWriteOnce(t *testing.T) {
 	if r := put(t, s, k0, 6, 3, KindData, tok(7), []byte("y"), Normal); r.Status != OK {
 		t.Fatalf("after cancel: %+v", r)
 	}
-	if r := s.Read(dev, k0, 1, 0); r.Status != NotWritten {
+	if r := s.Read(dev, k0, 1, 3, 0); r.Status != NotWritten {
 		t.Fatalf("hole: %+v", r)
 	}
-	if r := s.Read(dev, k0, 0, 1); r.Status != Trimmed {
+	if r := s.Read(dev, k0, 0, 3, 1); r.Status != Trimmed {
 		t.Fatalf("below the trim point: %+v", r)
 	}
 }
@@ -126,9 +126,19 @@ func TestSealAndSettle(t *testing.T) {
 	for _, p := range []uint64{0, 2, 8} {
 		put(t, s, k0, p, 5, KindData, tok(int(p)), []byte{byte(p)}, Normal)
 	}
-	ps, r := s.Seal(dev, k0, 6)
-	if r.Status != OK || fmt.Sprint(ps) != "[0 2 8]" {
-		t.Fatalf("seal: %v %+v", ps, r)
+	put(t, s, k0, 9, 5, KindFill, tok(9), nil, Normal)
+	// Committed entries of the open replica read at its epoch.
+	if r := s.Read(dev, k0, 9, 5, 0); r.Status != NotWritten {
+		t.Fatalf("unconfirmed read before the seal: %+v", r)
+	}
+	ps, fs, r := s.Seal(dev, k0, 6)
+	if r.Status != OK || fmt.Sprint(ps) != "[0 2 8 9]" || fmt.Sprint(fs) != "[9]" {
+		t.Fatalf("seal: %v fills %v %+v", ps, fs, r)
+	}
+	// A reader of the older epoch must wait for the layout that closes
+	// the segment: until it commits, settle may still fill what it holds.
+	if r := s.Read(dev, k0, 2, 5, 0); r.Status != StaleEpoch {
+		t.Fatalf("read at the epoch before the seal: %+v", r)
 	}
 	// Sealed: no new entries from clients, stale epochs refused, and the
 	// old writer's idempotent retry (new epoch) still answers OK.
@@ -149,10 +159,10 @@ func TestSealAndSettle(t *testing.T) {
 		t.Fatalf("settle copy: %+v", r)
 	}
 	// Sealed entries are readable without confirmation.
-	if r := s.Read(dev, k0, 6, 0); r.Status != OK || string(r.Data) != "copied" {
+	if r := s.Read(dev, k0, 6, 6, 0); r.Status != OK || string(r.Data) != "copied" {
 		t.Fatalf("read settled: %+v", r)
 	}
-	if _, r := s.Seal(dev, k0, 5); r.Status != StaleEpoch {
+	if _, _, r := s.Seal(dev, k0, 5); r.Status != StaleEpoch {
 		t.Fatalf("older seal: %+v", r)
 	}
 	// Settle into an open replica is refused.
@@ -191,7 +201,7 @@ func TestReplay(t *testing.T) {
 		t.Fatalf("sealed epoch after replay %d, want 3", got)
 	}
 	for p := uint64(0); p < 200; p++ {
-		r := s.Read(dev, k0, p, 0)
+		r := s.Read(dev, k0, p, 3, 0)
 		switch {
 		case p == 10:
 			if r.Status != Trimmed {
@@ -215,7 +225,7 @@ func TestReplay(t *testing.T) {
 	}
 	// Entries of an open replica come back unconfirmed: they may have
 	// been acknowledged, so reads answer Busy (the reader completes them).
-	if r := s.Read(dev, k1, 3, 0); r.Status != Busy {
+	if r := s.Read(dev, k1, 3, 2, 0); r.Status != Busy {
 		t.Fatalf("open replica after restart: %+v", r)
 	}
 }

@@ -1796,8 +1796,12 @@ type SealResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Written positions as runs [start, end) of the stripe's local index
 	// (pos = local*stripes + stripe), sorted.
-	Runs          []uint64 `protobuf:"varint,1,rep,packed,name=runs,proto3" json:"runs,omitempty"`
-	Epoch         uint64   `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Runs  []uint64 `protobuf:"varint,1,rep,packed,name=runs,proto3" json:"runs,omitempty"`
+	Epoch uint64   `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The runs among them that hold fills (same encoding): recovery drops a
+	// replica holding an entry where another holds a fill, rather than
+	// counting both as holding the position.
+	FillRuns      []uint64 `protobuf:"varint,3,rep,packed,name=fill_runs,json=fillRuns,proto3" json:"fill_runs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1844,6 +1848,13 @@ func (x *SealResponse) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *SealResponse) GetFillRuns() []uint64 {
+	if x != nil {
+		return x.FillRuns
+	}
+	return nil
 }
 
 type ResetRequest struct {
@@ -2393,10 +2404,11 @@ const file_zlog_proto_rawDesc = "" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.zlog.v1.StripeRefR\x03ref\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x18\n" +
-	"\astripes\x18\x04 \x01(\rR\astripes\"8\n" +
+	"\astripes\x18\x04 \x01(\rR\astripes\"U\n" +
 	"\fSealResponse\x12\x12\n" +
 	"\x04runs\x18\x01 \x03(\x04R\x04runs\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"T\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +
+	"\tfill_runs\x18\x03 \x03(\x04R\bfillRuns\"T\n" +
 	"\fResetRequest\x12,\n" +
 	"\x03ref\x18\x01 \x01(\v2\x1a.terrace.zlog.v1.StripeRefR\x03ref\x12\x16\n" +
 	"\x06device\x18\x02 \x01(\tR\x06device\"}\n" +

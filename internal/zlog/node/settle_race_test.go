@@ -1,0 +1,291 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/zlog/client"
+	"github.com/terrace-storage/terrace/internal/zlog/layout"
+	"github.com/terrace-storage/terrace/internal/zlog/store"
+	"github.com/terrace-storage/terrace/internal/zlog/zlogpb"
+)
+
+// oneStripeLog creates a one-stripe log with an entry at position 0 and
+// returns its record ID and layout (two replicas: the primary and a
+// backup, on this node's two devices).
+func oneStripeLog(t *testing.T, n *single, name string) (uint64, layout.Layout) {
+	t.Helper()
+	ctx := ctxT(t)
+	c := n.client(t)
+	if _, err := c.Create(ctx, name, client.CreateOptions{Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Open(name, client.LogOptions{}).Append(ctx, []byte("zero")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := client.LayoutFromProto(info.Layout)
+	if len(lay.Segments) != 1 || len(lay.Segments[0].Stripes[0]) != 2 {
+		t.Fatalf("layout %s: want one segment, two replicas", lay)
+	}
+	return info.Record.Id, lay
+}
+
+// checkSealedAgree fails unless every fresh replica of segment seg in the
+// log's current layout holds the same kind, token and bytes at pos, and
+// returns the layout.
+func checkSealedAgree(t *testing.T, n *single, name string, segID uint32, pos uint64) layout.Layout {
+	t.Helper()
+	info, err := n.client(t).Info(ctxT(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := client.LayoutFromProto(info.Layout)
+	var first *store.Result
+	for _, seg := range lay.Segments {
+		if seg.ID != segID {
+			continue
+		}
+		if seg.Open() {
+			t.Fatalf("segment %d still open in %s", segID, lay)
+		}
+		for _, rep := range seg.Stripes[0] {
+			if rep.Stale {
+				continue
+			}
+			r := n.svc.store.ReadAny(rep.Device, store.Key{Log: info.Record.Id, Segment: segID}, pos)
+			if first == nil {
+				first = &r
+				continue
+			}
+			if r.Status != first.Status || r.Kind != first.Kind || r.Token != first.Token || !bytes.Equal(r.Data, first.Data) {
+				t.Fatalf("fresh replicas of segment %d disagree at %d: %s holds %v %v %q, another %v %v %q (layout %s)",
+					segID, pos, rep.Device, r.Status, r.Kind, r.Data, first.Status, first.Kind, first.Data, lay)
+			}
+		}
+	}
+	if first == nil {
+		t.Fatalf("segment %d has no fresh replica in %s", segID, lay)
+	}
+	return lay
+}
+
+// TestSettleAfterAnUncommittedAttempt: a recovery attempt sealed the
+// backup at epoch E while the primary's seal timed out, filled position 2
+// on the backup (which lacked it), and failed before its layout
+// committed. The primary meanwhile holds an entry at 2 that was never
+// acknowledged. The next attempt, at the same epoch E, hears both: it must
+// not count both as holding 2 and leave them disagreeing (a reader would
+// get data from one replica and a hole from the other).
+func TestSettleAfterAnUncommittedAttempt(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{})
+	ctx := ctxT(t)
+	id, lay := oneStripeLog(t, n, "uncommitted")
+	seg := lay.Segments[0]
+	primary, backup := seg.Stripes[0][0], seg.Stripes[0][1]
+	ref := &zlogpb.StripeRef{Log: id, Segment: seg.ID}
+	raw := n.raw(t)
+	// The primary's half of a write the backup never got.
+	resp, err := raw.Replicate(ctx, &zlogpb.WriteRequest{Ops: []*zlogpb.Op{{Ref: ref, Pos: 2, Kind: zlogpb.Kind_KIND_DATA,
+		Token: bytes.Repeat([]byte{9}, 16), Data: []byte("never acknowledged"), Device: primary.Device, Epoch: lay.Epoch}}})
+	if err != nil || resp.Results[0].Status != zlogpb.Status_STATUS_OK {
+		t.Fatalf("primary write: %v %v", err, resp)
+	}
+	// The uncommitted attempt: seal the backup at E, fill 2 there.
+	e := lay.Epoch + 1
+	if _, err := raw.Seal(ctx, &zlogpb.SealRequest{Ref: ref, Device: backup.Device, Epoch: e, Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = raw.Replicate(ctx, &zlogpb.WriteRequest{Settle: true, Ops: []*zlogpb.Op{{Ref: ref, Pos: 2, Kind: zlogpb.Kind_KIND_FILL,
+		Token: make([]byte, 16), Device: backup.Device, Epoch: e}}})
+	if err != nil || resp.Results[0].Status != zlogpb.Status_STATUS_OK {
+		t.Fatalf("settle fill: %v %v", err, resp)
+	}
+	// The next attempt: the restarted host recovers at E again.
+	n = n.restart()
+	lay = checkSealedAgree(t, n, "uncommitted", seg.ID, 2)
+	if got, err := n.client(t).Open("uncommitted", client.LogOptions{}).Read(ctx, 2); err != nil || got.Kind != client.KindFill {
+		t.Fatalf("read 2: %+v %v, want the fill", got, err)
+	}
+	if !lay.Segments[0].Stripes[0][0].Stale {
+		t.Fatalf("the primary holding the losing entry is not stale: %s", lay)
+	}
+	// Repair brings it back: then both replicas hold the fill.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := n.client(t).Info(ctx, "uncommitted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := client.LayoutFromProto(info.Layout)
+		if !l.Segments[0].Stripes[0][0].Stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stale replica not repaired: %s", l)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	checkSealedAgree(t, n, "uncommitted", seg.ID, 2)
+	if r := n.svc.store.ReadAny(primary.Device, store.Key{Log: id, Segment: seg.ID}, 2); r.Kind != store.KindFill {
+		t.Fatalf("repaired primary at 2: %+v, want the fill", r)
+	}
+}
+
+// TestReaderWaitsForTheSealedLayout: once recovery has sealed a replica,
+// what it holds is final only when the new layout commits (settle may
+// still fill around it, or a later attempt drop it). A reader of the old
+// epoch must not be answered from it: here the primary holds an entry
+// the backup never got, sealed by a recovery that never commits.
+func TestReaderWaitsForTheSealedLayout(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{})
+	ctx := ctxT(t)
+	id, lay := oneStripeLog(t, n, "sealed")
+	seg := lay.Segments[0]
+	primary := seg.Stripes[0][0]
+	ref := &zlogpb.StripeRef{Log: id, Segment: seg.ID}
+	raw := n.raw(t)
+	resp, err := raw.Replicate(ctx, &zlogpb.WriteRequest{Ops: []*zlogpb.Op{{Ref: ref, Pos: 1, Kind: zlogpb.Kind_KIND_DATA,
+		Token: bytes.Repeat([]byte{5}, 16), Data: []byte("unsettled"), Device: primary.Device, Epoch: lay.Epoch}}})
+	if err != nil || resp.Results[0].Status != zlogpb.Status_STATUS_OK {
+		t.Fatalf("primary write: %v %v", err, resp)
+	}
+	l := n.client(t).Open("sealed", client.LogOptions{})
+	if _, err := l.Read(ctx, 1); !errors.Is(err, client.ErrNotWritten) {
+		t.Fatalf("unconfirmed entry before the seal: %v", err)
+	}
+	if _, err := raw.Seal(ctx, &zlogpb.SealRequest{Ref: ref, Device: primary.Device, Epoch: lay.Epoch + 1, Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	if got, err := l.Read(rctx, 1); err == nil {
+		t.Fatalf("read of the old epoch answered %+v from a replica sealed by an uncommitted recovery", got)
+	}
+	// The entry at 0 (acknowledged, on both) is refused the same way
+	// until the layout moves on; then it is read as before.
+	if _, err := raw.Seal(ctx, &zlogpb.SealRequest{Ref: ref, Device: seg.Stripes[0][1].Device, Epoch: lay.Epoch + 1, Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	n = n.restart()
+	l = n.client(t).Open("sealed", client.LogOptions{})
+	if got, err := l.Read(ctx, 0); err != nil || string(got.Data) != "zero" {
+		t.Fatalf("read 0 after recovery: %+v %v", got, err)
+	}
+	checkSealedAgree(t, n, "sealed", seg.ID, 1)
+}
+
+// TestSettleGivesUpOnAPendingWrite: recovery copies an entry only one
+// replica holds; that replica's write of it is still in flight (journal
+// slow), so settle gives up waiting and fills the position on the other.
+// The write then lands. The replica holding it must not stay in the
+// layout as if it agreed.
+func TestSettleGivesUpOnAPendingWrite(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{})
+	ctx := ctxT(t)
+	id, lay := oneStripeLog(t, n, "pending")
+	seg := lay.Segments[0]
+	primary := seg.Stripes[0][0]
+	key := store.Key{Log: id, Segment: seg.ID}
+	var tok store.Token
+	copy(tok[:], bytes.Repeat([]byte{3}, 16))
+	p, r := n.svc.store.Begin(primary.Device, key, 1, lay.Epoch, store.KindData, tok, store.Normal)
+	if p == nil {
+		t.Fatalf("begin: %+v", r)
+	}
+	n.svc.hostMu.Lock()
+	q := n.svc.hosted["pending"]
+	n.svc.hostMu.Unlock()
+	if q == nil {
+		t.Fatal("log not hosted here")
+	}
+	q.requestRecovery(lay.Epoch)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := n.client(t).Info(ctx, "pending")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Layout.Epoch > lay.Epoch {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("recovery did not commit")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The slow write lands after settle filled the position elsewhere.
+	if err := p.Write([]byte("late")); err != nil {
+		t.Logf("late write: %v", err)
+	}
+	checkSealedAgree(t, n, "pending", seg.ID, 1)
+	if got, err := n.client(t).Open("pending", client.LogOptions{}).Read(ctx, 1); err != nil || got.Kind != client.KindFill {
+		t.Fatalf("read 1: %+v %v, want the fill", got, err)
+	}
+}
+
+// TestTrimRacesRecovery: a trim point is checked against the tail, but the
+// sequencer had handed out positions nobody wrote, and a recovery between
+// the tail read and the trim's commit starts the next segment below that
+// tail. The trim must be judged against the new tail (and refused), not
+// cover the appends the new segment acknowledges.
+func TestTrimRacesRecovery(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{})
+	ctx := ctxT(t)
+	c := n.client(t)
+	if _, err := c.Create(ctx, "trimrace", client.CreateOptions{Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l := c.Open("trimrace", client.LogOptions{})
+	for i := 0; i < 10; i++ {
+		if _, err := l.Append(ctx, []byte("entry")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := n.raw(t)
+	// Positions 10..59 handed out to an appender that never writes them.
+	if r, err := raw.Next(ctx, &zlogpb.NextRequest{Name: "trimrace", Count: 50}); err != nil || r.First != 10 {
+		t.Fatalf("next: %+v %v", r, err)
+	}
+	var once bool
+	n.svc.afterTrimTail = func() {
+		if once {
+			return
+		}
+		once = true
+		v, _ := n.svc.cache.get("trimrace")
+		n.svc.hostMu.Lock()
+		q := n.svc.hosted["trimrace"]
+		n.svc.hostMu.Unlock()
+		q.requestRecovery(v.Layout.Epoch)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if nv, _ := n.svc.cache.get("trimrace"); nv.Layout.Epoch > v.Layout.Epoch {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Error("recovery did not commit")
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	_, err := raw.TrimLog(ctx, &zlogpb.TrimLogRequest{Name: "trimrace", Before: 40})
+	if err == nil {
+		t.Errorf("trim at 40 accepted against the old tail 60; the recovered tail is 10")
+	}
+	p, err := l.Append(ctx, []byte("after recovery"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Read(ctx, p)
+	if err != nil || string(got.Data) != "after recovery" {
+		t.Fatalf("acknowledged append at %d reads %+v %v", p, got, err)
+	}
+}
