@@ -1,6 +1,7 @@
 package object
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -12,12 +13,13 @@ import (
 // adaptive rate slows down above twice the quiet baseline).
 //
 // recent is an exponentially weighted moving average over operations
-// (weight 0.1); baseline is the lowest per-minute average seen in the
-// last ten minutes: the latency clients get when nothing else is going
-// on.
+// (weight 0.1) that relaxes to the baseline once clients go quiet (see
+// getAt); baseline is the lowest per-minute average seen in the last ten
+// minutes: the latency clients get when nothing else is going on.
 type latencyTracker struct {
 	mu      sync.Mutex
-	recent  float64 // ns
+	recent  float64   // ns
+	last    time.Time // the latest observation
 	minutes [10]float64
 	counts  [10]int
 	slot    int64 // minute index of minutes[slot%10]
@@ -48,6 +50,10 @@ func (t *latencyTracker) observe(now time.Time, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ns := float64(d)
+	t.recent = t.recentAt(now, t.baseline()) // an idle stretch has relaxed it
+	if now.After(t.last) {
+		t.last = now
+	}
 	t.ops++
 	t.total += d
 	if t.recent == 0 {
@@ -67,16 +73,47 @@ func (t *latencyTracker) observe(now time.Time, d time.Duration) {
 	t.minutes[i] += (ns - t.minutes[i]) / float64(t.counts[i])
 }
 
-func (t *latencyTracker) get() (recent, baseline time.Duration) {
+func (t *latencyTracker) get() (recent, baseline time.Duration) { return t.getAt(time.Now()) }
+
+// Idle decay of the recent average: an average over operations does not
+// move when there are none, so the latency of the last slow operations
+// before clients stopped (a node failure, a loaded machine) would read as
+// "clients are hurting" for as long as none come, and background work
+// would crawl at its minimum rate with nobody to protect. After
+// idleDecayAfter without an operation, recent relaxes toward the baseline
+// with time constant idleDecayTau.
+const (
+	idleDecayAfter = time.Second
+	idleDecayTau   = 2 * time.Second
+)
+
+func (t *latencyTracker) getAt(now time.Time) (recent, baseline time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	base := t.baseline()
+	return time.Duration(t.recentAt(now, base)), time.Duration(base)
+}
+
+// baseline is the lowest per-minute mean with at least 20 operations in
+// the last ten minutes (0: none yet). t.mu is held.
+func (t *latencyTracker) baseline() float64 {
 	base := 0.0
 	for i, c := range t.counts {
 		if c >= 20 && (base == 0 || t.minutes[i] < base) {
 			base = t.minutes[i]
 		}
 	}
-	return time.Duration(t.recent), time.Duration(base)
+	return base
+}
+
+// recentAt is the recent average as of now, relaxed toward base by the
+// time since the last operation. t.mu is held.
+func (t *latencyTracker) recentAt(now time.Time, base float64) float64 {
+	r := t.recent
+	if idle := now.Sub(t.last); base > 0 && !t.last.IsZero() && idle > idleDecayAfter {
+		r = base + (r-base)*math.Exp(-float64(idle-idleDecayAfter)/float64(idleDecayTau))
+	}
+	return r
 }
 
 // ForegroundLatency returns the recent latency of client writes and read
