@@ -63,6 +63,9 @@ func (n *Node) openLog() error {
 	cfg := node.Config{
 		Self: self, SelfAddress: selfAddr, Devices: n.Devices, KV: n.KV, Secret: []byte(secret), TLS: n.peerTLS(),
 		Policy: n.Layer.Options().Policy, Snapshot: n.Layer.Snapshot, Logger: n.Log,
+		// One setting says when a node is given up on: the Curator then
+		// re-replicates its egroups, and log hosts re-home its replicas.
+		Options: node.Options{ReplaceAfter: n.Config.Curator.NodeDownAfter},
 		Address: func(id string) (string, bool) {
 			if id == self {
 				return selfAddr, true

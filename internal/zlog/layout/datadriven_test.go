@@ -21,6 +21,8 @@ import (
 //	trim before=B              drops closed segments ending at or below B
 //	fresh segment=ID stripe=S replica=R
 //	stale up=n1,n2             stale replicas repair would bring back
+//	lost gone=n2               replicas of closed segments on gone nodes
+//	rehome segment=ID stripe=S replica=R to=n4/ssd0
 //	host log=L [exclude=N]     body: "n1 up 3" per node; prints the chosen host
 //
 // Rewrite expectations with: go test ./internal/zlog/layout -run DataDriven -rewrite
@@ -128,6 +130,27 @@ func TestDataDriven(t *testing.T) {
 					return "none\n"
 				}
 				return b.String()
+			case "lost":
+				gone := map[string]bool{}
+				for _, n := range strings.Split(args["gone"], ",") {
+					gone[n] = true
+				}
+				var b strings.Builder
+				for _, s := range LostReplicas(cur, func(n string) bool { return gone[n] }) {
+					fmt.Fprintf(&b, "segment %d stripe %d replica %d on %s\n", s.Segment, s.Stripe, s.Replica, s.Node)
+				}
+				if b.Len() == 0 {
+					return "none\n"
+				}
+				return b.String()
+			case "rehome":
+				node, _, _ := strings.Cut(args["to"], "/")
+				nl, err := Rehome(cur, uint32(num("segment", 0)), int(num("stripe", 0)), int(num("replica", 0)), Replica{Node: node, Device: args["to"]})
+				if err != nil {
+					return "error: " + err.Error()
+				}
+				cur = nl
+				return nl.String()
 			case "host":
 				var nodes []NodeLoad
 				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {

@@ -601,6 +601,65 @@ func StaleReplicas(l Layout, up func(node string) bool) []StaleReplica {
 	return out
 }
 
+// LostReplicas lists the replicas of closed segments, fresh or stale,
+// whose node is gone (down long enough that waiting for it to return is
+// the greater risk), oldest segment first. Each is re-homed: Rehome points
+// it at a device on a live node, and repair copies the stripe there. The
+// active segment is not listed: recovery closes it around a dead node.
+func LostReplicas(l Layout, gone func(node string) bool) []StaleReplica {
+	var out []StaleReplica
+	for _, seg := range l.Segments {
+		if seg.Open() {
+			continue
+		}
+		for s, st := range seg.Stripes {
+			for r, rep := range st {
+				if gone(rep.Node) {
+					out = append(out, StaleReplica{Segment: seg.ID, Stripe: s, Replica: r, Node: rep.Node})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Rehome returns the layout with replica r of stripe s of closed segment
+// id moved to the replica to (a device on a live node), marked stale:
+// repair copies the stripe to it and marks it fresh. The stripe must keep
+// a fresh replica elsewhere (the copy's source) and must not hold to's
+// device already.
+func Rehome(l Layout, id uint32, s, r int, to Replica) (Layout, error) {
+	out := l.Clone()
+	for i := range out.Segments {
+		seg := &out.Segments[i]
+		if seg.ID != id {
+			continue
+		}
+		if seg.Open() {
+			return Layout{}, fmt.Errorf("%w: segment %d is open; recovery closes it first", ErrInvalid, id)
+		}
+		if s < 0 || s >= len(seg.Stripes) || r < 0 || r >= len(seg.Stripes[s]) {
+			return Layout{}, fmt.Errorf("%w: no replica %d of stripe %d in segment %d", ErrInvalid, r, s, id)
+		}
+		fresh := false
+		for j, rep := range seg.Stripes[s] {
+			if j == r {
+				continue
+			}
+			if rep.Device == to.Device {
+				return Layout{}, fmt.Errorf("%w: stripe %d of segment %d already has a replica on %s", ErrInvalid, s, id, to.Device)
+			}
+			fresh = fresh || !rep.Stale
+		}
+		if !fresh {
+			return Layout{}, fmt.Errorf("%w: stripe %d of segment %d has no other fresh replica to copy from", ErrInvalid, s, id)
+		}
+		seg.Stripes[s][r] = Replica{Node: to.Node, Device: to.Device, Stale: true}
+		return out, nil
+	}
+	return Layout{}, fmt.Errorf("%w: no segment %d", ErrInvalid, id)
+}
+
 // NodeLoad is a candidate host for a sequencer.
 type NodeLoad struct {
 	Node       string

@@ -279,6 +279,7 @@ func (s *Service) host(q *sequencer) {
 			q.mu.Unlock()
 		case <-repair.C:
 			s.checkActive(q, epoch)
+			s.rehomeOne(q)
 			s.repairOne(q)
 		}
 	}
@@ -387,6 +388,7 @@ func (s *Service) recoverLog(q *sequencer) error {
 			}
 		}
 		if len(dropped) > 0 {
+			s.metrics.settleDropped.Add(float64(len(dropped)))
 			s.log.Warn("log replicas disagree with an earlier settle attempt's fills; closing them out as stale",
 				"log", q.name, "segment", act.ID, "epoch", epoch, "replicas", dropped)
 		}
@@ -397,6 +399,7 @@ func (s *Service) recoverLog(q *sequencer) error {
 		for st, rs := range unsure {
 			for _, r := range rs {
 				sealed[st].Live[r] = false
+				s.metrics.settleDropped.Inc()
 			}
 			if !slices.Contains(sealed[st].Live, true) {
 				return fmt.Errorf("settle: stripe %d: every live replica has a write in flight that settle could not read", st)

@@ -9,7 +9,8 @@ type svcMetrics struct {
 	recoverySeconds                                         prometheus.Histogram
 	settleCopies, settleFills                               prometheus.Counter
 	reports, deposed                                        prometheus.Counter
-	repairs, repairedEntries                                prometheus.Counter
+	repairs, repairedEntries, rehomed                       prometheus.Counter
+	settleDropped                                           prometheus.Counter
 	completed, diverged                                     prometheus.Counter
 }
 
@@ -34,6 +35,8 @@ func newSvcMetrics() *svcMetrics {
 		deposed:         c("hosts_deposed_total", "Unreachable sequencer hosts whose lease this node revoked."),
 		repairs:         c("repairs_total", "Stale replicas brought back by repair."),
 		repairedEntries: c("repaired_entries_total", "Entries copied by repair."),
+		rehomed:         c("replicas_rehomed_total", "Replicas of closed segments on lost nodes moved to a live node's device (repair then copies them)."),
+		settleDropped:   c("settle_dropped_total", "Replicas recovery closed out as stale instead of settling them: they disagreed with a fill, or held a write settle could not wait out."),
 		completed:       c("read_repairs_total", "Partly replicated entries a fill completed instead of filling."),
 		diverged:        c("replicas_diverged_total", "Backups found holding another entry than their primary (should stay 0)."),
 	}
@@ -41,5 +44,5 @@ func newSvcMetrics() *svcMetrics {
 
 func (m *svcMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.nextCalls, m.positions, m.leases, m.leasesExpired, m.leaseFills, m.hosting, m.recoveries,
-		m.recoverySeconds, m.settleCopies, m.settleFills, m.reports, m.deposed, m.repairs, m.repairedEntries, m.completed, m.diverged}
+		m.recoverySeconds, m.settleCopies, m.settleFills, m.reports, m.deposed, m.repairs, m.repairedEntries, m.rehomed, m.settleDropped, m.completed, m.diverged}
 }

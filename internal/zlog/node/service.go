@@ -71,6 +71,12 @@ type Options struct {
 	// RepairEvery is how often the host looks for stale replicas to bring
 	// back.
 	RepairEvery time.Duration
+	// ReplaceAfter is how long a node must be down before the hosts of
+	// logs re-home its replicas of closed segments onto live nodes
+	// (repair then copies the stripes there); negative never does. Like
+	// the Curator's node_down_after: long enough that a restart or a
+	// short outage is waited for.
+	ReplaceAfter time.Duration
 	// SegmentBytes is the space placement reserves for a new stripe
 	// replica (its expected size before the log is trimmed).
 	SegmentBytes int64
@@ -97,6 +103,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.RepairEvery == 0 {
 		o.RepairEvery = 2 * time.Second
+	}
+	if o.ReplaceAfter == 0 {
+		o.ReplaceAfter = 15 * time.Minute
 	}
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = 64 << 20
@@ -133,6 +142,9 @@ type Service struct {
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
+
+	downMu    sync.Mutex
+	downSince map[string]time.Time // when this node first saw each node down
 
 	// afterTrimTail, when set (tests only), runs in TrimLog between
 	// reading the tail and committing the trim point.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/zlog/client"
 	"github.com/terrace-storage/terrace/internal/zlog/layout"
 	"github.com/terrace-storage/terrace/internal/zlog/store"
@@ -287,5 +288,78 @@ func TestTrimRacesRecovery(t *testing.T) {
 	got, err := l.Read(ctx, p)
 	if err != nil || string(got.Data) != "after recovery" {
 		t.Fatalf("acknowledged append at %d reads %+v %v", p, got, err)
+	}
+}
+
+// TestRehomeLostNode: a closed segment's replica is on a node that never
+// comes back. After ReplaceAfter the host re-homes it onto a live device
+// and repair copies the stripe there, so the segment has its full
+// replica count again and reads do not depend on the lost node.
+func TestRehomeLostNode(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{ReplaceAfter: 300 * time.Millisecond, RepairEvery: 100 * time.Millisecond})
+	ctx := ctxT(t)
+	c := n.client(t)
+	if _, err := c.Create(ctx, "rehome", client.CreateOptions{Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l := c.Open("rehome", client.LogOptions{})
+	for i := 0; i < 5; i++ {
+		if _, err := l.Append(ctx, []byte{byte('a' + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n = n.restart() // closes segment 0 at 5
+	c = n.client(t)
+	// Segment 0's second replica now "lives" on n9, a node the cluster
+	// does not have (gone, as if its machine died).
+	li, err := n.kv.Get(ctx, layoutKey("rehome"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, err := decodeLayout(li.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lay.Segments[0].Open() {
+		t.Fatalf("segment 0 still open: %s", lay)
+	}
+	primary := lay.Segments[0].Stripes[0][0]
+	lay.Segments[0].Stripes[0][1] = layout.Replica{Node: "n9", Device: "n9/ssd0"}
+	var txn meta.Txn
+	txn.If(layoutKey("rehome"), li.ModRev)
+	txn.Put(layoutKey("rehome"), mustJSON(lay))
+	if _, err := n.kv.Commit(ctx, &txn); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var got layout.Layout
+	var info *zlogpb.LogInfo
+	for {
+		info, err = c.Info(ctx, "rehome")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = client.LayoutFromProto(info.Layout)
+		if r := got.Segments[0].Stripes[0][1]; r.Node == "n1" && !r.Stale {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica on the lost node not re-homed and repaired: %s", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	moved := got.Segments[0].Stripes[0][1]
+	if moved.Device == primary.Device {
+		t.Fatalf("re-homed onto the stripe's other replica's device: %s", got)
+	}
+	key := store.Key{Log: info.Record.Id, Segment: got.Segments[0].ID}
+	for pos := uint64(0); pos < 5; pos++ {
+		a, b := n.svc.store.ReadAny(primary.Device, key, pos), n.svc.store.ReadAny(moved.Device, key, pos)
+		if a.Status != store.OK || b.Status != store.OK || !bytes.Equal(a.Data, b.Data) || a.Token != b.Token {
+			t.Fatalf("position %d: primary %+v, re-homed replica %+v", pos, a, b)
+		}
+	}
+	if e, err := n.client(t).Open("rehome", client.LogOptions{}).Read(ctx, 3); err != nil || string(e.Data) != "d" {
+		t.Fatalf("read 3: %+v %v", e, err)
 	}
 }
