@@ -60,6 +60,13 @@ type testCluster struct {
 // startCluster starts n nodes on a free port block near base.
 func startCluster(t *testing.T, n, base int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, base, "")
+}
+
+// startClusterWith starts n nodes with config (YAML) as every node's
+// configuration file when not empty.
+func startClusterWith(t *testing.T, n, base int, config string) *testCluster {
+	t.Helper()
 	dir := t.TempDir()
 	if *keepDir {
 		dir, _ = os.MkdirTemp("", "terrace-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
@@ -71,8 +78,16 @@ func startCluster(t *testing.T, n, base int) *testCluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	var extra []string
+	if config != "" {
+		path := filepath.Join(dir, "node.yaml")
+		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		extra = []string{"--config", path}
+	}
 	c, err := devcluster.Start(ctx, devcluster.Options{Binary: terraceBin, Dir: dir, Nodes: n, BasePort: chosen,
-		Devices: []string{"ssd:ssd0:2GiB", "hdd:hdd0:4GiB"}})
+		Devices: []string{"ssd:ssd0:2GiB", "hdd:hdd0:4GiB"}, ExtraArgs: extra})
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)
 	}
