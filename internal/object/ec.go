@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -100,11 +101,18 @@ func (l *Layer) readLayout(ctx context.Context, id uint64, eg *meta.Egroup, star
 	return out, nil
 }
 
-// stripFailed logs a failed strip read and marks a corrupt strip bad.
+// stripFailed logs a failed strip read and marks a corrupt or missing
+// strip bad, so that the Curator rebuilds it (it rebuilds only strips
+// marked bad or on failed, draining or gone devices). A missing file on
+// a device that is up is a lost strip too: a remote-tier object gone, a
+// file removed by hand. MarkReplicaBad marks it only while the current
+// record still lists the device (a strip moved by a rebuild is not).
 func (l *Layer) stripFailed(ctx context.Context, id uint64, r meta.EgroupReplica, err error) {
-	if errors.Is(err, extent.ErrCorrupt) {
-		l.m.corruptReads.Inc()
-		l.opts.Logger.Error("corrupt strip detected", "egroup", meta.FormatID(id), "device", r.Device, "err", err)
+	if errors.Is(err, extent.ErrCorrupt) || errors.Is(err, device.ErrNotExist) {
+		if errors.Is(err, extent.ErrCorrupt) {
+			l.m.corruptReads.Inc()
+		}
+		l.opts.Logger.Error("corrupt or missing strip detected", "egroup", meta.FormatID(id), "device", r.Device, "err", err)
 		l.MarkReplicaBad(context.WithoutCancel(ctx), id, r.Device)
 		return
 	}
@@ -341,12 +349,11 @@ func (l *Layer) RebuildStrips(ctx context.Context, id uint64, modRev int64, repl
 	if len(slots) != len(replace) {
 		return 0, fmt.Errorf("%w: egroup %s no longer has strips on every device to replace", ErrStale, meta.FormatID(id))
 	}
-	readable := eg
-	readable.Replicas = append([]meta.EgroupReplica(nil), eg.Replicas...)
-	for i := range slots {
-		readable.Replicas[i].Bad = true // do not read what is being replaced
-	}
-	strips, err := l.readStrips(ctx, id, &readable, len(eg.Replicas))
+	// Every strip not marked bad is read, the ones being replaced
+	// included: a strip on a draining device is good and may be needed
+	// to reach K; one on a failed or gone device fails its read and is
+	// reconstructed like a missing one (every read is verified).
+	strips, err := l.readStrips(ctx, id, &eg, len(eg.Replicas))
 	if err != nil {
 		return 0, err
 	}

@@ -331,7 +331,14 @@ func (l *Layer) tryReplicas(ctx context.Context, loc *extentLoc, read func(meta.
 			return nil, ctx.Err()
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", rep.Device, err))
-		if errors.Is(err, extent.ErrCorrupt) {
+		if errors.Is(err, extent.ErrCorrupt) && !l.locationCurrent(ctx, loc) {
+			// The extent moved since it was located (a cached location,
+			// or a long stream): the old egroup's tail may have been
+			// truncated, and reading past a file's end reads as
+			// corrupt. Not the replica's fault; the caller locates
+			// again.
+			l.opts.Logger.Debug("replica read failed at a moved location", "egroup", meta.FormatID(x.Egroup), "device", rep.Device, "err", err)
+		} else if errors.Is(err, extent.ErrCorrupt) {
 			l.m.corruptReads.Inc()
 			l.opts.Logger.Error("corrupt replica detected", "egroup", meta.FormatID(x.Egroup), "device", rep.Device, "err", err)
 			l.MarkReplicaBad(context.WithoutCancel(ctx), x.Egroup, rep.Device)
@@ -344,6 +351,22 @@ func (l *Layer) tryReplicas(ctx context.Context, loc *extentLoc, read func(meta.
 		}
 	}
 	return nil, fmt.Errorf("%w: egroup %s: %v", ErrNoGoodReplica, meta.FormatID(x.Egroup), errors.Join(errs...))
+}
+
+// locationCurrent reports whether the extent still lives where loc says
+// (its current record, read linearizably, names the same egroup, offset
+// and stored length). A replica is marked bad only for a read at a
+// current location: marking every replica of an egroup bad for reading
+// past a tail that was truncated after its extents moved away would leave
+// the egroup with no source recovery accepts.
+func (l *Layer) locationCurrent(ctx context.Context, loc *extentLoc) bool {
+	var x meta.Extent
+	if _, err := meta.GetRecord(context.WithoutCancel(ctx), l.kv, meta.ExtentKey(loc.id), &x); err != nil {
+		// Gone (the object was deleted) or unknown: not a reason to
+		// mark; a real fault shows again on the next read or scrub.
+		return false
+	}
+	return x.Egroup == loc.x.Egroup && x.Off == loc.x.Off && x.Stored == loc.x.Stored
 }
 
 func replicasOf(rs []meta.EgroupReplica) []model.Replica {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/extent"
@@ -167,25 +168,12 @@ func (l *Layer) Rewrite(ctx context.Context, req RewriteRequest) (RewriteResult,
 			}
 		}
 	}
-	// Nothing references the new egroups until the first switch, and a
-	// slow verification can make them look like old garbage to a scan
-	// (a removal it planned compares only the egroup's record). Rewriting
-	// each record now, younger, makes such a removal stale; one that
-	// already happened fails this and nothing switches.
+	ids := make([]uint64, 0, len(w.touched))
 	for _, e := range w.touched {
-		var rec meta.Egroup
-		k := meta.EgroupKey(e.id)
-		rev, err := meta.GetRecord(ctx, l.kv, k, &rec)
-		if err != nil {
-			return res, fmt.Errorf("object: rewrite: new egroup %s: %w", meta.FormatID(e.id), err)
-		}
-		rec.Mtime = l.opts.Now().UnixNano()
-		var t meta.Txn
-		t.If(k, rev)
-		t.Put(k, meta.Encode(rec))
-		if _, err := l.kv.Commit(ctx, &t); err != nil {
-			return res, fmt.Errorf("object: rewrite: new egroup %s changed before the switch: %w", meta.FormatID(e.id), err)
-		}
+		ids = append(ids, e.id)
+	}
+	if err := l.refreshBeforeSwitch(ctx, ids); err != nil {
+		return res, err
 	}
 	stale := map[uint64]bool{}
 	for i, x := range pending {
@@ -426,6 +414,33 @@ func (l *Layer) SetBucketTransform(ctx context.Context, name string, tf meta.Buc
 	})
 }
 
+// refreshBeforeSwitch rewrites the records of a rewrite's new egroups,
+// younger, just before extents switch to them. Nothing references a new
+// egroup until its first switch, and writing and verifying the rest (more
+// egroups, more stripes) can outlast the garbage grace, so a scan in
+// between sees it old and unreferenced and plans its removal, which
+// compares only the egroup's record. A rewritten record makes such a
+// removal stale; one that already happened fails this, and nothing
+// switches (docs/design/0000 invariant 4: copy, verify, switch).
+func (l *Layer) refreshBeforeSwitch(ctx context.Context, ids []uint64) error {
+	for _, id := range ids {
+		var rec meta.Egroup
+		k := meta.EgroupKey(id)
+		rev, err := meta.GetRecord(ctx, l.kv, k, &rec)
+		if err != nil {
+			return fmt.Errorf("object: rewrite: new egroup %s: %w", meta.FormatID(id), err)
+		}
+		rec.Mtime = l.opts.Now().UnixNano()
+		var t meta.Txn
+		t.If(k, rev)
+		t.Put(k, meta.Encode(rec))
+		if _, err := l.kv.Commit(ctx, &t); err != nil {
+			return fmt.Errorf("object: rewrite: new egroup %s changed before the switch: %w", meta.FormatID(id), err)
+		}
+	}
+	return nil
+}
+
 // rewriteEC is Rewrite into erasure-coded egroups: every source's
 // extents are staged (compressed where asked and paying), written as
 // stripes (each strip durable and verified, the record committed), and
@@ -473,6 +488,15 @@ func (l *Layer) rewriteEC(ctx context.Context, req RewriteRequest) (RewriteResul
 	for i, st := range staged {
 		recs[i] = urecs[which[i]]
 		recs[i].FP, recs[i].Shares = st.rec.FP, st.rec.Shares
+	}
+	var stripes []uint64
+	for _, x := range urecs {
+		if !slices.Contains(stripes, x.Egroup) {
+			stripes = append(stripes, x.Egroup)
+		}
+	}
+	if err := l.refreshBeforeSwitch(ctx, stripes); err != nil {
+		return res, err
 	}
 	for i, x := range recs {
 		var t meta.Txn

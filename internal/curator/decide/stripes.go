@@ -10,7 +10,8 @@ import (
 
 // RecoverStripe decides the rebuild of an erasure-coded egroup's lost
 // strips (docs/design/0010): a strip that is marked bad, or whose device
-// failed, is draining or is gone, is reconstructed from any K others onto
+// failed, is draining or is gone, is reconstructed from any K others (a
+// good strip on a draining device counts: it is still read) onto
 // a new device distinct from every strip's (on distinct nodes where the
 // cluster has enough). A strip on a node that is down for less than
 // NodeDownAfter is waited for, as replicas are. Fewer than K good strips
@@ -22,10 +23,14 @@ func RecoverStripe(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand
 	var lost, keep []model.Replica
 	var all []model.DeviceID
 	tiers := map[model.Tier]int{}
+	draining := 0 // moved off, yet readable: a source for the rebuild
 	for _, r := range eg.Replicas {
 		all = append(all, r.Device)
 		d, ok := s.Device(r.Device)
 		switch {
+		case ok && !r.Bad && d.State == model.DeviceDraining && s.NodeUp(d.Node):
+			lost = append(lost, r.Replica)
+			draining++
 		case r.Bad, !ok, d.State == model.DeviceFailed, d.State == model.DeviceDraining:
 			lost = append(lost, r.Replica)
 		case !s.NodeUp(d.Node):
@@ -38,8 +43,8 @@ func RecoverStripe(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand
 	if len(lost) == 0 {
 		return nil, nil
 	}
-	if len(keep) < eg.EC.K {
-		return nil, fmt.Errorf("egroup %016x: %d good strips of %s: cannot rebuild", eg.ID, len(keep), eg.EC)
+	if len(keep)+draining < eg.EC.K {
+		return nil, fmt.Errorf("egroup %016x: %d good strips of %s: cannot rebuild", eg.ID, len(keep)+draining, eg.EC)
 	}
 	// New strips go to the tier most strips are on.
 	var tier model.Tier

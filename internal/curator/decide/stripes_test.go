@@ -75,3 +75,37 @@ func TestRecoverStripe(t *testing.T) {
 		t.Fatalf("three lost strips: %v %v", ts, err)
 	}
 }
+
+// TestRecoverStripeReadsDrainingStrips: a 4+2 stripe on three nodes, one
+// node draining (two strips) and one other strip bad. Only three strips
+// are good off the draining node, but the two on it are still readable:
+// the rebuild must be planned (five readable strips), not refused as data
+// loss, or the drain never completes.
+func TestRecoverStripeReadsDrainingStrips(t *testing.T) {
+	pol, _ := placement.New(placement.Config{Name: "moop"})
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := stripeCluster()
+	devs := append([]model.Device(nil), s.Devices...)
+	for i := range devs {
+		if devs[i].Node == "n1" {
+			devs[i].State = model.DeviceDraining
+		}
+	}
+	// A fourth node takes the moved strips.
+	nodes := append(append([]model.Node(nil), s.Nodes...), model.Node{ID: "n4", Rack: "r1", Up: true})
+	for d := 0; d < 3; d++ {
+		devs = append(devs, model.Device{ID: model.DeviceID("n4/hdd" + string(rune('0'+d))), Node: "n4", Tier: model.TierHDD,
+			State: model.DeviceUp, CapacityBytes: 1 << 40, ReadBps: 100e6, WriteBps: 100e6})
+	}
+	eg := stripeEgroup("n1/hdd0", "n2/hdd0", "n3/hdd0", "n1/hdd1", "n2/hdd1", "n3/hdd1")
+	eg.Replicas[2].Bad = true
+	ts, err := Recovery(model.NewSnapshot(t0, nodes, devs), eg, pol, rng)
+	if err != nil || len(ts) != 1 || ts[0].Kind != KindRebuild || len(ts[0].Remove) != 3 {
+		t.Fatalf("drain with one bad strip: %v %v, want one rebuild of three strips", ts, err)
+	}
+	// Draining strips on a node that is down are not readable.
+	nodes[0].Up = false
+	if ts, err := Recovery(model.NewSnapshot(t0, nodes, devs), eg, pol, rng); len(ts) != 0 {
+		t.Fatalf("draining node down: %v %v, want no task", ts, err)
+	}
+}
