@@ -49,7 +49,13 @@ type jfile struct {
 
 // write is one caller's records waiting for a group commit.
 type write struct {
-	buf  []byte
+	buf []byte
+	// live is how many of buf's records are live once written: the
+	// writer counts them in the file before waking the caller, so a
+	// file is never removed (a roll, another record dying) between the
+	// fsync and the caller's accounting. A caller that finds one of
+	// them dead after all takes it back with addLive(file, -1).
+	live int64
 	done chan struct{}
 	file uint32
 	off  int64
@@ -90,10 +96,11 @@ func newJournal(dev *device.Device, maxBytes int64, m *metrics, log *slog.Logger
 // start runs the writer.
 func (j *journal) start() { go j.run() }
 
-// append queues buf (whole encoded records) and waits until it is durable.
-// It returns the file and offset where buf begins.
-func (j *journal) append(buf []byte) (uint32, int64, error) {
-	w := &write{buf: buf, done: make(chan struct{})}
+// append queues buf (whole encoded records, live of them live once
+// written) and waits until it is durable. It returns the file and offset
+// where buf begins.
+func (j *journal) append(buf []byte, live int64) (uint32, int64, error) {
+	w := &write{buf: buf, live: live, done: make(chan struct{})}
 	j.mu.Lock()
 	for !j.closed && j.broken == nil && j.queued > 0 && j.queued+len(buf) > maxQueuedBytes {
 		j.cond.Wait()
@@ -176,6 +183,9 @@ func (j *journal) run() {
 			w.err = err
 			if f != nil {
 				w.file, w.off = f.id, off
+				if err == nil {
+					f.live.Add(w.live)
+				}
 			}
 			off += int64(len(w.buf))
 			close(w.done)

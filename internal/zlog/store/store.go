@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -309,7 +310,7 @@ func WriteAll(ps []*Pending, data [][]byte) []error {
 				rec := ps[i].record(data[i])
 				buf = appendRecord(buf, &rec)
 			}
-			file, base, err := ds.j.append(buf)
+			file, base, err := ds.j.append(buf, int64(len(idx)))
 			for k, i := range idx {
 				end := len(buf)
 				if k+1 < len(idx) {
@@ -330,8 +331,10 @@ func (p *Pending) finish(file uint32, off int64, size uint32, n int, err error) 
 	defer r.mu.Unlock()
 	e, ok := r.entries[p.pos]
 	if r.gone || !ok || e.flags&flagPending == 0 || e.token != p.token {
-		// Dropped or reset while the write was in flight.
+		// Dropped or reset while the write was in flight: the record
+		// the journal counted live is dead.
 		if err == nil {
+			r.ds.j.addLive(file, -1)
 			return fmt.Errorf("store: %s dropped during write", r.key)
 		}
 		return err
@@ -344,7 +347,6 @@ func (p *Pending) finish(file uint32, off int64, size uint32, n int, err error) 
 	e.file, e.off, e.size = file, uint32(off), size
 	e.flags &^= flagPending
 	r.entries[p.pos] = e
-	r.ds.j.addLive(file, 1)
 	p.s.metrics.records.WithLabelValues(p.kind.String()).Inc()
 	if p.kind == KindData {
 		p.s.metrics.bytes.Add(float64(n))
@@ -403,11 +405,14 @@ func (s *Store) Trim(dev string, key Key, pos uint64) Result {
 	r.mu.Unlock()
 	rec := record{kind: KindTrim, key: key, pos: pos, epoch: epoch}
 	buf := appendRecord(nil, &rec)
-	file, off, err := r.ds.j.append(buf)
+	file, off, err := r.ds.j.append(buf, 1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur, still := r.entries[pos]
 	if r.gone || !still || cur.kind != KindTrim || cur.flags&flagPending == 0 {
+		if err == nil {
+			r.ds.j.addLive(file, -1) // superseded (reset, dropped) while written
+		}
 		return Result{Status: OK}
 	}
 	if err != nil {
@@ -422,7 +427,6 @@ func (s *Store) Trim(dev string, key Key, pos uint64) Result {
 		r.ds.j.addLive(e.file, -1) // the data or fill record is dead now
 	}
 	r.entries[pos] = entry{file: file, off: uint32(off), size: uint32(len(buf)), kind: KindTrim, flags: flagConfirmed}
-	r.ds.j.addLive(file, 1)
 	s.metrics.records.WithLabelValues("trim").Inc()
 	return Result{Status: OK}
 }
@@ -538,7 +542,7 @@ func (s *Store) Seal(dev string, key Key, epoch uint64) (held, fills []uint64, r
 		rec := record{kind: kindSeal, key: key, epoch: epoch}
 		// Holding the replica lock across the journal write makes the seal
 		// atomic with respect to writes: none is reserved in between.
-		file, off, err := r.ds.j.append(appendRecord(nil, &rec))
+		file, off, err := r.ds.j.append(appendRecord(nil, &rec), 1)
 		if err != nil {
 			r.mu.Unlock()
 			return nil, nil, Result{Status: Failed, Err: err}
@@ -547,7 +551,6 @@ func (s *Store) Seal(dev string, key Key, epoch uint64) (held, fills []uint64, r
 			r.ds.j.addLive(r.seal.file, -1)
 		}
 		r.seal = loc{file: file, off: uint32(off), set: true}
-		r.ds.j.addLive(file, 1)
 		r.sealed = epoch
 	}
 	held = make([]uint64, 0, len(r.entries))
@@ -607,14 +610,31 @@ func (s *Store) Dump(dev string, key Key, from uint64, limit int) ([]DumpEntry, 
 
 // Reset voids every entry of a replica (durably), keeping its seal: repair
 // then copies the segment into it from a fresh replica.
+//
+// Reset first waits (up to resetWait) for the replica's writes in flight:
+// a record reserved before the reset could otherwise reach the journal
+// after the reset record, and replay would bring it back over what repair
+// copies in. A sealed replica takes no new client writes, so the wait
+// ends unless a device is stuck.
 func (s *Store) Reset(dev string, key Key) error {
-	r, err := s.lockReplica(dev, key, true)
-	if err != nil {
-		return err
+	var r *replica
+	for start := time.Now(); ; {
+		var err error
+		if r, err = s.lockReplica(dev, key, true); err != nil {
+			return err
+		}
+		if !r.hasPending() {
+			break
+		}
+		r.mu.Unlock()
+		if time.Since(start) > resetWait {
+			return fmt.Errorf("store: reset %s: writes still in flight after %s", key, resetWait)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	defer r.mu.Unlock()
 	rec := record{kind: kindReset, key: key}
-	file, off, err := r.ds.j.append(appendRecord(nil, &rec))
+	file, off, err := r.ds.j.append(appendRecord(nil, &rec), 1)
 	if err != nil {
 		return err
 	}
@@ -628,8 +648,21 @@ func (s *Store) Reset(dev string, key Key) error {
 		r.ds.j.addLive(r.reset.file, -1)
 	}
 	r.reset = loc{file: file, off: uint32(off), set: true}
-	r.ds.j.addLive(file, 1)
 	return nil
+}
+
+// resetWait bounds how long Reset waits for writes in flight.
+const resetWait = 10 * time.Second
+
+// hasPending reports whether a write of the replica is in flight. r.mu
+// is held.
+func (r *replica) hasPending() bool {
+	for _, e := range r.entries {
+		if e.flags&flagPending != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Sealed returns the replica's sealed epoch (0: open or unknown).
