@@ -19,7 +19,7 @@ import (
 //	recover w=W k=K [trim=T]   body: "live: 1,1 1,0 ..." (per stripe, per replica of the
 //	                           active segment) and "fresh: 0=n1/a,n2/b 1=..." ; prints the new layout
 //	trim before=B              drops closed segments ending at or below B
-//	fresh segment=ID stripe=S replica=R
+//	fresh segment=ID stripe=S replica=R [device=D]   (D: the replica's own by default)
 //	stale up=n1,n2             stale replicas repair would bring back
 //	lost gone=n2               replicas of closed segments on gone nodes
 //	rehome segment=ID stripe=S replica=R to=n4/ssd0
@@ -111,7 +111,14 @@ func TestDataDriven(t *testing.T) {
 				cur = Trim(cur, num("before", 0))
 				return cur.String()
 			case "fresh":
-				nl, err := MarkFresh(cur, uint32(num("segment", 0)), int(num("stripe", 0)), int(num("replica", 0)))
+				seg, st, rep := num("segment", 0), num("stripe", 0), num("replica", 0)
+				dev := args["device"]
+				for _, g := range cur.Segments {
+					if dev == "" && uint64(g.ID) == seg && st < uint64(len(g.Stripes)) && rep < uint64(len(g.Stripes[st])) {
+						dev = g.Stripes[st][rep].Device // the replica's own device
+					}
+				}
+				nl, err := MarkFresh(cur, uint32(seg), int(st), int(rep), dev)
 				if err != nil {
 					return "error: " + err.Error()
 				}

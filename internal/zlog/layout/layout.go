@@ -285,6 +285,9 @@ type Copy struct {
 	Pos  uint64
 	From int
 	To   []int
+	// Have are every live replica holding the entry (From is the first):
+	// settle reads from the next when one's write is still in flight.
+	Have []int
 }
 
 // StripeSettle is what settle does to one stripe of the sealed segment.
@@ -378,7 +381,7 @@ func PlanSettle(start, k uint64, w int, sealed []SealedStripe) ([]StripeSettle, 
 				if len(ss.Copies) >= MaxSettleCopies {
 					return nil, fmt.Errorf("layout: stripe %d: settle needs more than %d copies; a replica lost data", s, MaxSettleCopies)
 				}
-				ss.Copies = append(ss.Copies, Copy{Pos: Position(l, s, w), From: have[0], To: lack})
+				ss.Copies = append(ss.Copies, Copy{Pos: Position(l, s, w), From: have[0], To: lack, Have: have})
 				ss.MaxWritten = Position(l, s, w) + 1
 			}
 			l = e
@@ -559,9 +562,11 @@ func Trim(l Layout, before uint64) Layout {
 	return out
 }
 
-// MarkFresh returns the layout with replica r of stripe s of segment id
-// marked fresh again (repair copied the segment to it).
-func MarkFresh(l Layout, id uint32, s, r int) (Layout, error) {
+// MarkFresh returns the layout with replica r of stripe s of segment id,
+// a stale replica on device dev, marked fresh again (repair copied the
+// segment to it). It fails if that replica is no longer a stale one on
+// dev: re-homed meanwhile, or already repaired by another attempt.
+func MarkFresh(l Layout, id uint32, s, r int, dev string) (Layout, error) {
 	out := l.Clone()
 	for i := range out.Segments {
 		seg := &out.Segments[i]
@@ -570,6 +575,9 @@ func MarkFresh(l Layout, id uint32, s, r int) (Layout, error) {
 		}
 		if s < 0 || s >= len(seg.Stripes) || r < 0 || r >= len(seg.Stripes[s]) {
 			return Layout{}, fmt.Errorf("%w: no replica %d of stripe %d in segment %d", ErrInvalid, r, s, id)
+		}
+		if rep := seg.Stripes[s][r]; rep.Device != dev || !rep.Stale {
+			return Layout{}, fmt.Errorf("%w: replica %d of stripe %d in segment %d is %s, not a stale replica on %s", ErrInvalid, r, s, id, rep, dev)
 		}
 		seg.Stripes[s][r].Stale = false
 		return out, nil

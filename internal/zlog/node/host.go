@@ -281,6 +281,12 @@ func (s *Service) host(q *sequencer) {
 			s.checkActive(q, epoch)
 			s.rehomeOne(q)
 			s.repairOne(q)
+			// A repair longer than the period leaves a tick waiting:
+			// drop it, so the next pass starts a full period later.
+			select {
+			case <-repair.C:
+			default:
+			}
 		}
 	}
 }
@@ -538,23 +544,35 @@ func (s *Service) settle(ctx context.Context, rec layout.Record, seg layout.Segm
 				mu.Unlock()
 			}
 			for _, c := range sp.Copies {
-				e, err := s.fetch(ctx, reps[c.From], ref, c.Pos)
-				if err != nil {
-					fail(err)
-					return
+				// Read the entry from every holder: one whose write
+				// failed, or is still in flight after the wait, is closed
+				// out (stale), since what it ends up holding is unknown;
+				// the entry comes from any other. Only if none has it is
+				// the position filled.
+				have := c.Have
+				if len(have) == 0 {
+					have = []int{c.From}
+				}
+				var e *zlogpb.Op
+				for _, h := range have {
+					got, err := s.fetch(ctx, reps[h], ref, c.Pos)
+					if err != nil {
+						fail(err)
+						return
+					}
+					if got == nil {
+						mu.Lock()
+						if !slices.Contains(unsure[sp.Stripe], h) {
+							unsure[sp.Stripe] = append(unsure[sp.Stripe], h)
+						}
+						mu.Unlock()
+					} else if e == nil {
+						e = got
+					}
 				}
 				var op *zlogpb.Op
 				if e == nil {
-					// The write it held failed, or is still in flight
-					// after the wait: fill the position on the others and
-					// close the source out, since a write that lands
-					// later would disagree with the fill.
 					op = &zlogpb.Op{Ref: ref, Pos: c.Pos, Kind: zlogpb.Kind_KIND_FILL, Token: make([]byte, 16), Epoch: epoch}
-					mu.Lock()
-					if !slices.Contains(unsure[sp.Stripe], c.From) {
-						unsure[sp.Stripe] = append(unsure[sp.Stripe], c.From)
-					}
-					mu.Unlock()
 				} else {
 					op = &zlogpb.Op{Ref: ref, Pos: c.Pos, Kind: e.Kind, Token: e.Token, Data: e.Data, Epoch: epoch}
 				}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,12 +40,22 @@ type single struct {
 	g    *grpc.Server
 	svc  *Service
 	opts Options
+	// devices as given to startSingleOn (kept for restart)
+	devices []string
 }
 
 func startSingle(t *testing.T, dir, addr string, opts Options) *single {
 	t.Helper()
-	n := &single{t: t, dir: dir, opts: opts}
-	for _, d := range []struct{ id, tier string }{{"n1/ssd0", "ssd"}, {"n1/hdd0", "hdd"}} {
+	return startSingleOn(t, dir, addr, opts, "n1/ssd0:ssd", "n1/hdd0:hdd")
+}
+
+// startSingleOn is startSingle with the given devices ("ID:TIER").
+func startSingleOn(t *testing.T, dir, addr string, opts Options, devices ...string) *single {
+	t.Helper()
+	n := &single{t: t, dir: dir, opts: opts, devices: devices}
+	for _, spec := range devices {
+		id, tier, _ := strings.Cut(spec, ":")
+		d := struct{ id, tier string }{id, tier}
 		dev, err := device.Open(modelDev(d.id), device.Spec{Tier: modelTier(d.tier), Path: filepath.Join(dir, d.id), Capacity: 1 << 30})
 		if err != nil {
 			t.Fatal(err)
@@ -107,7 +118,7 @@ func (n *single) stop() {
 // address (like a process restart: the in-memory sequencer is gone).
 func (n *single) restart() *single {
 	n.stop()
-	n2 := startSingle(n.t, n.dir, n.addr, n.opts)
+	n2 := startSingleOn(n.t, n.dir, n.addr, n.opts, n.devices...)
 	// Wait for the sequencer's recovery (Tail answers once it is done).
 	c := n2.client(n.t)
 	for _, name := range n2.svc.cache.names() {

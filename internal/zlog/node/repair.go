@@ -220,9 +220,20 @@ const repairPage = 512
 // repairOne brings back one stale replica of a hosted log whose node is up
 // again: seal it (so it takes no client writes), reset it, copy the
 // segment's stripe from a fresh replica, and mark it fresh in the layout.
+//
+// The layout is read from the metadata store, not the cache: a repair
+// that just marked a replica fresh must not find it stale again in a
+// cache its own commit has not reached yet, and reset it.
 func (s *Service) repairOne(q *sequencer) {
 	v, ok := s.cache.get(q.name)
 	if !ok {
+		return
+	}
+	li, err := s.cfg.KV.Get(q.ctx, layoutKey(q.name))
+	if err != nil {
+		return
+	}
+	if v.Layout, err = decodeLayout(li.Value); err != nil {
 		return
 	}
 	snap := s.cfg.Snapshot()
@@ -252,12 +263,31 @@ func (s *Service) repair(ctx context.Context, v view, sr layout.StaleReplica) er
 	if !ok {
 		return fmt.Errorf("no fresh replica to copy from")
 	}
+	// Fence: repair only as this log's host, and remember the host key's
+	// revision for the commit (a host that lost its key must not mark
+	// what it copied fresh).
+	hi, err := s.cfg.KV.Get(ctx, hostKey(v.Record.Name))
+	if err != nil {
+		return fmt.Errorf("read host: %w", err)
+	}
+	if h, err := decodeHost(hi.Value); err != nil || h.Node != s.cfg.Self {
+		return fmt.Errorf("not the log's host any more")
+	}
 	ref := &zlogpb.StripeRef{Log: v.Record.ID, Segment: seg.ID, Stripe: uint32(sr.Stripe)}
 	sealReq := &zlogpb.SealRequest{Ref: ref, Device: target.Device, Epoch: v.Layout.Epoch, Stripes: uint32(v.Record.Stripes)}
 	if _, err := s.callNode(ctx, target.Node, s.cfg.Options.PeerTimeout, func(ctx context.Context, c zlogpb.LogClient) (any, error) {
 		return c.Seal(ctx, sealReq)
 	}, func(ctx context.Context) (any, error) { return s.Seal(ctx, sealReq) }); err != nil {
 		return fmt.Errorf("seal: %w", err)
+	}
+	// Just before the reset (which voids the replica), check once more
+	// that the committed layout still calls it stale on this device.
+	if li, err := s.cfg.KV.Get(ctx, layoutKey(v.Record.Name)); err != nil {
+		return err
+	} else if cur, err := decodeLayout(li.Value); err != nil {
+		return err
+	} else if !stillStale(cur, sr, target.Device) {
+		return fmt.Errorf("replica no longer stale on %s", target.Device)
 	}
 	resetReq := &zlogpb.ResetRequest{Ref: ref, Device: target.Device}
 	if _, err := s.callNode(ctx, target.Node, s.cfg.Options.PeerTimeout, func(ctx context.Context, c zlogpb.LogClient) (any, error) {
@@ -298,15 +328,16 @@ func (s *Service) repair(ctx context.Context, v view, sr layout.StaleReplica) er
 		if err != nil {
 			return err
 		}
-		nl, err := layout.MarkFresh(cur, sr.Segment, sr.Stripe, sr.Replica)
+		nl, err := layout.MarkFresh(cur, sr.Segment, sr.Stripe, sr.Replica, target.Device)
 		if err != nil {
-			return err // the segment was trimmed meanwhile
+			return err // trimmed, re-homed or repaired meanwhile
 		}
 		if err := nl.Validate(v.Record.Stripes); err != nil {
 			return err
 		}
 		var t meta.Txn
 		t.If(layoutKey(v.Record.Name), li.ModRev)
+		t.If(hostKey(v.Record.Name), hi.ModRev)
 		t.Put(layoutKey(v.Record.Name), mustJSON(nl))
 		if _, err := s.cfg.KV.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
 			continue
@@ -317,6 +348,18 @@ func (s *Service) repair(ctx context.Context, v view, sr layout.StaleReplica) er
 		return nil
 	}
 	return fmt.Errorf("layout kept changing")
+}
+
+// stillStale reports whether replica sr of l is still a stale replica on
+// device dev.
+func stillStale(l layout.Layout, sr layout.StaleReplica, dev string) bool {
+	for _, g := range l.Segments {
+		if g.ID == sr.Segment && sr.Stripe < len(g.Stripes) && sr.Replica < len(g.Stripes[sr.Stripe]) {
+			r := g.Stripes[sr.Stripe][sr.Replica]
+			return r.Stale && r.Device == dev
+		}
+	}
+	return false
 }
 
 // inActive reports whether node holds a replica of the active segment.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -361,5 +362,213 @@ func TestRehomeLostNode(t *testing.T) {
 	}
 	if e, err := n.client(t).Open("rehome", client.LogOptions{}).Read(ctx, 3); err != nil || string(e.Data) != "d" {
 		t.Fatalf("read 3: %+v %v", e, err)
+	}
+}
+
+// TestSettleGiveUpReadsOtherHolders: three replicas. The primary's write
+// of position 1 is still in flight at the seal, a backup already holds it
+// durably (forwards run in parallel), the third lacks it. Settle must copy
+// the entry from the backup that has it, not give up on the primary and
+// fill the third while the backup keeps the data.
+func TestSettleGiveUpReadsOtherHolders(t *testing.T) {
+	n := startSingleOn(t, t.TempDir(), "", Options{}, "n1/ssd0:ssd", "n1/ssd1:ssd", "n1/ssd2:ssd")
+	ctx := ctxT(t)
+	c := n.client(t)
+	if _, err := c.Create(ctx, "three", client.CreateOptions{Stripes: 1, Vector: "any=3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Open("three", client.LogOptions{}).Append(ctx, []byte("zero")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx, "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := client.LayoutFromProto(info.Layout)
+	seg := lay.Segments[0]
+	if len(seg.Stripes[0]) != 3 {
+		t.Fatalf("want 3 replicas: %s", lay)
+	}
+	reps := seg.Stripes[0]
+	key := store.Key{Log: info.Record.Id, Segment: seg.ID}
+	ref := &zlogpb.StripeRef{Log: info.Record.Id, Segment: seg.ID}
+	tk := bytes.Repeat([]byte{7}, 16)
+	var tok store.Token
+	copy(tok[:], tk)
+	p, r := n.svc.store.Begin(reps[0].Device, key, 1, lay.Epoch, store.KindData, tok, store.Normal)
+	if p == nil {
+		t.Fatalf("begin: %+v", r)
+	}
+	resp, err := n.raw(t).Replicate(ctx, &zlogpb.WriteRequest{Ops: []*zlogpb.Op{{Ref: ref, Pos: 1, Kind: zlogpb.Kind_KIND_DATA,
+		Token: tk, Data: []byte("payload"), Device: reps[1].Device, Epoch: lay.Epoch}}})
+	if err != nil || resp.Results[0].Status != zlogpb.Status_STATUS_OK {
+		t.Fatalf("backup write: %v %v", err, resp)
+	}
+	n.svc.hostMu.Lock()
+	q := n.svc.hosted["three"]
+	n.svc.hostMu.Unlock()
+	q.requestRecovery(lay.Epoch)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if v, _ := n.svc.cache.get("three"); v.Layout.Epoch > lay.Epoch {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no recovery")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = p.Write([]byte("payload")) // the slow write lands
+	checkSealedAgree(t, n, "three", seg.ID, 1)
+	if e, err := n.client(t).Open("three", client.LogOptions{}).Read(ctx, 1); err != nil || string(e.Data) != "payload" {
+		t.Fatalf("read 1: %+v %v, want the entry a backup held", e, err)
+	}
+}
+
+// TestRepairDoesNotResetAFreshReplica: a repair that takes longer than
+// RepairEvery left a tick waiting; the next pass read the cache before
+// the MarkFresh commit reached it, found the replica stale again, and
+// reset it while the layout called it fresh: readers got "not written"
+// for acknowledged entries until the second copy finished.
+func TestRepairDoesNotResetAFreshReplica(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{RepairEvery: 30 * time.Millisecond})
+	ctx := ctxT(t)
+	c := n.client(t)
+	if _, err := c.Create(ctx, "rep", client.CreateOptions{Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Open("rep", client.LogOptions{}).Append(ctx, []byte("zero")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx, "rep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay := client.LayoutFromProto(info.Layout)
+	seg := lay.Segments[0]
+	ref := &zlogpb.StripeRef{Log: info.Record.Id, Segment: seg.ID}
+	raw := n.raw(t)
+	const last = 20000
+	for _, rep := range seg.Stripes[0] {
+		for from := 1; from <= last; from += 4096 {
+			var ops []*zlogpb.Op
+			for p := from; p < from+4096 && p <= last; p++ {
+				tok := make([]byte, 16)
+				copy(tok, fmt.Sprintf("t%d", p))
+				ops = append(ops, &zlogpb.Op{Ref: ref, Pos: uint64(p), Kind: zlogpb.Kind_KIND_DATA, Token: tok,
+					Data: []byte(fmt.Sprintf("entry-%d", p)), Device: rep.Device, Epoch: lay.Epoch})
+			}
+			resp, err := raw.Replicate(ctx, &zlogpb.WriteRequest{Ops: ops})
+			if err != nil || resp.Results[0].Status != zlogpb.Status_STATUS_OK {
+				t.Fatalf("replicate: %v %v", err, resp)
+			}
+		}
+	}
+	n = n.restart() // seals both replicas, closes segment 0 past the last entry
+	li, err := n.kv.Get(ctx, layoutKey("rep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := decodeLayout(li.Value)
+	target := cur.Segments[0].Stripes[0][0]
+	cur.Segments[0].Stripes[0][0].Stale = true // as if its node had missed the seal
+	var txn meta.Txn
+	txn.If(layoutKey("rep"), li.ModRev)
+	txn.Put(layoutKey("rep"), mustJSON(cur))
+	if _, err := n.kv.Commit(ctx, &txn); err != nil {
+		t.Fatal(err)
+	}
+	key := store.Key{Log: info.Record.Id, Segment: seg.ID}
+	var freshAt time.Time
+	bad := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		li, err := n.kv.Get(ctx, layoutKey("rep"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2, _ := decodeLayout(li.Value)
+		if l2.Segments[0].Stripes[0][0].Stale {
+			continue
+		}
+		if freshAt.IsZero() {
+			freshAt = time.Now()
+		}
+		if r := n.svc.store.ReadAny(target.Device, key, last); r.Status != store.OK {
+			bad++
+		}
+		if time.Since(freshAt) > 2*time.Second {
+			break
+		}
+	}
+	if freshAt.IsZero() {
+		t.Fatal("never repaired")
+	}
+	if bad > 0 {
+		t.Fatalf("the replica was marked fresh, then lacked acknowledged position %d in %d probes (reset by a second repair)", last, bad)
+	}
+}
+
+// TestOldLayoutReaderRefreshes: a reader holding an old layout reads the
+// old active segment's primary. That replica has since been closed out
+// (stale: its node missed the seal) but, back and not yet repaired, it is
+// unsealed and lacks an entry acknowledged on the other replica. The node
+// knows the newer layout and sends the reader to refresh, instead of the
+// replica answering "not written".
+func TestOldLayoutReaderRefreshes(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{RepairEvery: time.Hour})
+	ctx := ctxT(t)
+	c := n.client(t)
+	if _, err := c.Create(ctx, "old", client.CreateOptions{Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l := c.Open("old", client.LogOptions{})
+	if _, err := l.Append(ctx, []byte("zero")); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := l.Read(ctx, 0); err != nil || string(e.Data) != "zero" { // l caches the layout
+		t.Fatalf("read 0: %+v %v", e, err)
+	}
+	info, err := c.Info(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	li, err := n.kv.Get(ctx, layoutKey("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := decodeLayout(li.Value)
+	reps := old.Segments[0].Stripes[0]
+	ref := &zlogpb.StripeRef{Log: info.Record.Id, Segment: old.Segments[0].ID}
+	// Position 1 acknowledged on the backup (the primary was down), then
+	// the layout closes segment 0 with the primary stale.
+	resp, err := n.raw(t).Replicate(ctx, &zlogpb.WriteRequest{Ops: []*zlogpb.Op{{Ref: ref, Pos: 1, Kind: zlogpb.Kind_KIND_DATA,
+		Token: bytes.Repeat([]byte{4}, 16), Data: []byte("one"), Device: reps[1].Device, Epoch: old.Epoch}}})
+	if err != nil || resp.Results[0].Status != zlogpb.Status_STATUS_OK {
+		t.Fatalf("backup write: %v %v", err, resp)
+	}
+	if _, err := n.raw(t).Seal(ctx, &zlogpb.SealRequest{Ref: ref, Device: reps[1].Device, Epoch: old.Epoch + 1, Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	nl, err := layout.Recover(old, 1, 2, [][]bool{{false, true}}, [][]layout.Replica{{reps[1], reps[0]}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txn meta.Txn
+	txn.If(layoutKey("old"), li.ModRev)
+	txn.Put(layoutKey("old"), mustJSON(nl))
+	if _, err := n.kv.Commit(ctx, &txn); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if v, _ := n.svc.cache.get("old"); v.Layout.Epoch == nl.Epoch {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node's cache did not see the new layout")
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if e, err := l.Read(rctx, 1); err != nil || string(e.Data) != "one" {
+		t.Fatalf("reader with the old layout read position 1: %+v %v, want the acknowledged entry", e, err)
 	}
 }

@@ -124,6 +124,10 @@ func (s *Service) Write(ctx context.Context, req *zlogpb.WriteRequest) (*zlogpb.
 			}()
 			continue
 		}
+		if s.behind(op) {
+			res[i] = &zlogpb.OpResult{Status: zlogpb.Status_STATUS_STALE_EPOCH}
+			continue
+		}
 		tok, _ := tokenOf(op.Token)
 		p, r := s.store.Begin(op.Device, key, op.Pos, op.Epoch, client.KindFromProto(op.Kind), tok, store.Normal)
 		switch {
@@ -400,9 +404,27 @@ func (s *Service) Read(ctx context.Context, req *zlogpb.ReadRequest) (*zlogpb.Wr
 			res[i] = r
 			continue
 		}
+		if s.behind(op) {
+			res[i] = &zlogpb.OpResult{Status: zlogpb.Status_STATUS_STALE_EPOCH}
+			continue
+		}
 		res[i] = result(s.store.Read(op.Device, keyOf(op.Ref), op.Pos, op.Epoch, s.trimPoint(op.Ref.Log)))
 	}
 	return &zlogpb.WriteResponse{Results: res}, nil
+}
+
+// behind reports whether op was made with an older layout than this node
+// knows for its log. Such a client must refresh first: a replica its
+// layout names may have been closed out since (marked stale while its
+// node was down) and, back up but not yet repaired nor sealed, would
+// answer "not written" for entries acknowledged elsewhere.
+func (s *Service) behind(op *zlogpb.Op) bool {
+	name, ok := s.cache.byID(op.Ref.GetLog())
+	if !ok {
+		return false
+	}
+	v, ok := s.cache.get(name)
+	return ok && op.Epoch < v.Layout.Epoch
 }
 
 // trimPoint is the log's prefix trim point as this node knows it.
