@@ -259,9 +259,19 @@ func (s *Service) repair(ctx context.Context, v view, sr layout.StaleReplica) er
 		}
 	}
 	target := seg.Stripes[sr.Stripe][sr.Replica]
-	src, ok := seg.Primary(sr.Stripe)
+	// Copy from a fresh replica on a node that is up (the first fresh
+	// one may be on a node that died since).
+	snap := s.cfg.Snapshot()
+	var src layout.Replica
+	ok := false
+	for _, r := range seg.Stripes[sr.Stripe] {
+		if !r.Stale && (r.Node == s.cfg.Self || snap == nil || snap.NodeUp(model.NodeID(r.Node))) {
+			src, ok = r, true
+			break
+		}
+	}
 	if !ok {
-		return fmt.Errorf("no fresh replica to copy from")
+		return fmt.Errorf("no fresh replica on a live node to copy from")
 	}
 	// Fence: repair only as this log's host, and remember the host key's
 	// revision for the commit (a host that lost its key must not mark
