@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 func bits(f float64) uint64 { return math.Float64bits(f) }
@@ -88,7 +90,7 @@ func (b *dirBackend) remove(name string) error {
 	return nil
 }
 
-func (b *dirBackend) walk(fn func(rel string, size int64)) error {
+func (b *dirBackend) walk(fn func(rel string, info fs.FileInfo)) error {
 	return filepath.WalkDir(b.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -97,25 +99,52 @@ func (b *dirBackend) walk(fn func(rel string, size int64)) error {
 			return nil
 		}
 		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed since the directory was read
+		}
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(b.root, p)
-		fn(filepath.ToSlash(rel), info.Size())
+		fn(filepath.ToSlash(rel), info)
 		return nil
 	})
 }
 
 func (b *dirBackend) list() ([]string, error) {
 	var out []string
-	err := b.walk(func(rel string, _ int64) { out = append(out, rel) })
+	err := b.walk(func(rel string, _ fs.FileInfo) { out = append(out, rel) })
 	sort.Strings(out)
 	return out, err
 }
 
+func (b *dirBackend) listInfo() ([]FileInfo, error) {
+	var out []FileInfo
+	err := b.walk(func(rel string, info fs.FileInfo) {
+		out = append(out, FileInfo{Name: rel, Size: info.Size(), ModTime: info.ModTime()})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+func (b *dirBackend) stat(name string) (FileInfo, error) {
+	p, err := b.path(name)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	info, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return FileInfo{}, fmt.Errorf("%s: %w", name, ErrNotExist)
+	}
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return FileInfo{Name: name, Size: info.Size(), ModTime: info.ModTime()}, nil
+}
+
 func (b *dirBackend) usedBytes() (int64, error) {
 	var n int64
-	err := b.walk(func(_ string, sz int64) { n += sz })
+	err := b.walk(func(_ string, info fs.FileInfo) { n += info.Size() })
 	return n, err
 }
 
@@ -129,6 +158,16 @@ type memBackend struct {
 type memData struct {
 	mu  sync.RWMutex
 	buf []byte
+	// mtime is the last creation, write or truncation (unix ns).
+	mtime atomic.Int64
+}
+
+func (d *memData) touch() { d.mtime.Store(time.Now().UnixNano()) }
+
+func (d *memData) info(name string) FileInfo {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return FileInfo{Name: name, Size: int64(len(d.buf)), ModTime: time.Unix(0, d.mtime.Load())}
 }
 
 func newMemBackend() *memBackend { return &memBackend{files: map[string]*memData{}} }
@@ -144,6 +183,7 @@ func (b *memBackend) open(name string, create bool) (rawFile, error) {
 			return nil, fmt.Errorf("%s: %w", name, ErrNotExist)
 		}
 		d = &memData{}
+		d.touch()
 		b.files[name] = d
 	}
 	return memFile{d}, nil
@@ -168,6 +208,27 @@ func (b *memBackend) list() ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+func (b *memBackend) listInfo() ([]FileInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]FileInfo, 0, len(b.files))
+	for n, d := range b.files {
+		out = append(out, d.info(n))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (b *memBackend) stat(name string) (FileInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.files[name]
+	if !ok {
+		return FileInfo{}, fmt.Errorf("%s: %w", name, ErrNotExist)
+	}
+	return d.info(name), nil
 }
 
 func (b *memBackend) usedBytes() (int64, error) { return 0, nil }
@@ -198,6 +259,9 @@ func (f memFile) WriteAt(p []byte, off int64) (int, error) {
 		f.d.buf = f.d.buf[:end]
 	}
 	copy(f.d.buf[off:], p)
+	if len(p) > 0 {
+		f.d.touch()
+	}
 	return len(p), nil
 }
 
@@ -207,6 +271,7 @@ func (f memFile) Close() error { return nil }
 func (f memFile) Truncate(size int64) error {
 	f.d.mu.Lock()
 	defer f.d.mu.Unlock()
+	f.d.touch()
 	if size <= int64(len(f.d.buf)) {
 		f.d.buf = f.d.buf[:size]
 		return nil

@@ -36,11 +36,22 @@ type File interface {
 	Close() error
 }
 
+// FileInfo describes one file on a device.
+type FileInfo struct {
+	Name string
+	Size int64
+	// ModTime is the file's last modification: the filesystem's mtime,
+	// a mem device's last write, a remote object's upload.
+	ModTime time.Time
+}
+
 // backend is the raw medium under a Device.
 type backend interface {
 	open(name string, create bool) (rawFile, error)
 	remove(name string) error
 	list() ([]string, error)
+	listInfo() ([]FileInfo, error)
+	stat(name string) (FileInfo, error)
 	usedBytes() (int64, error)
 }
 
@@ -370,6 +381,26 @@ func (d *Device) List() ([]string, error) {
 		return nil, d.ioErr("list", "", err)
 	}
 	return names, nil
+}
+
+// ListInfo returns every file on the device with its size and
+// modification time, sorted by name.
+func (d *Device) ListInfo() ([]FileInfo, error) {
+	infos, err := d.be.listInfo()
+	if err != nil {
+		return nil, d.ioErr("list", "", err)
+	}
+	return infos, nil
+}
+
+// Stat returns one file's size and modification time; ErrNotExist
+// (wrapped) when there is no such file.
+func (d *Device) Stat(name string) (FileInfo, error) {
+	fi, err := d.be.stat(name)
+	if err != nil {
+		return FileInfo{}, d.ioErr("stat", name, err)
+	}
+	return fi, nil
 }
 
 // Probe runs the start-up throughput test (OctopusFS §3.2): write, sync and

@@ -109,7 +109,7 @@ func (b *remoteBackend) remove(name string) error {
 	return err
 }
 
-func (b *remoteBackend) walk(fn func(name string, size int64)) error {
+func (b *remoteBackend) walk(fn func(name string, size int64, mtime time.Time)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*remoteTimeout)
 	defer cancel()
 	p := s3.NewListObjectsV2Paginator(b.c, &s3.ListObjectsV2Input{Bucket: aws.String(b.bucket), Prefix: aws.String(b.prefix)})
@@ -119,7 +119,7 @@ func (b *remoteBackend) walk(fn func(name string, size int64)) error {
 			return err
 		}
 		for _, o := range page.Contents {
-			fn(strings.TrimPrefix(aws.ToString(o.Key), b.prefix), aws.ToInt64(o.Size))
+			fn(strings.TrimPrefix(aws.ToString(o.Key), b.prefix), aws.ToInt64(o.Size), aws.ToTime(o.LastModified))
 		}
 	}
 	return nil
@@ -127,13 +127,32 @@ func (b *remoteBackend) walk(fn func(name string, size int64)) error {
 
 func (b *remoteBackend) list() ([]string, error) {
 	var out []string
-	err := b.walk(func(n string, _ int64) { out = append(out, n) })
+	err := b.walk(func(n string, _ int64, _ time.Time) { out = append(out, n) })
 	return out, err
+}
+
+func (b *remoteBackend) listInfo() ([]FileInfo, error) {
+	var out []FileInfo
+	err := b.walk(func(n string, sz int64, mt time.Time) { out = append(out, FileInfo{Name: n, Size: sz, ModTime: mt}) })
+	return out, err
+}
+
+func (b *remoteBackend) stat(name string) (FileInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), remoteTimeout)
+	defer cancel()
+	h, err := b.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.key(name))})
+	if err != nil {
+		if isNotFound(err) {
+			return FileInfo{}, fmt.Errorf("%s: %w", name, ErrNotExist)
+		}
+		return FileInfo{}, err
+	}
+	return FileInfo{Name: name, Size: aws.ToInt64(h.ContentLength), ModTime: aws.ToTime(h.LastModified)}, nil
 }
 
 func (b *remoteBackend) usedBytes() (int64, error) {
 	var n int64
-	err := b.walk(func(_ string, sz int64) { n += sz })
+	err := b.walk(func(_ string, sz int64, _ time.Time) { n += sz })
 	return n, err
 }
 

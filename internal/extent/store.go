@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/device"
 )
@@ -286,6 +287,42 @@ func (s *Store) List() ([]uint64, error) {
 		}
 	}
 	return ids, nil
+}
+
+// FileInfo describes one egroup replica file.
+type FileInfo struct {
+	ID   uint64
+	Size int64
+	// ModTime is the file's last modification (device.FileInfo.ModTime).
+	ModTime time.Time
+}
+
+// ListInfo returns every egroup replica on the device with its size and
+// modification time (the orphan sweep leaves recently written files
+// alone).
+func (s *Store) ListInfo() ([]FileInfo, error) {
+	infos, err := s.dev.ListInfo()
+	if err != nil {
+		return nil, err
+	}
+	var out []FileInfo
+	for _, fi := range infos {
+		if id, ok := parseFileName(fi.Name); ok {
+			out = append(out, FileInfo{ID: id, Size: fi.Size, ModTime: fi.ModTime})
+		}
+	}
+	return out, nil
+}
+
+// Stat returns egroup id's replica file size and modification time, as
+// the medium has them (not the size a cached handle knows): a device
+// error wrapping device.ErrNotExist when there is no file.
+func (s *Store) Stat(id uint64) (FileInfo, error) {
+	fi, err := s.dev.Stat(FileName(id))
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return FileInfo{ID: id, Size: fi.Size, ModTime: fi.ModTime}, nil
 }
 
 // RecoverResult says what recovery did to one replica.

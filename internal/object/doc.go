@@ -6,8 +6,11 @@
 // replicas in the order placement gives, reporting bad replicas.
 //
 // It owns the write and read paths, multipart uploads, copies, the
-// egroup pool of open egroups, start-up recovery of replica files and the
-// batched egroup-access tracker. It must not parse S3 requests (package s3
-// does) nor run background scans (the Curator does); it reaches devices only
-// through ReplicaIO so that remote replicas slot in for the cluster.
+// egroup pool of open egroups, start-up recovery of replica files, the
+// periodic sweep of this node's orphan replica files (orphans.go; local
+// devices only, started by the server) and the batched egroup-access
+// tracker. It must not parse S3 requests (package s3 does) nor run
+// background scans of the metadata (the Curator does); it reaches devices
+// only through ReplicaIO (recovery and the orphan sweep: the node's own
+// Local) so that remote replicas slot in for the cluster.
 package object

@@ -36,6 +36,12 @@ type Layer struct {
 	locs       *locationCache
 	lat        latencyTracker
 	m          *metrics
+	// inflight are the egroups this node's writers created and may still
+	// commit; sweepHook is a test hook the orphan sweep calls with stage
+	// "candidate" between its first look at a file and the re-check, and
+	// "removed" between a removal and the look after it (orphans.go).
+	inflight  inflightEgroups
+	sweepHook func(stage string, dev model.DeviceID, id uint64)
 
 	bg        sync.WaitGroup
 	stop      chan struct{}

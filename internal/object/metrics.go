@@ -18,6 +18,9 @@ type metrics struct {
 	transformStored  *prometheus.CounterVec
 	degradedReads    prometheus.Counter
 	stripsRebuilt    prometheus.Counter
+	// The orphan sweep (orphans.go): files and bytes it removed, and
+	// removed files whose egroup listed them by then (marked bad).
+	orphanFiles, orphanBytes, orphanRaces prometheus.Counter
 	// putStage times the two halves of a PUT: the data (appends to every
 	// replica, the last one with its fsync) and the metadata commit, so
 	// an operator sees which one a slow PUT waits on.
@@ -58,6 +61,10 @@ func buildMetrics() *metrics {
 			Help: "Bytes stored by Curator transforms, by transform (after)."}, []string{"transform"}),
 		degradedReads: c("ec_degraded_reads_total", "Reads of erasure-coded data that reconstructed missing or bad strips."),
 		stripsRebuilt: c("ec_strips_rebuilt_total", "Strips of erasure-coded egroups rebuilt onto new devices."),
+		orphanFiles:   c("orphan_files_removed_total", "Replica files the periodic orphan sweep removed: no egroup record listed them on their device."),
+		orphanBytes:   c("orphan_bytes_removed_total", "Bytes of the replica files the periodic orphan sweep removed."),
+		orphanRaces: c("orphan_sweep_races_total",
+			"Replica files the orphan sweep removed whose egroup listed them by the time of the removal; each is marked bad and the Curator repairs it (expected 0)."),
 		putStage: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "terrace", Subsystem: "object", Name: "put_stage_seconds",
 			Help:    "Time an object PUT spends per stage: data (replica appends and their fsync) and commit (the metadata transaction).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"stage"}),
@@ -68,5 +75,6 @@ func buildMetrics() *metrics {
 func (l *Layer) Collectors() []prometheus.Collector {
 	m := l.m
 	return []prometheus.Collector{m.puts, m.gets, m.deletes, m.putBytes, m.readBytes, m.corruptReads, m.replicaWriteFailures, m.egroupsCreated, m.fallbackEgroups, m.guardRetries, m.appendBatch,
-		m.decompressed, m.transformLogical, m.transformStored, m.degradedReads, m.stripsRebuilt, m.putStage}
+		m.decompressed, m.transformLogical, m.transformStored, m.degradedReads, m.stripsRebuilt, m.putStage,
+		m.orphanFiles, m.orphanBytes, m.orphanRaces}
 }

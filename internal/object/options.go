@@ -1,6 +1,7 @@
 package object
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -74,6 +75,17 @@ type Options struct {
 	// for a single node; in a cluster a peer may be between writing such
 	// a file and committing its record, so the server sets minutes.
 	OrphanGrace time.Duration
+	// OrphanSweepRate bounds the periodic orphan sweep (SweepOrphans) to
+	// this many egroup records read per second, so that it stays a small
+	// load on the metadata store next to clients. 0 means 200.
+	OrphanSweepRate float64
+	// OrphanHolds, in a cluster, asks the other nodes which of the given
+	// egroups their writers created and may still commit (Layer.HeldEgroups
+	// on each): the orphan sweep never removes a file of such an egroup,
+	// whose record does not exist yet. An error keeps every file without a
+	// record for the next sweep. nil: a single node, whose writers are all
+	// local.
+	OrphanHolds func(ctx context.Context, ids []uint64) ([]uint64, error)
 	// FallbackEgroupLifetime is how long an open egroup that placement
 	// had to put on a slower tier (its preferred tier was full) keeps
 	// taking new writes; then it is sealed so the next write is placed
@@ -167,6 +179,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.EgroupRecordLag == 0 {
 		o.EgroupRecordLag = 1 << 20
+	}
+	if o.OrphanSweepRate <= 0 {
+		o.OrphanSweepRate = 200
 	}
 	if o.SealIdleAfter == 0 {
 		o.SealIdleAfter = time.Minute

@@ -44,7 +44,8 @@ func (r RecoveryReport) String() string {
 //   - replica files with no egroup record (an unacknowledged write's new
 //     egroup) are removed: at once when Options.OrphanGrace is 0 (a single
 //     node, whose only writers died with it), otherwise after the grace, if
-//     their egroup still has no record then. In a cluster a peer may have
+//     their egroup still has no record then and no other node's writer
+//     holds it (Options.OrphanHolds). In a cluster a peer may have
 //     created the file for a write it has not committed yet; removing it
 //     early would leave the committed egroup a replica short.
 func (l *Layer) Recover(ctx context.Context, local *Local) (RecoveryReport, error) {
@@ -227,7 +228,8 @@ func (l *Layer) replicaRecorded(ctx context.Context, id uint64, dev model.Device
 }
 
 // removeOrphansLater removes the given replica files after the orphan
-// grace unless their egroup has been recorded by then.
+// grace unless their egroup has been recorded by then or a writer of
+// another node still holds it.
 func (l *Layer) removeOrphansLater(st *extent.Store, ids []uint64) {
 	defer l.bg.Done()
 	select {
@@ -235,8 +237,19 @@ func (l *Layer) removeOrphansLater(st *extent.Store, ids []uint64) {
 		return // the next start-up looks at them again
 	case <-time.After(l.opts.OrphanGrace):
 	}
+	// A writer of another node may still hold an egroup (a stream that
+	// outlasts the grace): ask, as the orphan sweep does (orphans.go).
+	held, err := l.heldAnywhere(context.Background(), ids)
+	if err != nil {
+		l.opts.Logger.Warn("orphan check: could not ask every node whether a writer holds these egroups; leaving the files for the orphan sweep",
+			"device", st.Device().ID(), "files", len(ids), "err", err)
+		return
+	}
 	removed := 0
 	for _, id := range ids {
+		if held[id] {
+			continue // the orphan sweep looks again
+		}
 		live, err := l.replicaRecorded(context.Background(), id, st.Device().ID())
 		if err != nil {
 			l.opts.Logger.Warn("orphan check failed; leaving the file for the next start-up", "egroup", meta.FormatID(id), "err", err)

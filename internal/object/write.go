@@ -243,6 +243,9 @@ func (w *writer) newEgroup(ctx context.Context, bytes int64) (*openEgroup, error
 		return nil, err
 	}
 	e := &openEgroup{id: id, vector: w.vector, class: w.class, mtime: l.opts.Now().UnixNano()}
+	// Before any file exists: the orphan sweep leaves the files of an
+	// egroup this node may still commit alone (orphans.go).
+	l.inflight.add(e)
 	if fallbackTier(snap, w.placeVector(), reps) {
 		e.retireAt = l.opts.Now().Add(l.opts.FallbackEgroupLifetime)
 		l.m.fallbackEgroups.Inc()
@@ -788,6 +791,9 @@ func (w *writer) abort(ctx context.Context) {
 // mark). Best effort: if metadata is unreachable the node's start-up
 // recovery seals it.
 func (l *Layer) sealDropped(ctx context.Context, id uint64) {
+	// The write's last commit may still land (an uncertain failure): the
+	// orphan sweep leaves the egroup's files alone meanwhile.
+	l.inflight.pin(id, time.Now().Add(MinOrphanSweepGrace))
 	for attempt := 0; attempt < 3; attempt++ {
 		var eg meta.Egroup
 		rev, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(id), &eg)

@@ -58,6 +58,7 @@ import (
 //	GET    /v1/lifecycle/report, POST /v1/lifecycle/run  S3 lifecycle rules (lifecycle.go)
 //	...    /v1/policies..., /v1/object/exec    policies and object classes (policy.go)
 //	GET    /v1/curator/jobs[?n=N], /v1/curator/jobs/ID   job progress and tasks (console.go)
+//	POST   /v1/egroups/held                    body {"ids":[...]}: those this node's writers may still commit (orphans.go; asked by peers' orphan sweeps)
 //	       /console/                           the web console: its own login and session cookie (console.go)
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -98,6 +99,7 @@ func (n *Node) AdminHandler() http.Handler {
 	n.policyRoutes(mux)                               // policy.go
 	n.mountLog(mux)                                   // zlog.go
 	n.jobRoutes(mux)                                  // console.go
+	n.orphanRoutes(mux)                               // orphans.go
 	n.registerFaultRoutes(mux)                        // fault.go: test hook, refused unless --fault-injection
 	open, _ := AdminPublicPaths(n.Config.AdminPublic) // validated at start-up
 	v := &adminauth.Verifier{Keys: n.adminKeys, Region: n.Config.Region, Open: open, Log: n.Log}

@@ -103,6 +103,12 @@ type Config struct {
 	// Curator's failure-driven re-protection starts. Default 10s;
 	// negative disables.
 	DeviceCheckEvery time.Duration `yaml:"device_check_every"`
+	// OrphanSweepEvery is the period of the orphan sweep: each node
+	// removes the replica files on its devices that no egroup record
+	// lists there and that have not been modified for 10 minutes (left by
+	// a crash in the middle of a move, a removal or a write), instead of
+	// leaving them until its next restart. Default 1h; negative disables.
+	OrphanSweepEvery time.Duration `yaml:"orphan_sweep_every"`
 	// DeviceSync is how writes to directory devices become durable:
 	// "file" (fsync each file), "fs" (group commit: concurrent syncs on one
 	// device share one syncfs(2); for devices that are filesystems of their
@@ -284,6 +290,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.DeviceCheckEvery == 0 {
 		c.DeviceCheckEvery = 10 * time.Second
+	}
+	if c.OrphanSweepEvery == 0 {
+		c.OrphanSweepEvery = time.Hour
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = time.Second

@@ -175,6 +175,9 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 		EgroupMaxBytes: cfg.EgroupMaxBytes,
 		BatchMaxBytes:  cfg.BatchMaxBytes,
 		OrphanGrace:    orphanGrace(cfg),
+		// The periodic orphan sweep asks the other nodes about files
+		// whose egroup has no record yet (orphans.go).
+		OrphanHolds: n.orphanHoldsFor(cfg),
 		// A node of an older version seals a down writer's egroup at the
 		// length its record states; while one may run (a rolling
 		// upgrade), every commit keeps that length exact.
@@ -353,6 +356,7 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 	if n.Config.DeviceCheckEvery > 0 {
 		go n.checkDevices(bg, n.Config.DeviceCheckEvery)
 	}
+	n.startOrphanSweep(bg)
 	if startS3 != nil {
 		go func() {
 			if err := startS3(ctx, n); err != nil && ctx.Err() == nil {
