@@ -33,6 +33,8 @@ type Store interface {
 	TruncateEgroup(ctx context.Context, id uint64, modRev int64, size int64) (int64, error)
 	MarkReplicaBad(ctx context.Context, id uint64, dev model.DeviceID)
 	ReplicaListed(ctx context.Context, id uint64, dev model.DeviceID) bool
+	// Snapshot is the current cluster view (device states, nodes up).
+	Snapshot() *model.Snapshot
 }
 
 var _ Store = (*object.Layer)(nil)
@@ -253,6 +255,18 @@ func (a *Actuator) move(ctx context.Context, t Task) (Result, error) {
 		cleanup()
 		return res, errors.New("actuate: refusing to leave an egroup with no replicas")
 	}
+	// The decision saw the cluster as it was; a device failure or a node
+	// going down since does not change the egroup's record, so the
+	// revision check above cannot notice it. Never trade healthy replicas
+	// for unhealthy ones: a removal planned when three copies were fine
+	// must not delete the only one left on a working device.
+	if snap := a.store.Snapshot(); snap != nil {
+		if now, after := healthyReplicas(snap, eg.Replicas), healthyReplicas(snap, next.Replicas); after < now {
+			cleanup()
+			return res, fmt.Errorf("%w: egroup %016x would keep %d replicas on working devices, down from %d (devices failed since the decision)",
+				ErrStale, t.Egroup, after, now)
+		}
+	}
 	if err := a.store.SwitchEgroup(ctx, t.Egroup, t.ModRev, next); err != nil {
 		cleanup()
 		return res, err
@@ -272,6 +286,21 @@ func (a *Actuator) move(ctx context.Context, t Task) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// healthyReplicas counts the replicas not marked bad whose device is known,
+// not failed, and on a node that is up (a draining device still serves).
+func healthyReplicas(s *model.Snapshot, rs []meta.EgroupReplica) int {
+	n := 0
+	for _, r := range rs {
+		if r.Bad {
+			continue
+		}
+		if d, ok := s.Device(r.Device); ok && d.State != model.DeviceFailed && s.NodeUp(d.Node) {
+			n++
+		}
+	}
+	return n
 }
 
 // compact (GC) moves an egroup's live extents into fresh egroups on the

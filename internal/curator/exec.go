@@ -77,6 +77,11 @@ func (c *Curator) execute(ctx context.Context, tasks []decide.Task, planned []ac
 // holdQueued drops the tasks of egroups that a node queue already holds a
 // move for (on a node that is up): that node will run it, and a second
 // move planned from the same record would only race it to go stale.
+// Recovery is never held: a failure since the queued move was planned
+// (a device of another replica failed, a replica went bad) makes the
+// egroup's protection, not its placement, the urgent thing, and the
+// queued move, planned from the record before the recovery switches it,
+// goes stale when it runs.
 func (c *Curator) holdQueued(ctx context.Context, ats []actuate.Task, rec *JobRecord) []actuate.Task {
 	snap := c.topo.Snapshot()
 	busy, err := c.queues.Egroups(ctx, snap.NodeUp)
@@ -89,13 +94,22 @@ func (c *Curator) holdQueued(ctx context.Context, ats []actuate.Task, rec *JobRe
 	}
 	kept := ats[:0]
 	for _, t := range ats {
-		if busy[t.Egroup] {
+		if busy[t.Egroup] && !recoveryKind(t.Kind) {
 			rec.Held++
 			continue
 		}
 		kept = append(kept, t)
 	}
 	return kept
+}
+
+// recoveryKind reports whether a task restores an egroup's protection.
+func recoveryKind(k actuate.Kind) bool {
+	switch k {
+	case actuate.KindRecover, actuate.KindRebuild, actuate.KindSeal:
+		return true
+	}
+	return false
 }
 
 // queueDeferred hands the moves the job's time limit cut off to the node

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -273,8 +274,18 @@ func (l *Local) PullFrom(ctx context.Context, via IO, dst, src model.Replica, id
 		}
 		l.pullMu.Unlock()
 	}()
-	if l.Verify(ctx, dst, id, size) == nil {
+	derr := l.Verify(ctx, dst, id, size)
+	if derr == nil {
 		return nil
+	}
+	if !errors.Is(derr, ErrNotExist) {
+		// A file is there (a bad replica repaired in place, where no
+		// other device was left). Copy truncates it before the new copy
+		// verifies, and it may hold the only good copy of some slices:
+		// overwrite it only from a source that verifies whole.
+		if err := via.Verify(ctx, src, id, size); err != nil {
+			return fmt.Errorf("replica: pull egroup %016x to %s over its existing file: source %s does not verify, the file is kept: %w", id, dst.Device, src.Device, err)
+		}
 	}
 	return Copy(ctx, via, id, size, src, dst)
 }

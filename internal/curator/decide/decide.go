@@ -3,6 +3,7 @@ package decide
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -278,24 +279,56 @@ func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand
 	var buf [8]model.Replica
 	current := buf[:0]
 	var bad []model.Replica
+	var parked []model.NodeID // down, not yet for NodeDownAfter
+	lost := false             // a replica on a failed, draining or unknown device
 	for _, r := range eg.Replicas {
 		if r.Bad {
 			bad = append(bad, r.Replica)
 			continue
 		}
+		d, ok := s.Device(r.Device)
+		switch {
+		case !ok || d.State == model.DeviceFailed || d.State == model.DeviceDraining:
+			lost = true
+		case !s.NodeUp(d.Node):
+			parked = append(parked, d.Node)
+		}
+		current = append(current, r.Replica)
+	}
+	if len(parked) > 0 {
 		// A replica on a node that is down, but not yet for NodeDownAfter
 		// (Health has not marked its devices failed), is waited for: a
 		// rebooting node must not trigger a full re-copy (Mirador's
-		// stabilisation interval).
-		if d, ok := s.Device(r.Device); ok && d.State != model.DeviceFailed && !s.NodeUp(d.Node) {
+		// stabilisation interval). It still counts, so the bad and lost
+		// replicas are replaced now rather than after the wait (which a
+		// flapping node would restart forever), and nothing goes on its
+		// node while it is down.
+		if len(bad) == 0 && !lost {
 			return nil, nil
 		}
-		current = append(current, r.Replica)
+		s = withNodesUp(s, parked)
 	}
 	if len(bad) == 0 && placement.Satisfied(s, current, eg.Vector) {
 		return nil, nil
 	}
-	add, remove, err := placement.ReconcileRequest(s, current, placement.Request{Vector: eg.Vector, Bytes: eg.Size}, pol, rng)
+	req := placement.Request{Vector: eg.Vector, Bytes: eg.Size}
+	for _, d := range s.Devices {
+		if slices.Contains(parked, d.Node) {
+			req.Exclude = append(req.Exclude, d.ID)
+		}
+	}
+	// Not onto a bad replica's device while another will do: the copy
+	// would overwrite the bad file, which may hold the only good copy of
+	// some slices, before the new one is verified.
+	base := len(req.Exclude)
+	for _, b := range bad {
+		req.Exclude = append(req.Exclude, b.Device)
+	}
+	add, remove, err := placement.ReconcileRequest(s, current, req, pol, rng)
+	if err != nil && len(bad) > 0 {
+		req.Exclude = req.Exclude[:base]
+		add, remove, err = placement.ReconcileRequest(s, current, req, pol, rng)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("egroup %016x: %w", eg.ID, err)
 	}
@@ -313,6 +346,19 @@ func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand
 		reason += fmt.Sprintf(", %d bad", len(bad))
 	}
 	return []Task{{Kind: kind, Egroup: eg.ID, ModRev: eg.ModRev, Add: add, Remove: remove, Bytes: eg.Size * int64(len(add)), Reason: reason}}, nil
+}
+
+// withNodesUp returns s with the given nodes counted as up (their
+// replicas then count toward the vector; the caller keeps new replicas
+// off their devices).
+func withNodesUp(s *model.Snapshot, up []model.NodeID) *model.Snapshot {
+	nodes := append([]model.Node(nil), s.Nodes...)
+	for i := range nodes {
+		if slices.Contains(up, nodes[i].ID) {
+			nodes[i].Up = true
+		}
+	}
+	return model.NewSnapshot(s.Now, nodes, s.Devices)
 }
 
 func countIn(xs, in []model.Replica) int {
