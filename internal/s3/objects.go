@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -75,6 +77,9 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 	if in.ObjectLockMode != "" || in.ObjectLockLegalHoldStatus == types.ObjectLockLegalHoldStatusOn {
 		return s3response.PutObjectOutput{}, s3err.GetAPIError(s3err.ErrMissingObjectLockConfigurationNoSpaces)
 	}
+	if err := checkPOSTUpload(ctx); err != nil {
+		return s3response.PutObjectOutput{}, err
+	}
 	tags, err := parseTagging(deref(in.Tagging))
 	if err != nil {
 		return s3response.PutObjectOutput{}, err
@@ -140,6 +145,45 @@ func (b *Backend) PutObject(ctx context.Context, in s3response.PutObjectInput) (
 		ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
 		ChecksumSHA256: cs.SHA256, ChecksumSHA512: cs.SHA512, ChecksumMD5: cs.MD5, ChecksumXXHASH64: cs.XXHASH64,
 		ChecksumXXHASH3: cs.XXHASH3, ChecksumXXHASH128: cs.XXHASH128, ChecksumType: cs.Type}, nil
+}
+
+// postSettingHeaders are the headers that carry an upload's settings on a
+// PUT. A browser-form POST upload takes them from form fields
+// (requestHeader); sent as headers they would be ignored, so they are
+// refused.
+var postSettingHeaders = []string{
+	hSSE, hSSEKMSKeyID, hSSECPrefix + hSSECAlgorithm, hSSECPrefix + hSSECKey, hSSECPrefix + hSSECKeyMD5,
+	"X-Amz-Storage-Class", "X-Amz-Acl", "X-Amz-Grant-Full-Control", "X-Amz-Grant-Read", "X-Amz-Grant-Read-Acp",
+	"X-Amz-Grant-Write", "X-Amz-Grant-Write-Acp",
+}
+
+// checkPOSTUpload refuses, for a browser-form POST upload, what PutObject
+// would otherwise silently drop: object-lock form fields (refused on a PUT
+// too: no bucket has object lock) and upload settings sent as headers
+// rather than form fields. Other requests pass.
+func checkPOSTUpload(ctx context.Context) error {
+	rc, ok := ctx.(*fasthttp.RequestCtx)
+	if !ok || rc == nil {
+		return nil
+	}
+	fields, ok := postFormFields(rc)
+	if !ok {
+		return nil
+	}
+	if fields["x-amz-object-lock-mode"] != "" || fields["x-amz-object-lock-retain-until-date"] != "" ||
+		strings.EqualFold(fields["x-amz-object-lock-legal-hold"], "ON") {
+		return s3err.GetAPIError(s3err.ErrMissingObjectLockConfigurationNoSpaces)
+	}
+	for _, h := range postSettingHeaders {
+		if len(rc.Request.Header.Peek(h)) > 0 {
+			return s3err.APIError{
+				Code:           "InvalidArgument",
+				Description:    "A POST upload takes " + strings.ToLower(h) + " as a form field, not as a header.",
+				HTTPStatusCode: http.StatusBadRequest,
+			}
+		}
+	}
+	return nil
 }
 
 // readable resolves what a GET or HEAD of an object answers: the record

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/valyala/fasthttp"
 	"github.com/versity/versitygw/backend"
+	"github.com/versity/versitygw/s3api/middlewares"
+	"github.com/versity/versitygw/s3api/utils"
 	"github.com/versity/versitygw/s3err"
 
 	"github.com/terrace-storage/terrace/internal/object"
@@ -367,10 +369,41 @@ func requestClass(ctx context.Context, parsed string) string {
 // passes the fasthttp request context to every backend call; the
 // x-amz-storage-class of PutObject and CreateMultipartUpload reaches the
 // backend only this way.
+//
+// For a browser-form POST upload (versitygw's POSTObject, which calls
+// PutObject) it reads the form field of that name instead, as S3 does:
+// the upload's settings (encryption, storage class, ACL) are form fields,
+// covered by the signed policy, and its headers are signed by nothing.
 func requestHeader(ctx context.Context, name string) string {
 	rc, ok := ctx.(*fasthttp.RequestCtx)
 	if !ok || rc == nil {
 		return ""
 	}
+	if fields, ok := postFormFields(rc); ok {
+		return fields[formFieldName(name)]
+	}
 	return string(rc.Request.Header.Peek(name))
+}
+
+// postFormFields returns the form fields of a browser-form POST upload
+// (lower-cased names, as versitygw's form parser stores them); ok is false
+// for any other request.
+func postFormFields(rc *fasthttp.RequestCtx) (map[string]string, bool) {
+	if string(rc.Method()) != fasthttp.MethodPost {
+		return nil, false
+	}
+	res, ok := rc.UserValue(string(utils.ContextKeyObjectPostResult)).(middlewares.PostObjectResult)
+	if !ok {
+		return nil, false
+	}
+	return res.Fields, true
+}
+
+// formFieldName is the POST form field that carries what the header name
+// carries on a PUT.
+func formFieldName(header string) string {
+	if n := strings.ToLower(header); n != "x-amz-acl" {
+		return n
+	}
+	return "acl"
 }
