@@ -966,13 +966,20 @@ func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env 
 		id          uint64
 		size        int64
 		transformed bool // a codec or an erasure code
+		// allBad: every replica is marked bad; recovery relocates its
+		// live extents (decide.Recovery), which needs their list.
+		allBad bool
 	}
 	var egs []known
 	// emit copies what it keeps (the compact writer, the master's
 	// interner).
 	read, err := mapPartitionReused(ctx, kv, plain, func(r MapRecord) error {
 		eg := r.Egroup
-		egs = append(egs, known{id: r.ID, size: eg.Size, transformed: eg.Codec != "" || eg.EC != nil})
+		allBad := len(eg.Replicas) > 0
+		for _, rp := range eg.Replicas {
+			allBad = allBad && rp.Bad
+		}
+		egs = append(egs, known{id: r.ID, size: eg.Size, transformed: eg.Codec != "" || eg.EC != nil, allBad: allBad})
 		return emit(r)
 	})
 	if err != nil {
@@ -1041,7 +1048,7 @@ func reduceEgroups(ctx context.Context, kv PageScanner, p, plain Partition, env 
 		i, ok := slices.BinarySearchFunc(egs, g.egroup, func(k known, id uint64) int { return cmp.Compare(k.id, id) })
 		if ok {
 			e := egs[i]
-			g.listed = p.Shuffle.ListAll || e.transformed || g.deadN > 0 || g.liveBytes < e.size || slices.ContainsFunc(g.buckets, func(b uint32) bool { return policy[b] })
+			g.listed = p.Shuffle.ListAll || e.transformed || e.allBad || g.deadN > 0 || g.liveBytes < e.size || slices.ContainsFunc(g.buckets, func(b uint32) bool { return policy[b] })
 		}
 		for k := lo; k < hi; k++ {
 			x := &xs[k]

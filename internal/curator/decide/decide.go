@@ -311,6 +311,16 @@ func Recovery(s *model.Snapshot, eg Egroup, pol placement.Policy, rng *rand.Rand
 	if len(bad) == 0 && placement.Satisfied(s, current, eg.Vector) {
 		return nil, nil
 	}
+	if len(current) == 0 && len(bad) > 0 {
+		// Every replica is marked bad, and a move copies only from a
+		// good one. Each may still hold good copies of most slices (a
+		// read marks a whole replica bad for one slice, and reads fall
+		// back across replicas extent by extent): relocate the live
+		// extents, each read from whichever replica verifies, into a
+		// fresh egroup; data removal then reclaims this one.
+		return []Task{{Kind: KindCompact, Egroup: eg.ID, ModRev: eg.ModRev, Bytes: eg.LiveBytes,
+			Reason: fmt.Sprintf("all %d replicas bad: relocate the live extents, read from whichever replica verifies", len(bad))}}, nil
+	}
 	req := placement.Request{Vector: eg.Vector, Bytes: eg.Size}
 	for _, d := range s.Devices {
 		if slices.Contains(parked, d.Node) {
