@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,6 +308,95 @@ func TestChunkedUploadWithoutLength(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Fatalf("chunked put with a wrong payload hash: %d", resp.StatusCode)
+	}
+}
+
+// patternReader yields limit bytes of 'x' and counts what was read.
+type patternReader struct {
+	n, limit atomic.Int64
+}
+
+func (r *patternReader) Read(p []byte) (int, error) {
+	n, limit := r.n.Load(), r.limit.Load()
+	if n >= limit {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), limit-n)]
+	for i := range p {
+		p[i] = 'x'
+	}
+	r.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// TestChunkedUploadAuthorizedBeforeSpool pins that a chunked upload
+// without Content-Length is not spooled before it is known to be allowed:
+// a bad signature is answered before the body is read, and so is an
+// anonymous upload to a bucket that does not let anyone write; an
+// anonymous upload to a bucket that does is spooled and stored.
+func TestChunkedUploadAuthorizedBeforeSpool(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	const size = 96 << 20
+	send := func(key string, sign func(*http.Request)) (int, int64) {
+		t.Helper()
+		r := &patternReader{}
+		r.limit.Store(size)
+		req, err := http.NewRequest(http.MethodPut, srv.url+"/"+b+"/"+key, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = -1 // chunked
+		if sign != nil {
+			sign(req)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, r.n.Load() // cut off while sending: fine, if early
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, r.n.Load()
+	}
+	badSig := func(req *http.Request) {
+		req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+		_ = v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: testUser, SecretAccessKey: "wrong-secret"}, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now())
+	}
+	// A refused request's body is drained up to maxDrainBytes; whatever
+	// more the client sent sits in socket buffers.
+	const early = maxDrainBytes + 16<<20
+	for _, tc := range []struct {
+		what string
+		sign func(*http.Request)
+	}{{"bad signature", badSig}, {"anonymous, private bucket", nil}} {
+		st, sent := send("refused", tc.sign)
+		if (st != 0 && st != 403) || sent > early {
+			t.Errorf("%s: status %d after the client sent %d MiB of %d", tc.what, st, sent>>20, size>>20)
+		}
+	}
+	if _, err := srv.layer.Head(ctx, b, "refused"); err == nil {
+		t.Fatal("a refused chunked upload was stored")
+	}
+
+	// Anonymous uploads to a bucket whose policy lets anyone write work.
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::` + b + `/*"}]}`
+	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: &b, Policy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, srv.url+"/"+b+"/public", io.NopCloser(strings.NewReader("anyone may write")))
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("anonymous chunked upload to a public-write bucket: %d %s", resp.StatusCode, body)
+	}
+	if got, _ := get(t, c, b, "public"); string(got) != "anyone may write" {
+		t.Fatalf("anonymous chunked upload stored %q", got)
 	}
 }
 

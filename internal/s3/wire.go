@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/valyala/fasthttp"
+	"github.com/versity/versitygw/auth"
 	"github.com/versity/versitygw/s3api"
 	"github.com/versity/versitygw/s3api/middlewares"
 	"github.com/versity/versitygw/s3api/utils"
@@ -36,15 +37,35 @@ const maxSpoolBytes = 5 << 30
 // key, so no plaintext reaches the disk — and handed on with its length.
 // Signatures are unaffected: a client cannot sign a Content-Length it did
 // not send, and the payload hash still covers the bytes.
-func (b *Backend) spoolChunked() fiber.Handler {
+//
+// Nothing is spooled before the request is known to be allowed to send
+// it: a signed or presigned request's signature is checked on its headers
+// first (a bad one is answered with its error, the body unread), and an
+// anonymous request is spooled only when the bucket lets anyone write to
+// it; any other anonymous request goes on unspooled, for versitygw to
+// refuse.
+func (e routeEnv) spoolChunked() fiber.Handler {
+	b := e.be
+	checkSignature := e.signatureCheck()
 	return func(ctx fiber.Ctx) error {
 		req := ctx.Request()
 		if string(req.Header.Method()) != http.MethodPut || req.Header.ContentLength() != -1 {
 			return ctx.Next()
 		}
 		path := strings.TrimPrefix(string(req.URI().PathOriginal()), "/")
-		if _, key, _ := strings.Cut(path, "/"); key == "" {
+		bucket, key, _ := strings.Cut(path, "/")
+		if key == "" {
 			return ctx.Next() // bucket sub-resources read their small bodies themselves
+		}
+		if se := checkSignature(ctx); se != nil {
+			return sendS3Error(ctx, se)
+		}
+		if isAnonymous(ctx) {
+			bucket, _ = url.PathUnescape(bucket)
+			key, _ = url.PathUnescape(key)
+			if auth.VerifyPublicAccess(ctx, b, auth.PutObjectAction, auth.PermissionWrite, bucket, key) != nil {
+				return ctx.Next()
+			}
 		}
 		f, n, err := b.spool(req.BodyStream())
 		if err != nil {
@@ -53,13 +74,24 @@ func (b *Backend) spoolChunked() fiber.Handler {
 			if errors.Is(err, errSpoolTooLarge) {
 				code = s3err.GetEntityTooLargeErr(maxSpoolBytes+1, maxSpoolBytes)
 			}
-			ctx.Response().Header.SetContentType("application/xml")
-			return ctx.Status(code.StatusCode()).Send(code.XMLBody("", ""))
+			return sendS3Error(ctx, code)
 		}
 		defer f.close()
 		req.SetBodyStream(f.reader, int(n))
 		return ctx.Next()
 	}
+}
+
+// isAnonymous reports whether a request carries no credentials (neither
+// an Authorization header nor a presigned URL's signature).
+func isAnonymous(ctx fiber.Ctx) bool {
+	return len(ctx.Request().Header.Peek("Authorization")) == 0 && !ctx.Request().URI().QueryArgs().Has("X-Amz-Signature")
+}
+
+// sendS3Error answers a request with an S3 error document.
+func sendS3Error(ctx fiber.Ctx, se s3err.S3Error) error {
+	ctx.Response().Header.SetContentType("application/xml")
+	return ctx.Status(se.StatusCode()).Send(se.XMLBody("", ""))
 }
 
 var errSpoolTooLarge = errors.New("s3: body exceeds the single-upload limit")
@@ -207,32 +239,51 @@ var requestLocals = []utils.ContextKey{
 }
 
 func (e routeEnv) expectHandler(app *fiber.App) func(*fasthttp.RequestCtx) int {
+	checkSignature := e.signatureCheck()
+	return func(fctx *fasthttp.RequestCtx) int {
+		c := app.AcquireCtx(fctx)
+		defer app.ReleaseCtx(c)
+		if se := checkSignature(c); se != nil {
+			fctx.Response.Header.SetContentType("application/xml")
+			fctx.Response.SetBody(se.XMLBody("", ""))
+			return se.StatusCode()
+		}
+		return fasthttp.StatusContinue
+	}
+}
+
+// signatureCheck returns a check of a request's SigV4 signature or
+// presigned URL on its headers alone — versitygw's own signature
+// middlewares, run before the body is read — that leaves the request as
+// it found it (path and request locals), for the real pass. The check
+// answers the S3 error versitygw would answer for a bad signature, and nil
+// when the signature checks out or the request carries none (whether an
+// anonymous request may proceed is for the caller to decide). A missing
+// Content-Length, which versitygw reports only once the signature checked
+// out, is not a refusal here: a chunked upload is spooled to get one.
+func (e routeEnv) signatureCheck() func(fiber.Ctx) s3err.S3Error {
 	verify := middlewares.VerifyV4Signature(e.root, e.iam, e.region, true, true, false)
 	presigned := middlewares.VerifyPresignedV4Signature(e.root, e.iam, e.region, true)
-	return func(fctx *fasthttp.RequestCtx) (status int) {
-		isPresigned := fctx.QueryArgs().Has("X-Amz-Signature")
-		if len(fctx.Request.Header.Peek("Authorization")) == 0 && !isPresigned {
-			// Anonymous: whether the bucket is public is for the request
-			// handler to decide.
-			return fasthttp.StatusContinue
+	return func(c fiber.Ctx) (refused s3err.S3Error) {
+		if isAnonymous(c) {
+			return nil
 		}
-		c := app.AcquireCtx(fctx)
+		isPresigned := c.Request().URI().QueryArgs().Has("X-Amz-Signature")
 		// versitygw verifies signatures after its DecodeURL middleware
 		// replaced the request path with its unescaped form (the canonical
 		// request re-escapes it); do the same here, and restore the path
 		// as received for the real pass.
-		orig := append([]byte(nil), fctx.Request.URI().PathOriginal()...)
+		orig := string(c.Request().URI().PathOriginal())
 		defer func() {
 			for _, k := range requestLocals {
 				k.Delete(c)
 			}
-			fctx.Request.URI().SetPathBytes(orig)
-			app.ReleaseCtx(c)
+			c.Path(orig)
 			if r := recover(); r != nil {
-				status = fasthttp.StatusContinue // let the handler answer
+				refused = nil // let the real pass answer
 			}
 		}()
-		if p, err := url.PathUnescape(string(orig)); err == nil {
+		if p, err := url.PathUnescape(orig); err == nil {
 			c.Path(p)
 		}
 		_ = e.setRequestDefaults(c)
@@ -243,11 +294,9 @@ func (e routeEnv) expectHandler(app *fiber.App) func(*fasthttp.RequestCtx) int {
 			err = verify(c)
 		}
 		var se s3err.S3Error
-		if err == nil || !errors.As(err, &se) {
-			return fasthttp.StatusContinue
+		if err == nil || !errors.As(err, &se) || se.BaseError().Code == "MissingContentLength" {
+			return nil
 		}
-		fctx.Response.Header.SetContentType("application/xml")
-		fctx.Response.SetBody(se.XMLBody("", ""))
-		return se.StatusCode()
+		return se
 	}
 }
