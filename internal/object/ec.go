@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
@@ -243,6 +245,13 @@ func (l *Layer) writeStripe(ctx context.Context, s transform.ECShape, v, place m
 	if err != nil {
 		return 0, meta.Egroup{}, err
 	}
+	// Registered before the first strip file exists, until the record
+	// commits: the orphan sweep (on every node holding a strip) leaves a
+	// held egroup's files alone, however long the strips or the commit
+	// take.
+	held := &openEgroup{id: id}
+	l.inflight.add(held)
+	defer runtime.KeepAlive(held)
 	cleanup := func() {
 		for _, r := range reps {
 			_ = l.rio.Remove(context.WithoutCancel(ctx), r, id)
@@ -276,7 +285,13 @@ func (l *Layer) writeStripe(ctx context.Context, s transform.ECShape, v, place m
 	t.If(meta.EgroupKey(id), 0)
 	t.Put(meta.EgroupKey(id), meta.Encode(eg))
 	if _, err := l.kv.Commit(ctx, &t); err != nil {
-		cleanup()
+		if errors.Is(err, meta.ErrConflict) {
+			cleanup() // certainly not committed
+		} else {
+			// The commit may still land: keep the strips, held a while;
+			// if no record appears, the orphan sweep removes them.
+			l.inflight.pin(id, time.Now().Add(MinOrphanSweepGrace))
+		}
 		return 0, meta.Egroup{}, err
 	}
 	l.m.egroupsCreated.Inc()

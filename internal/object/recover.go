@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -232,35 +234,36 @@ func (l *Layer) replicaRecorded(ctx context.Context, id uint64, dev model.Device
 // another node still holds it.
 func (l *Layer) removeOrphansLater(st *extent.Store, ids []uint64) {
 	defer l.bg.Done()
+	listed := time.Now()
 	select {
 	case <-l.stop:
 		return // the next start-up looks at them again
 	case <-time.After(l.opts.OrphanGrace):
 	}
-	// A writer of another node may still hold an egroup (a stream that
-	// outlasts the grace): ask, as the orphan sweep does (orphans.go).
-	held, err := l.heldAnywhere(context.Background(), ids)
-	if err != nil {
-		l.opts.Logger.Warn("orphan check: could not ask every node whether a writer holds these egroups; leaving the files for the orphan sweep",
-			"device", st.Device().ID(), "files", len(ids), "err", err)
-		return
-	}
-	removed := 0
+	// The same checks as the orphan sweep (orphans.go): a writer of
+	// another node may still hold an egroup without a record (a stream
+	// that outlasts the grace), and a file whose record lists other
+	// devices may be a move's verified copy about to be switched in, so
+	// that record is fenced before the removal. A file written since the
+	// listing is kept.
+	ctx := context.Background()
+	var batch []orphanCandidate
 	for _, id := range ids {
-		if held[id] {
-			continue // the orphan sweep looks again
-		}
-		live, err := l.replicaRecorded(context.Background(), id, st.Device().ID())
+		fi, err := st.Stat(id)
 		if err != nil {
-			l.opts.Logger.Warn("orphan check failed; leaving the file for the next start-up", "egroup", meta.FormatID(id), "err", err)
+			continue // removed meanwhile
+		}
+		c, ok, err := l.orphanCandidate(ctx, st.Device().ID(), fi)
+		if err != nil {
+			l.opts.Logger.Warn("orphan check failed; leaving the file for the orphan sweep", "egroup", meta.FormatID(id), "err", err)
 			continue
 		}
-		if live {
-			continue
-		}
-		if err := st.Remove(id); err == nil {
-			removed++
+		if ok {
+			batch = append(batch, c)
 		}
 	}
-	l.opts.Logger.Info("removed orphan replica files after the grace", "device", st.Device().ID(), "removed", removed, "candidates", len(ids))
+	var rep OrphanReport
+	l.removeOrphans(ctx, st, batch, listed, rate.NewLimiter(rate.Inf, 1), &rep)
+	l.opts.Logger.Info("removed orphan replica files after the grace", "device", st.Device().ID(), "removed", rep.Removed,
+		"candidates", len(ids), "held", rep.Held, "kept", rep.Kept)
 }
