@@ -162,4 +162,3 @@ func TestRecoveryFencesBeforeRemovingAMovesCopy(t *testing.T) {
 		t.Fatalf("recovery removed the move's copy without a fence; the switch at rev %d landed; read: %v", rev, rerr)
 	}
 }
-
