@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -328,6 +329,30 @@ func (s *Service) repair(ctx context.Context, v view, sr layout.StaleReplica) er
 			break
 		}
 		from = d.Next
+	}
+	// The copy skips entries the source was still writing (a trim in
+	// flight): mark the target fresh only if it holds every position the
+	// source holds (a seal at the same epoch only reports them).
+	heldRuns := func(rep layout.Replica) ([]uint64, error) {
+		req := &zlogpb.SealRequest{Ref: ref, Device: rep.Device, Epoch: v.Layout.Epoch, Stripes: uint32(v.Record.Stripes)}
+		resp, err := s.callNode(ctx, rep.Node, s.cfg.Options.PeerTimeout, func(ctx context.Context, c zlogpb.LogClient) (any, error) {
+			return c.Seal(ctx, req)
+		}, func(ctx context.Context) (any, error) { return s.Seal(ctx, req) })
+		if err != nil {
+			return nil, err
+		}
+		return resp.(*zlogpb.SealResponse).Runs, nil
+	}
+	srcHeld, err := heldRuns(src)
+	if err != nil {
+		return fmt.Errorf("check source: %w", err)
+	}
+	dstHeld, err := heldRuns(target)
+	if err != nil {
+		return fmt.Errorf("check copy: %w", err)
+	}
+	if !slices.Equal(srcHeld, dstHeld) {
+		return fmt.Errorf("copy holds other positions than its source (an entry was in flight there); retrying")
 	}
 	for attempt := 0; attempt < 20; attempt++ {
 		li, err := s.cfg.KV.Get(ctx, layoutKey(v.Record.Name))

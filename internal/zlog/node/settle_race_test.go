@@ -572,3 +572,62 @@ func TestOldLayoutReaderRefreshes(t *testing.T) {
 		t.Fatalf("reader with the old layout read position 1: %+v %v, want the acknowledged entry", e, err)
 	}
 }
+
+// TestRepairWaitsForAnEntryInFlight: repair copies a stale replica from a
+// fresh one with Dump, which skips entries still being written there (a
+// trim in flight). A copy missing one must not be marked fresh: readers
+// would get "not written" at that position from it.
+func TestRepairWaitsForAnEntryInFlight(t *testing.T) {
+	n := startSingle(t, t.TempDir(), "", Options{RepairEvery: 50 * time.Millisecond})
+	ctx := ctxT(t)
+	c := n.client(t)
+	if _, err := c.Create(ctx, "inflight", client.CreateOptions{Stripes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l := c.Open("inflight", client.LogOptions{})
+	for i := 0; i < 3; i++ {
+		if _, err := l.Append(ctx, []byte{byte('a' + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n = n.restart() // closes segment 0
+	li, err := n.kv.Get(ctx, layoutKey("inflight"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, _ := decodeLayout(li.Value)
+	seg := lay.Segments[0]
+	src := seg.Stripes[0][1]
+	v, _ := n.svc.cache.get("inflight")
+	key := store.Key{Log: v.Record.ID, Segment: seg.ID}
+	// An entry being written on the source (settle-mode reservation).
+	p, r := n.svc.store.Begin(src.Device, key, 1000, lay.Epoch, store.KindFill, store.Token{}, store.Settle)
+	if p == nil {
+		t.Fatalf("begin: %+v", r)
+	}
+	lay.Segments[0].Stripes[0][0].Stale = true
+	var txn meta.Txn
+	txn.If(layoutKey("inflight"), li.ModRev)
+	txn.Put(layoutKey("inflight"), mustJSON(lay))
+	if _, err := n.kv.Commit(ctx, &txn); err != nil {
+		t.Fatal(err)
+	}
+	stale := func() bool {
+		li, err := n.kv.Get(ctx, layoutKey("inflight"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, _ := decodeLayout(li.Value)
+		return cur.Segments[0].Stripes[0][0].Stale
+	}
+	time.Sleep(time.Second) // about 20 repair passes
+	if !stale() {
+		t.Fatal("the copy was marked fresh while its source still had an entry in flight (the copy lacks it)")
+	}
+	p.Cancel()
+	for deadline := time.Now().Add(10 * time.Second); stale(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not repaired once the entry settled")
+		}
+	}
+}
