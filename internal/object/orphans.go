@@ -101,14 +101,21 @@ type OrphanReport struct {
 	// Races are removed files whose egroup listed them by the time of the
 	// removal; each was marked bad for the Curator to repair.
 	Races int
+	// Sealed are abandoned open egroups: open in their record, no file
+	// appended to for the grace, and no writer on any node holding them
+	// (a writer whose last commit failed uncertainly, then could not seal
+	// the egroup). Sealed with the writer fenced, as the Curator seals an
+	// egroup whose writer is down; until then nothing moved, repaired or
+	// collected them.
+	Sealed int
 	// Errors are metadata or device errors; their files are left for the
 	// next sweep.
 	Errors int
 }
 
 func (r OrphanReport) String() string {
-	return fmt.Sprintf("devices=%d files=%d fresh=%d candidates=%d held=%d kept=%d removed=%d removed_bytes=%d races=%d errors=%d",
-		r.Devices, r.Files, r.Fresh, r.Candidates, r.Held, r.Kept, r.Removed, r.RemovedBytes, r.Races, r.Errors)
+	return fmt.Sprintf("devices=%d files=%d fresh=%d candidates=%d held=%d kept=%d removed=%d removed_bytes=%d races=%d sealed=%d errors=%d",
+		r.Devices, r.Files, r.Fresh, r.Candidates, r.Held, r.Kept, r.Removed, r.RemovedBytes, r.Races, r.Sealed, r.Errors)
 }
 
 func (r *OrphanReport) add(o OrphanReport) {
@@ -121,6 +128,7 @@ func (r *OrphanReport) add(o OrphanReport) {
 	r.Removed += o.Removed
 	r.RemovedBytes += o.RemovedBytes
 	r.Races += o.Races
+	r.Sealed += o.Sealed
 	r.Errors += o.Errors
 }
 
@@ -219,6 +227,10 @@ type orphanCandidate struct {
 	// rev is the revision of the record that lists other devices only;
 	// 0: there was no record.
 	rev int64
+	// open: the record is open (at rev) and this file idle for the
+	// grace: a seal candidate if no writer holds the egroup, not a
+	// removal.
+	open bool
 }
 
 func (l *Layer) sweepDevice(ctx context.Context, st *extent.Store, lim *rate.Limiter) (OrphanReport, error) {
@@ -230,7 +242,7 @@ func (l *Layer) sweepDevice(ctx context.Context, st *extent.Store, lim *rate.Lim
 	}
 	rep.Devices, rep.Files = 1, len(files)
 	cutoff := time.Now().Add(-l.OrphanSweepGrace())
-	var batch []orphanCandidate
+	var batch, opens []orphanCandidate
 	for _, fi := range files {
 		if fi.ModTime.After(cutoff) {
 			rep.Fresh++
@@ -247,6 +259,10 @@ func (l *Layer) sweepDevice(ctx context.Context, st *extent.Store, lim *rate.Lim
 			rep.Errors++
 			continue
 		}
+		if c.open {
+			opens = append(opens, c)
+			continue
+		}
 		if !orphan {
 			continue
 		}
@@ -259,6 +275,9 @@ func (l *Layer) sweepDevice(ctx context.Context, st *extent.Store, lim *rate.Lim
 	}
 	if len(batch) > 0 {
 		l.removeOrphans(ctx, st, batch, cutoff, lim, &rep)
+	}
+	if len(opens) > 0 {
+		l.sealAbandoned(ctx, opens, &rep)
 	}
 	return rep, ctx.Err()
 }
@@ -276,7 +295,10 @@ func (l *Layer) orphanCandidate(ctx context.Context, dev model.DeviceID, fi exte
 		return orphanCandidate{}, false, err
 	}
 	if eg.State == meta.EgroupOpen {
-		return orphanCandidate{}, false, nil
+		// An open egroup belongs to its writer: never removed. Its
+		// file has not been appended to for the grace, though, so it
+		// may be abandoned (sweepDevice asks who holds it).
+		return orphanCandidate{file: fi, rev: rev, open: true}, false, nil
 	}
 	for _, r := range eg.Replicas {
 		if r.Device == dev {
@@ -358,6 +380,37 @@ func (l *Layer) removeOrphans(ctx context.Context, st *extent.Store, batch []orp
 				"egroup", meta.FormatID(id), "device", dev)
 			l.MarkReplicaBad(context.WithoutCancel(ctx), id, dev)
 		}
+	}
+}
+
+// sealAbandoned seals the open egroups among opens that no writer on any
+// node holds. Only a writer holding an egroup can append to it (and would
+// have kept its files fresh), so one that none holds will never be sealed
+// by its writer; SealEgroup settles its tail with the writer fenced first
+// (at the revision read), so a writer that does commit meanwhile makes the
+// seal stale instead.
+func (l *Layer) sealAbandoned(ctx context.Context, opens []orphanCandidate, rep *OrphanReport) {
+	ids := make([]uint64, len(opens))
+	for i, c := range opens {
+		ids[i] = c.file.ID
+	}
+	held, err := l.heldAnywhere(ctx, ids)
+	if err != nil {
+		return // a node could not be asked: the next sweep looks again
+	}
+	for _, c := range opens {
+		if held[c.file.ID] || ctx.Err() != nil {
+			continue
+		}
+		if err := l.SealEgroup(ctx, c.file.ID, c.rev); err != nil {
+			if !errors.Is(err, ErrStale) {
+				rep.Errors++
+			}
+			continue
+		}
+		rep.Sealed++
+		l.opts.Logger.Warn("orphan sweep sealed an abandoned open egroup (no writer holds it; its files idle for the grace)",
+			"egroup", meta.FormatID(c.file.ID))
 	}
 }
 

@@ -445,3 +445,46 @@ func TestOrphanRecoveryAsksOtherNodes(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSweepSealsAnAbandonedOpenEgroup: an egroup left open in its record
+// that no writer holds any more (its writer's last commit failed without
+// saying whether it landed, and the seal that should follow failed too)
+// would stay open until the node restarts: never moved, repaired or
+// collected. The sweep seals it once its files have been idle for the
+// grace; an open egroup a writer holds is left alone.
+func TestSweepSealsAnAbandonedOpenEgroup(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	e.put("bkt", "held", payload(3, 50_000), "")
+	held := e.egroupOf("bkt", "held")
+	heldEg, _, _ := e.l.Egroup(ctx, held)
+	if heldEg.State != meta.EgroupOpen {
+		t.Fatalf("the pool's egroup is %v, want open", heldEg.State)
+	}
+	for _, r := range heldEg.Replicas {
+		e.age(sweepFile{r.Device, held}, time.Hour)
+	}
+	dev := heldEg.Replicas[0].Device
+	const lost = 900600
+	f := e.orphanFile(dev, lost, 0)
+	e.putRecord(lost, meta.Egroup{State: meta.EgroupOpen, Writer: "n1", Vector: model.MustParseVector("any=1"),
+		Replicas: []meta.EgroupReplica{{Device: dev, Node: "n1"}}})
+	e.age(f, time.Hour)
+	rep, err := e.l.SweepOrphans(ctx, e.local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Sealed != 1 {
+		t.Fatalf("sweep: %v, want the abandoned egroup sealed", rep)
+	}
+	if eg, _, _ := e.l.Egroup(ctx, lost); eg.State != meta.EgroupSealed {
+		t.Fatalf("abandoned egroup is %v after the sweep, want sealed", eg.State)
+	}
+	if eg, _, _ := e.l.Egroup(ctx, held); eg.State != meta.EgroupOpen {
+		t.Fatalf("the egroup a writer holds is %v after the sweep, want open", eg.State)
+	}
+	e.mustRead("bkt", "held", payload(3, 50_000))
+}
