@@ -28,4 +28,9 @@ var (
 	// write's check and its commit in a way that still satisfies the
 	// condition (S3 409 ConditionalRequestConflict); retry.
 	ErrConditionalConflict = errors.New("object: conditional write raced with another write; retry")
+	// ErrSourceChanged: a copy was asked of the source record the caller
+	// read (CopyOptions.SourceRev, PartCopyOptions.SourceRev), and the
+	// source is now another record (overwritten, deleted, rewritten);
+	// read it again and retry.
+	ErrSourceChanged = errors.New("object: copy source changed since it was read; retry")
 )

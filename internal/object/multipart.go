@@ -149,6 +149,19 @@ func (l *Layer) uploadPart(ctx context.Context, bucket, uploadID string, num int
 // UploadPartCopy makes a part from bytes [off, off+n) of an existing
 // object. When the vectors match, the part shares the source's extents.
 func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, off, n int64) (PartInfo, error) {
+	return l.UploadPartCopyWith(ctx, bucket, uploadID, num, srcBucket, srcKey, off, n, PartCopyOptions{})
+}
+
+// PartCopyOptions are UploadPartCopyWith's options.
+type PartCopyOptions struct {
+	// SourceRev, when not 0, is the Rev of the source record the caller
+	// read (HeadVersion): the part is made of that record or the call
+	// fails with ErrSourceChanged (see CopyOptions.SourceRev).
+	SourceRev int64
+}
+
+// UploadPartCopyWith is UploadPartCopy with options.
+func (l *Layer) UploadPartCopyWith(ctx context.Context, bucket, uploadID string, num int, srcBucket, srcKey string, off, n int64, opts PartCopyOptions) (PartInfo, error) {
 	if err := checkPartNum(num); err != nil {
 		return PartInfo{}, err
 	}
@@ -165,6 +178,9 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 	rec, err := l.lookup(ctx, srcBucket, srcKey, "")
 	if err != nil {
 		return PartInfo{}, err
+	}
+	if opts.SourceRev != 0 && rec.rev != opts.SourceRev {
+		return PartInfo{}, fmt.Errorf("%w: %s/%s", ErrSourceChanged, srcBucket, srcKey)
 	}
 	src := ObjectInfo{Bucket: srcBucket, Key: srcKey, Object: rec.Object}
 	if n < 0 {
@@ -209,6 +225,9 @@ func (l *Layer) UploadPartCopy(ctx context.Context, bucket, uploadID string, num
 		if errors.Is(err, meta.ErrConflict) {
 			if _, now, gerr := l.GetUpload(ctx, bucket, uploadID); gerr != nil || now != urev {
 				return PartInfo{}, fmt.Errorf("%w: %s (aborted or completed)", ErrNoSuchUpload, uploadID)
+			}
+			if opts.SourceRev != 0 {
+				return PartInfo{}, fmt.Errorf("%w: %s/%s changed during copy", ErrSourceChanged, srcBucket, srcKey)
 			}
 			return PartInfo{}, fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
 		}

@@ -81,6 +81,10 @@ type ObjectInfo struct {
 	Bucket string
 	Key    string
 	meta.Object
+	// Rev identifies the record read: its metadata revision. HeadVersion
+	// sets it, for a copy of exactly that record (CopyOptions.SourceRev,
+	// PartCopyOptions.SourceRev); 0 elsewhere.
+	Rev int64 `json:"-"`
 }
 
 // Put stores an object. It returns only after every replica of its data is
@@ -191,7 +195,7 @@ func (l *Layer) HeadVersion(ctx context.Context, bucket, key, versionID string) 
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	return ObjectInfo{Bucket: bucket, Key: key, Object: rec.Object}, nil
+	return ObjectInfo{Bucket: bucket, Key: key, Object: rec.Object, Rev: rec.rev}, nil
 }
 
 // GetVersion is Get of one version ("": the current one).
@@ -330,6 +334,11 @@ type CopyOptions struct {
 	Class       string
 	// SrcVersion copies one version of the source ("": the current one).
 	SrcVersion string
+	// SourceRev, when not 0, is the Rev of the source record the caller
+	// read (HeadVersion) and judged — its preconditions, its encryption
+	// record: the copy is of that record or fails with ErrSourceChanged,
+	// never of a record that replaced it in between.
+	SourceRev int64
 }
 
 // Copy copies an object. When the destination's vector equals the
@@ -339,6 +348,9 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 	src, err := l.lookup(ctx, srcBucket, srcKey, opts.SrcVersion)
 	if err != nil {
 		return ObjectInfo{}, err
+	}
+	if opts.SourceRev != 0 && src.rev != opts.SourceRev {
+		return ObjectInfo{}, fmt.Errorf("%w: %s/%s", ErrSourceChanged, srcBucket, srcKey)
 	}
 	if err := writable(dstBucket); err != nil {
 		return ObjectInfo{}, err
@@ -380,6 +392,9 @@ func (l *Layer) Copy(ctx context.Context, srcBucket, srcKey, dstBucket, dstKey s
 		// metadata replaced): its commit compares the record it copies.
 		srcGone := func() error {
 			if now, err := l.lookup(ctx, srcBucket, srcKey, opts.SrcVersion); err != nil || string(now.key) != string(src.key) || now.rev != src.rev {
+				if opts.SourceRev != 0 {
+					return fmt.Errorf("%w: %s/%s changed during copy", ErrSourceChanged, srcBucket, srcKey)
+				}
 				return fmt.Errorf("%w: %s/%s changed during copy", ErrNoSuchKey, srcBucket, srcKey)
 			}
 			return nil

@@ -385,3 +385,59 @@ func TestRewriteOutlivesAStaleRemoval(t *testing.T) {
 		t.Fatalf("object after the rewrite: %v", err)
 	}
 }
+
+// TestCopySourceRev pins that a copy asked of the source record the
+// caller read (SourceRev, from HeadVersion) copies that record or fails
+// with ErrSourceChanged: a caller that judged the record (preconditions,
+// its encryption record) never gets the bytes of one that replaced it.
+// Both Copy (shared extents and rewrite) and UploadPartCopyWith.
+func TestCopySourceRev(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "src", "first")
+	head, err := e.l.HeadVersion(ctx, "bkt", "src", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Rev == 0 {
+		t.Fatal("HeadVersion returned no Rev")
+	}
+	// Unchanged: the copy goes through.
+	if _, err := e.l.Copy(ctx, "bkt", "src", "bkt", "ok", CopyOptions{SourceRev: head.Rev}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readKey(e.l, "bkt", "ok"); err != nil || got != "first" {
+		t.Fatalf("copy of the unchanged source: %q, %v", got, err)
+	}
+	e.putS("bkt", "src", "second")
+	for name, opts := range map[string]CopyOptions{
+		"shared":  {SourceRev: head.Rev},
+		"rewrite": {SourceRev: head.Rev, Vector: model.MustParseVector("hdd=2")},
+	} {
+		if _, err := e.l.Copy(ctx, "bkt", "src", "bkt", name, opts); !errors.Is(err, ErrSourceChanged) {
+			t.Errorf("%s copy of an overwritten source: %v, want ErrSourceChanged", name, err)
+		}
+		if _, err := e.l.Head(ctx, "bkt", name); err == nil {
+			got, _ := readKey(e.l, "bkt", name)
+			t.Errorf("%s copy of an overwritten source stored %q", name, got)
+		}
+	}
+	up, err := e.l.CreateUpload(ctx, "bkt", "mp", PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.UploadPartCopyWith(ctx, "bkt", up, 1, "bkt", "src", 0, -1, PartCopyOptions{SourceRev: head.Rev}); !errors.Is(err, ErrSourceChanged) {
+		t.Errorf("part copy of an overwritten source: %v, want ErrSourceChanged", err)
+	}
+	now, err := e.l.HeadVersion(ctx, "bkt", "src", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.l.UploadPartCopyWith(ctx, "bkt", up, 1, "bkt", "src", 0, -1, PartCopyOptions{SourceRev: now.Rev})
+	if err != nil || p.Size != int64(len("second")) {
+		t.Fatalf("part copy of the current source: %+v, %v", p, err)
+	}
+}

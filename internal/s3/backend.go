@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -66,7 +67,22 @@ type Backend struct {
 	// the owner of buckets without an ACL.
 	iam      auth.IAMService
 	rootUser string
+	// afterCopyHead, when set (tests only), is called by CopyObject and
+	// UploadPartCopy between reading the source's record and copying it.
+	afterCopyHead atomic.Pointer[func(bucket, key string)]
 }
+
+// copySourceRead runs the afterCopyHead test hook.
+func (b *Backend) copySourceRead(bucket, key string) {
+	if f := b.afterCopyHead.Load(); f != nil {
+		(*f)(bucket, key)
+	}
+}
+
+// copyAttempts bounds how often a copy whose source changed between the
+// read of its record and the copy is retried (read again, judged again)
+// before it answers 409.
+const copyAttempts = 3
 
 var _ backend.Backend = (*Backend)(nil)
 

@@ -115,6 +115,8 @@ func (b *Backend) mapErr(op string, err error, bucket string) error {
 		return errInvalidStorageClass
 	case errors.Is(err, object.ErrConditionalConflict):
 		return errConditionalConflict
+	case errors.Is(err, object.ErrSourceChanged):
+		return errConflict
 	case errors.Is(err, object.ErrBucketBusy):
 		return errConflict
 	case errors.Is(err, object.ErrNoSuchVersion):

@@ -48,6 +48,7 @@ var srv struct {
 	url   string
 	dir   string // devices live under dir/dev
 	layer *object.Layer
+	be    *Backend
 	kv    meta.KV
 	keys  *sse.Keyring
 	users *users.Store
@@ -90,6 +91,7 @@ func runMain(m *testing.M) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	be := NewBackend(layer, BackendOptions{Logger: log, Keys: srv.keys})
+	srv.be = be
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	errc := make(chan error, 1)

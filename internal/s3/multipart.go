@@ -185,7 +185,24 @@ func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.U
 
 // UploadPartCopy makes a part from a range of an existing object. With
 // equal vectors the part shares the source's extents.
+//
+// As in CopyObject, the source record judged is the one copied; a source
+// replaced in between makes the part copy start over.
 func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput) (s3response.CopyPartResult, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := b.uploadPartCopy(ctx, in)
+		if !errors.Is(err, object.ErrSourceChanged) {
+			return out, err
+		}
+		if attempt == copyAttempts {
+			return out, b.mapErr("UploadPartCopy", err, deref(in.Bucket))
+		}
+	}
+}
+
+// uploadPartCopy is one attempt of UploadPartCopy. It returns
+// object.ErrSourceChanged unmapped, for UploadPartCopy to retry.
+func (b *Backend) uploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput) (s3response.CopyPartResult, error) {
 	bucket, key, uploadID := deref(in.Bucket), deref(in.Key), deref(in.UploadId)
 	if in.PartNumber == nil {
 		return s3response.CopyPartResult{}, s3err.GetAPIError(s3err.ErrInvalidPartNumberRange)
@@ -206,6 +223,7 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	if err != nil {
 		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
 	}
+	b.copySourceRead(srcBucket, srcKey)
 	plainSrc, srcRec, err := plainView(src.Object)
 	if err != nil {
 		return s3response.CopyPartResult{}, b.mapErr("UploadPartCopy", err, srcBucket)
@@ -235,12 +253,16 @@ func (b *Backend) UploadPartCopy(ctx context.Context, in *s3.UploadPartCopyInput
 	}
 	var p object.PartInfo
 	if alg, _ := uploadChecksum(up.Headers); srcRec == nil && rec == nil && alg == "" && srcVersion == "" {
-		p, err = b.layer.UploadPartCopy(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n)
+		p, err = b.layer.UploadPartCopyWith(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, off, n,
+			object.PartCopyOptions{SourceRev: src.Rev})
 	} else {
 		// Either side is encrypted or the part needs a checksum: copy the
 		// plaintext through the gateway, decrypting and (for an encrypted
 		// upload) re-encrypting.
 		p, err = b.copyPartPlain(ctx, bucket, uploadID, int(*in.PartNumber), srcBucket, srcKey, src.Object, srcDK, off, n, rec, dk, alg)
+	}
+	if errors.Is(err, object.ErrSourceChanged) {
+		return s3response.CopyPartResult{}, err
 	}
 	if err != nil {
 		return s3response.CopyPartResult{}, b.uploadErr("UploadPartCopy", err, bucket, uploadID)

@@ -627,7 +627,26 @@ func (b *Backend) DeleteObjects(ctx context.Context, in *s3.DeleteObjectsInput) 
 // request's, else the destination bucket's default) and class. COPY
 // (default) keeps the source's content headers and user metadata, REPLACE
 // takes the request's; tags likewise with the tagging directive.
+//
+// The source is read once: the record whose preconditions were evaluated
+// and whose encryption record the copy takes is the one copied. If it is
+// replaced before the copy commits, the copy starts over (preconditions
+// judged again on the new record), up to copyAttempts times.
 func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput) (s3response.CopyObjectOutput, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := b.copyObject(ctx, in)
+		if !errors.Is(err, object.ErrSourceChanged) {
+			return out, err
+		}
+		if attempt == copyAttempts {
+			return out, b.mapErr("CopyObject", err, deref(in.Bucket))
+		}
+	}
+}
+
+// copyObject is one attempt of CopyObject. It returns
+// object.ErrSourceChanged unmapped, for CopyObject to retry.
+func (b *Backend) copyObject(ctx context.Context, in s3response.CopyObjectInput) (s3response.CopyObjectOutput, error) {
 	dstBucket, dstKey := deref(in.Bucket), deref(in.Key)
 	if err := checkKey(dstKey); err != nil {
 		return s3response.CopyObjectOutput{}, s3err.GetAPIError(s3err.ErrInvalidCopyDest)
@@ -643,6 +662,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, srcBucket)
 	}
+	b.copySourceRead(srcBucket, srcKey)
 	plainSrc, srcRec, err := plainView(src.Object)
 	if err != nil {
 		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, srcBucket)
@@ -712,7 +732,7 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 			headers, umeta = contentHeadersOf(src.Headers).toMap(), src.UserMeta
 		}
 		opts := object.CopyOptions{ReplaceMeta: true, ReplaceTags: replaceTags, Class: class, UserMeta: umeta, Tags: tags, SrcVersion: srcVersion,
-			Headers: mergeHeaders(mergeHeaders(headers, systemHeaders(src.Headers)), aclh)}
+			Headers: mergeHeaders(mergeHeaders(headers, systemHeaders(src.Headers)), aclh), SourceRev: src.Rev}
 		if srcMode != "" {
 			opts.Class = ""
 		}
@@ -722,6 +742,9 @@ func (b *Backend) CopyObject(ctx context.Context, in s3response.CopyObjectInput)
 		info, dstRec, err = b.rewriteCopy(ctx, srcBucket, srcKey, src, plainSrc, srcDK, dstBucket, dstKey, dstEnc, rewriteAttrs{
 			class: class, replaceMeta: replaceMeta, headers: headers, umeta: umeta, replaceTags: replaceTags, tags: tags, acl: aclh,
 		})
+	}
+	if errors.Is(err, object.ErrSourceChanged) {
+		return s3response.CopyObjectOutput{}, err
 	}
 	if err != nil {
 		return s3response.CopyObjectOutput{}, b.mapErr("CopyObject", err, dstBucket)
