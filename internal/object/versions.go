@@ -817,32 +817,38 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 	}
 	count := 0
 	full := func() bool { return count >= o.MaxKeys }
-	after := o.KeyMarker
 	skipVersionsUntil := o.VersionMarker // within KeyMarker
+	start := l.listStart(bucket, o.Prefix, o.KeyMarker, skipVersionsUntil != "")
+	end := meta.PrefixEnd(meta.ObjectPrefix(bucket, o.Prefix))
+	// A key marker inside a common prefix (a page that ended on the
+	// prefix, whose NextKeyMarker it is): resume after every key under
+	// it, as List does, or the prefix would be listed again.
+	if cp := commonPrefixOf(o.KeyMarker, o.Prefix, o.Delimiter); cp != "" {
+		if e := meta.PrefixEnd(meta.ObjectPrefix(bucket, cp)); string(e) > string(start) {
+			start = e
+		}
+	}
 	for {
-		page, err := l.kv.Scan(ctx, l.listStart(bucket, o.Prefix, after, skipVersionsUntil != ""), meta.PrefixEnd(meta.ObjectPrefix(bucket, o.Prefix)), 128)
+		page, err := l.kv.Scan(ctx, start, end, 128)
 		if err != nil {
 			return res, err
 		}
+		jumped := false
 		for _, it := range page {
 			_, key, _ := meta.SplitObjectKey(it.Key)
-			if o.Delimiter != "" {
-				rest := key[len(o.Prefix):]
-				if i := strings.Index(rest, o.Delimiter); i >= 0 {
-					cp := o.Prefix + rest[:i+len(o.Delimiter)]
-					if n := len(res.CommonPrefixes); n == 0 || res.CommonPrefixes[n-1] != cp {
-						if full() {
-							res.Truncated = true
-							return res, nil
-						}
-						res.CommonPrefixes = append(res.CommonPrefixes, cp)
-						res.NextKeyMarker, res.NextVersionMarker = cp, ""
-						count++
-					}
-					after = key
-					skipVersionsUntil = ""
-					continue
+			if cp := commonPrefixOf(key, o.Prefix, o.Delimiter); cp != "" {
+				if full() {
+					res.Truncated = true
+					return res, nil
 				}
+				res.CommonPrefixes = append(res.CommonPrefixes, cp)
+				res.NextKeyMarker, res.NextVersionMarker = cp, ""
+				count++
+				// Jump over every key under the common prefix.
+				start = meta.PrefixEnd(meta.ObjectPrefix(bucket, cp))
+				skipVersionsUntil = ""
+				jumped = true
+				break
 			}
 			var cur meta.Object
 			if err := meta.Decode(it.Value, &cur); err != nil {
@@ -880,13 +886,30 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 				res.NextKeyMarker, res.NextVersionMarker = key, e.VersionID
 				count++
 			}
-			after = key
+			start = append(append([]byte(nil), it.Key...), 0)
 			skipVersionsUntil = ""
 		}
-		if len(page) < 128 {
+		if !jumped && len(page) < 128 {
+			return res, nil
+		}
+		if start == nil || (end != nil && string(start) >= string(end)) {
 			return res, nil
 		}
 	}
+}
+
+// commonPrefixOf returns the common prefix key rolls up into under prefix
+// and delimiter ("" if none: no delimiter, or none after the prefix).
+func commonPrefixOf(key, prefix, delimiter string) string {
+	if delimiter == "" || !strings.HasPrefix(key, prefix) {
+		return ""
+	}
+	rest := key[len(prefix):]
+	i := strings.Index(rest, delimiter)
+	if i < 0 {
+		return ""
+	}
+	return prefix + rest[:i+len(delimiter)]
 }
 
 // listStart is where a listing resumes: at key itself when some of its

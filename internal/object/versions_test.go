@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -605,5 +606,57 @@ func BenchmarkCreateSnapshot(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestListVersionsDelimiterPages pins that ListVersions with a delimiter
+// pages to the end: a page that ends on a common prefix continues after
+// every key under it (its NextKeyMarker is the prefix), as List does,
+// instead of listing the same prefix again forever.
+func TestListVersionsDelimiterPages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "vbk", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SetVersioning(ctx, "vbk", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a/1", "a/1", "a/2", "b", "c/x/y", "d"} {
+		e.putS("vbk", k, "x")
+	}
+	for _, max := range []int{1, 2, 3, 1000} {
+		var got []string
+		o := VersionListOptions{Delimiter: "/", MaxKeys: max}
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatalf("max-keys %d: no end after %d pages: %v", max, pages, got)
+			}
+			page, err := e.l.ListVersions(ctx, "vbk", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Within a page, prefixes and versions interleave in key order.
+			got = append(got, page.CommonPrefixes...)
+			for _, v := range page.Versions {
+				got = append(got, v.Key)
+			}
+			if !page.Truncated {
+				break
+			}
+			o.KeyMarker, o.VersionMarker = page.NextKeyMarker, page.NextVersionMarker
+		}
+		sort.Strings(got)
+		if want := "[a/ b c/ d]"; fmt.Sprint(got) != want {
+			t.Errorf("max-keys %d: %v, want %s", max, got, want)
+		}
+	}
+	// A key marker inside a prefix continues after the prefix.
+	page, err := e.l.ListVersions(ctx, "vbk", VersionListOptions{Delimiter: "/", KeyMarker: "a/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(page.CommonPrefixes) != "[c/]" || len(page.Versions) != 2 {
+		t.Errorf("after key marker a/1: prefixes %v, %d versions", page.CommonPrefixes, len(page.Versions))
 	}
 }

@@ -138,3 +138,47 @@ func TestSnapshotBucketOverS3(t *testing.T) {
 		t.Fatalf("creating a reserved bucket name: %v", err)
 	}
 }
+
+// TestListObjectVersionsDelimiterPaging pins that ListObjectVersions with
+// a delimiter and a small max-keys pages to the end, each common prefix
+// and key once (as ListObjectsV2 does), when a page ends on a prefix.
+func TestListObjectVersionsDelimiterPaging(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: &b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a/1", "a/2", "b"} {
+		put(t, c, b, k, []byte("x"))
+	}
+	var km, vm *string
+	var seen []string
+	for page := 0; ; page++ {
+		if page == 6 {
+			t.Fatalf("no end after %d pages: %v", page, seen)
+		}
+		out, err := c.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: &b, Delimiter: aws.String("/"),
+			MaxKeys: aws.Int32(1), KeyMarker: km, VersionIdMarker: vm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range out.CommonPrefixes {
+			seen = append(seen, "prefix "+*p.Prefix)
+		}
+		for _, v := range out.Versions {
+			seen = append(seen, *v.Key)
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		km, vm = out.NextKeyMarker, out.NextVersionIdMarker
+		if aws.ToString(vm) == "" {
+			vm = nil
+		}
+	}
+	if got := strings.Join(seen, ", "); got != "prefix a/, b" {
+		t.Fatalf("pages: %s, want prefix a/, b", got)
+	}
+}
