@@ -7,7 +7,6 @@ import (
 	"encoding/xml"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -460,12 +459,13 @@ func (b *Backend) aclResponses() fiber.Handler {
 		if ctx.Method() != http.MethodGet || !ctx.Request().URI().QueryArgs().Has("acl") {
 			return ctx.Next()
 		}
-		path, perr := url.PathUnescape(string(ctx.Request().URI().PathOriginal()))
+		// The bucket and key versitygw answered for: with a virtual
+		// domain, the bucket may be in the Host and the path all key.
+		bucket, key, terr := b.requestTarget(ctx)
 		err := ctx.Next()
-		if err != nil || perr != nil || ctx.Response().StatusCode() != http.StatusOK {
+		if err != nil || terr != nil || ctx.Response().StatusCode() != http.StatusOK {
 			return err
 		}
-		bucket, key, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 		if bucket == "" {
 			return nil
 		}

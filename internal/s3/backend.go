@@ -67,6 +67,9 @@ type Backend struct {
 	// the owner of buckets without an ACL.
 	iam      auth.IAMService
 	rootUser string
+	// virtualDomain is Serve's ServeConfig.VirtualDomain: Terrace's
+	// middlewares resolve virtual-hosted requests with it (requestTarget).
+	virtualDomain string
 	// afterCopyHead, when set (tests only), is called by CopyObject and
 	// UploadPartCopy between reading the source's record and copying it.
 	afterCopyHead atomic.Pointer[func(bucket, key string)]

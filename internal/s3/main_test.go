@@ -40,6 +40,11 @@ const (
 	testSecret = "terrace-test-secret"
 )
 
+// testVirtualDomain is the gateway's virtual domain: <bucket>.vhost.test
+// requests are virtual-hosted style (vhost_test.go dials them to the
+// gateway's address).
+const testVirtualDomain = "vhost.test"
+
 // tooWideClass maps to a vector no device set can hold (three ssd
 // replicas, two ssd devices): writes with it must fail with 507.
 const tooWideClass = "TERRACE_TOO_WIDE"
@@ -97,7 +102,7 @@ func runMain(m *testing.M) int {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- Serve(ctx, be, ServeConfig{Address: addr, RootUser: testUser, RootPassword: testSecret, Ready: ready,
-			IAM: NewStoreIAM(srv.users, testUser)})
+			IAM: NewStoreIAM(srv.users, testUser), VirtualDomain: testVirtualDomain})
 	}()
 	select {
 	case <-ready:

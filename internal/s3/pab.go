@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/gofiber/fiber/v3"
@@ -119,16 +118,11 @@ func (b *Backend) checkPublicACL(ctx context.Context, bucket string, raw []byte)
 // public).
 func (b *Backend) publicAccessGate() fiber.Handler {
 	return func(ctx fiber.Ctx) error {
-		req := ctx.Request()
-		if len(req.Header.Peek("Authorization")) > 0 || req.URI().QueryArgs().Has("X-Amz-Signature") {
+		if !isAnonymous(ctx) {
 			return ctx.Next()
 		}
-		path, err := url.PathUnescape(string(req.URI().PathOriginal()))
-		if err != nil {
-			return ctx.Next()
-		}
-		bucket, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-		if bucket == "" {
+		bucket, _, err := b.requestTarget(ctx)
+		if err != nil || bucket == "" {
 			return ctx.Next()
 		}
 		rctx := ctx.RequestCtx()

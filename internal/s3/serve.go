@@ -131,7 +131,7 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 	if cfg.IAM != nil {
 		iam = cfg.IAM
 	}
-	be.iam, be.rootUser = iam, cfg.RootUser
+	be.iam, be.rootUser, be.virtualDomain = iam, cfg.RootUser, cfg.VirtualDomain
 	if si, ok := iam.(*StoreIAM); ok {
 		si.owner = be.ownerOf
 	}

@@ -52,20 +52,15 @@ func (e routeEnv) spoolChunked() fiber.Handler {
 		if string(req.Header.Method()) != http.MethodPut || req.Header.ContentLength() != -1 {
 			return ctx.Next()
 		}
-		path := strings.TrimPrefix(string(req.URI().PathOriginal()), "/")
-		bucket, key, _ := strings.Cut(path, "/")
-		if key == "" {
+		bucket, key, err := b.requestTarget(ctx)
+		if err != nil || bucket == "" || key == "" {
 			return ctx.Next() // bucket sub-resources read their small bodies themselves
 		}
 		if se := checkSignature(ctx); se != nil {
 			return sendS3Error(ctx, se)
 		}
-		if isAnonymous(ctx) {
-			bucket, _ = url.PathUnescape(bucket)
-			key, _ = url.PathUnescape(key)
-			if auth.VerifyPublicAccess(ctx, b, auth.PutObjectAction, auth.PermissionWrite, bucket, key) != nil {
-				return ctx.Next()
-			}
+		if isAnonymous(ctx) && auth.VerifyPublicAccess(ctx, b, auth.PutObjectAction, auth.PermissionWrite, bucket, key) != nil {
+			return ctx.Next()
 		}
 		f, n, err := b.spool(req.BodyStream())
 		if err != nil {
@@ -80,6 +75,28 @@ func (e routeEnv) spoolChunked() fiber.Handler {
 		req.SetBodyStream(f.reader, int(n))
 		return ctx.Next()
 	}
+}
+
+// requestTarget returns the bucket and key a request addresses, resolved
+// as versitygw routes it: Terrace's middlewares run on the request as
+// received, before versitygw's DecodeURL (the path unescaped) and
+// HostStyleParser (a Host of <bucket>.<virtual domain> names the bucket,
+// the whole path is the key). err is set for a path that does not
+// unescape (versitygw refuses those).
+func (b *Backend) requestTarget(ctx fiber.Ctx) (bucket, key string, err error) {
+	path, err := url.PathUnescape(string(ctx.Request().URI().PathOriginal()))
+	if err != nil {
+		return "", "", err
+	}
+	path = strings.TrimPrefix(path, "/")
+	if b.virtualDomain != "" {
+		// HostStyleParser's test, as it makes it.
+		if host, _, found := strings.Cut(string(ctx.Request().Host()), "."+b.virtualDomain); found && host != "" {
+			return host, path, nil
+		}
+	}
+	bucket, key, _ = strings.Cut(path, "/")
+	return bucket, key, nil
 }
 
 // isAnonymous reports whether a request carries no credentials (neither
