@@ -54,15 +54,9 @@ func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListRes
 	}
 	// Skip past a common prefix that After points into, so a continuation
 	// does not repeat it.
-	if o.Delimiter != "" && o.After != "" && strings.HasPrefix(o.After, o.Prefix) {
-		rest := o.After[len(o.Prefix):]
-		if i := strings.Index(rest, o.Delimiter); i >= 0 {
-			cp := o.Prefix + rest[:i+len(o.Delimiter)]
-			if cp == o.After || strings.HasPrefix(o.After, cp) {
-				if e := meta.PrefixEnd(meta.ObjectPrefix(bucket, cp)); string(e) > string(start) {
-					start = e
-				}
-			}
+	if cp := commonPrefixOf(o.After, o.Prefix, o.Delimiter); cp != "" {
+		if e := meta.PrefixEnd(meta.ObjectPrefix(bucket, cp)); string(e) > string(start) {
+			start = e
 		}
 	}
 	count := 0
@@ -73,24 +67,31 @@ func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListRes
 			return ListResult{}, err
 		}
 		jumped := false
+		// The page is full only when another entry is found: keys that
+		// list as nothing (delete markers) after the last entry do not
+		// make it truncated.
 		for _, it := range items {
-			if count >= o.MaxKeys {
-				res.Truncated = true
-				return res, nil
-			}
 			key := string(it.Key[len(base):])
-			if o.Delimiter != "" {
-				rest := key[len(o.Prefix):]
-				if i := strings.Index(rest, o.Delimiter); i >= 0 {
-					cp := o.Prefix + rest[:i+len(o.Delimiter)]
-					res.CommonPrefixes = append(res.CommonPrefixes, cp)
-					res.NextAfter = cp
-					count++
-					// Jump over every key under the common prefix.
-					start = meta.PrefixEnd(meta.ObjectPrefix(bucket, cp))
-					jumped = true
+			if cp := commonPrefixOf(key, o.Prefix, o.Delimiter); cp != "" {
+				// Jump over every key under the common prefix; it is
+				// listed only if some key under it is not deleted.
+				cpEnd := meta.PrefixEnd(meta.ObjectPrefix(bucket, cp))
+				live, err := l.anyLive(ctx, it.Key, cpEnd)
+				if err != nil {
+					return ListResult{}, err
+				}
+				start, jumped = cpEnd, true
+				if !live {
 					break
 				}
+				if count >= o.MaxKeys {
+					res.Truncated = true
+					return res, nil
+				}
+				res.CommonPrefixes = append(res.CommonPrefixes, cp)
+				res.NextAfter = cp
+				count++
+				break
 			}
 			var obj meta.Object
 			if err := meta.Decode(it.Value, &obj); err != nil {
@@ -99,6 +100,10 @@ func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListRes
 			if obj.DeleteMarker {
 				start = append(append([]byte(nil), it.Key...), 0)
 				continue // a deleted key of a versioned bucket
+			}
+			if count >= o.MaxKeys {
+				res.Truncated = true
+				return res, nil
 			}
 			res.Objects = append(res.Objects, ObjectInfo{Bucket: bucket, Key: key, Object: obj})
 			res.NextAfter = key
@@ -111,6 +116,31 @@ func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListRes
 		if start == nil || (end != nil && string(start) >= string(end)) {
 			return res, nil
 		}
+	}
+}
+
+// anyLive reports whether a record of the object map in [from, end) is
+// an object rather than a delete marker.
+func (l *Layer) anyLive(ctx context.Context, from, end []byte) (bool, error) {
+	const batch = 256
+	for {
+		items, err := l.kv.Scan(ctx, from, end, batch)
+		if err != nil {
+			return false, err
+		}
+		for _, it := range items {
+			var obj meta.Object
+			if err := meta.Decode(it.Value, &obj); err != nil {
+				return false, err
+			}
+			if !obj.DeleteMarker {
+				return true, nil
+			}
+		}
+		if len(items) < batch {
+			return false, nil
+		}
+		from = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
 }
 

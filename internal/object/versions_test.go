@@ -660,3 +660,70 @@ func TestListVersionsDelimiterPages(t *testing.T) {
 		t.Errorf("after key marker a/1: prefixes %v, %d versions", page.CommonPrefixes, len(page.Versions))
 	}
 }
+
+// TestListSkipsDeletedOnly pins that a delimiter listing of a versioned
+// bucket shows no common prefix whose keys are all delete markers (a
+// listing of that prefix is empty), and that a page is truncated only
+// when another entry follows, not when only delete markers do.
+func TestListSkipsDeletedOnly(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "vbk", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SetVersioning(ctx, "vbk", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "dir/x", "dir/y", "live/x", "m", "z"} {
+		e.putS("vbk", k, "x")
+	}
+	for _, k := range []string{"dir/x", "dir/y", "m", "z"} {
+		if _, err := e.l.DeleteObject(ctx, "vbk", k, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := e.l.List(ctx, "vbk", ListOptions{Delimiter: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range res.Objects {
+		keys = append(keys, o.Key)
+	}
+	if fmt.Sprint(keys) != "[a]" || fmt.Sprint(res.CommonPrefixes) != "[live/]" || res.Truncated {
+		t.Fatalf("listing: objects %v prefixes %v truncated %v; want [a] [live/] false", keys, res.CommonPrefixes, res.Truncated)
+	}
+	// Pages of one: the last entry is followed by delete markers only, so
+	// its page is not truncated (no empty page after it).
+	for _, delim := range []string{"", "/"} {
+		var got []string
+		o := ListOptions{Delimiter: delim, MaxKeys: 1}
+		for pages := 1; ; pages++ {
+			page, err := e.l.List(ctx, "vbk", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ob := range page.Objects {
+				got = append(got, ob.Key)
+			}
+			got = append(got, page.CommonPrefixes...)
+			if len(page.Objects)+len(page.CommonPrefixes) == 0 {
+				t.Fatalf("delimiter %q: page %d is empty (after %v)", delim, pages, got)
+			}
+			if !page.Truncated {
+				break
+			}
+			if pages > 3 {
+				t.Fatalf("delimiter %q: no end (%v)", delim, got)
+			}
+			o.After = page.NextAfter
+		}
+		want := "[a live/x]"
+		if delim != "" {
+			want = "[a live/]"
+		}
+		if fmt.Sprint(got) != want {
+			t.Fatalf("delimiter %q, pages of one: %v, want %s", delim, got, want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/versity/versitygw/s3api/utils"
 )
 
@@ -200,5 +201,45 @@ func checkV1(t *testing.T, ctx context.Context, c *s3.Client, b string, m listMo
 			t.Fatalf("v1 %s: next marker %q, want %q", q, aws.ToString(out.NextMarker), want.next)
 		}
 		marker = want.next
+	}
+}
+
+// TestListHidesDeletedPrefixes pins that a delimiter listing of a
+// versioned bucket shows no common prefix whose keys are all deleted (a
+// listing of that prefix is empty, as on AWS), and that max-keys pages
+// end without a truncated page followed by an empty one.
+func TestListHidesDeletedPrefixes(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: &b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, c, b, "dir/a", []byte("x"))
+	put(t, c, b, "z", []byte("x"))
+	put(t, c, b, "zz", []byte("x"))
+	for _, k := range []string{"dir/a", "zz"} {
+		if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &b, Key: aws.String(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b, Delimiter: aws.String("/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prefixes []string
+	for _, p := range out.CommonPrefixes {
+		prefixes = append(prefixes, aws.ToString(p.Prefix))
+	}
+	if len(prefixes) != 0 || len(out.Contents) != 1 {
+		t.Fatalf("listing: prefixes %v, %d objects; want no prefix and z", prefixes, len(out.Contents))
+	}
+	out, err = c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b, Delimiter: aws.String("/"), MaxKeys: aws.Int32(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToInt32(out.KeyCount) != 1 || aws.ToString(out.Contents[0].Key) != "z" || aws.ToBool(out.IsTruncated) {
+		t.Fatalf("max-keys 1: %d keys, truncated %v; want z alone, not truncated", aws.ToInt32(out.KeyCount), aws.ToBool(out.IsTruncated))
 	}
 }
