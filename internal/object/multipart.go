@@ -406,8 +406,9 @@ func (l *Layer) completeFenced(ctx context.Context, bucket, uploadID string, up 
 	h := md5.New()
 	for _, cp := range parts {
 		p, ok := byNum[cp.Num]
+		// An empty ETag matches no part (AWS: InvalidPart).
 		etag := strings.Trim(cp.ETag, `"`)
-		if !ok || (etag != "" && !strings.EqualFold(etag, p.ETag)) {
+		if !ok || etag == "" || !strings.EqualFold(etag, p.ETag) {
 			return ObjectInfo{}, fmt.Errorf("%w: part %d (etag %s) not uploaded", ErrInvalidPart, cp.Num, etag)
 		}
 		raw, err := hex.DecodeString(p.ETag)

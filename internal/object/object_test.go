@@ -342,6 +342,12 @@ func TestMultipart(t *testing.T) {
 	if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{2, i2.ETag}, {3, i2.ETag}}, nil); !errors.Is(err, ErrInvalidPart) {
 		t.Fatalf("missing part: %v", err)
 	}
+	// An empty ETag (quoted or not) names no part.
+	for _, empty := range []string{"", `""`} {
+		if _, err := e.l.CompleteUpload(ctx, "bkt", id, []CompletePart{{1, i1.ETag}, {2, empty}}, nil); !errors.Is(err, ErrInvalidPart) {
+			t.Fatalf("empty etag %q: %v", empty, err)
+		}
+	}
 	small, _ := e.l.CreateUpload(ctx, "bkt", "small", PutOptions{})
 	s1, _ := e.l.UploadPart(ctx, "bkt", small, 1, bytes.NewReader(p2), int64(len(p2)), "")
 	s2, _ := e.l.UploadPart(ctx, "bkt", small, 2, bytes.NewReader(p2), int64(len(p2)), "")

@@ -238,3 +238,18 @@ func TestListMultipartUploadsPaging(t *testing.T) {
 		t.Fatalf("with delimiter: %d uploads %d prefixes %v", len(out.Uploads), len(out.CommonPrefixes), err)
 	}
 }
+
+// TestCompleteEmptyETag pins that CompleteMultipartUpload answers
+// InvalidPart for a part listed with an empty <ETag></ETag>, as AWS
+// does, instead of taking whatever part has that number.
+func TestCompleteEmptyETag(t *testing.T) {
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	id := startUpload(t, c, b, "k")
+	uploadPart(t, c, b, "k", id, 1, []byte("part-one"))
+	_, err := complete(c, b, "k", id, types.CompletedPart{PartNumber: aws.Int32(1), ETag: aws.String("")})
+	wantErr(t, "complete with an empty ETag", err, "InvalidPart", 400)
+	if _, err := srv.layer.Head(context.Background(), b, "k"); err == nil {
+		t.Fatal("complete with an empty ETag stored the object")
+	}
+}
