@@ -55,7 +55,7 @@ func TestAllBadEgroupRelocated(t *testing.T) {
 	for _, r := range eg.Replicas {
 		e.l.MarkReplicaBad(ctx, id, r.Device)
 	}
-	e.check("k", want) // every byte still readable: extents fall back across replicas
+	e.check("k", want)   // every byte still readable: extents fall back across replicas
 	rec := e.run("full") // relocation needs the live extents, which full scans list
 	if rec.Done[string(decide.KindCompact)] != 1 {
 		t.Fatalf("full scan did %v planned %v stale %d (errors %v), want the all-bad egroup's extents relocated", rec.Done, rec.Planned, rec.Stale, rec.Errors)
