@@ -3,9 +3,11 @@ package s3
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/valyala/fasthttp"
 	"github.com/versity/versitygw/auth"
 	"github.com/versity/versitygw/backend"
 	"github.com/versity/versitygw/s3err"
@@ -273,7 +276,35 @@ func (b *Backend) GetBucketVersioning(ctx context.Context, bucket string) (s3res
 
 // PutBucketVersioning enables or suspends versioning.
 func (b *Backend) PutBucketVersioning(ctx context.Context, bucket string, status types.BucketVersioningStatus) error {
+	if mfaDeleteRequested(ctx) {
+		return errMFADeleteUnsupported
+	}
 	return b.mapErr("PutBucketVersioning", b.layer.SetVersioning(ctx, bucket, string(status)), bucket)
+}
+
+// errMFADeleteUnsupported answers a versioning configuration that enables
+// MFA delete, which versitygw would otherwise drop.
+var errMFADeleteUnsupported = s3err.APIError{
+	Code:           "NotImplemented",
+	Description:    "MFA Delete is not supported.",
+	HTTPStatusCode: http.StatusNotImplemented,
+}
+
+// mfaDeleteRequested reports whether a PutBucketVersioning request's
+// configuration (which versitygw parses only for its Status) sets
+// MfaDelete to Enabled.
+func mfaDeleteRequested(ctx context.Context) bool {
+	rc, ok := ctx.(*fasthttp.RequestCtx)
+	if !ok || rc == nil {
+		return false
+	}
+	var conf struct {
+		MfaDelete string `xml:"MfaDelete"`
+	}
+	if xml.Unmarshal(rc.Request.Body(), &conf) != nil {
+		return false
+	}
+	return strings.EqualFold(strings.TrimSpace(conf.MfaDelete), string(types.MFADeleteEnabled))
 }
 
 // GetObjectLockConfiguration reports that no bucket has object lock, which

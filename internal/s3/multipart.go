@@ -106,6 +106,10 @@ func (b *Backend) uploadKey(ctx context.Context, up object.Upload) (*objectSSE, 
 	if err != nil {
 		return nil, nil, err
 	}
+	if req.mode == modeS3 && (rec == nil || rec.Mode != modeS3) {
+		// A part cannot ask for an encryption its upload does not have.
+		return nil, nil, errSSEPartHeader
+	}
 	if rec == nil || rec.Mode != modeC {
 		if req.mode == modeC {
 			return nil, nil, errSSECNotApplicable

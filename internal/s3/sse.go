@@ -149,6 +149,21 @@ var (
 		Description:    "The provided encryption parameters did not match the ones used originally.",
 		HTTPStatusCode: http.StatusBadRequest,
 	}
+	// errSSEKMSKeyWithoutKMS: a KMS key ID without
+	// x-amz-server-side-encryption: aws:kms (which is refused anyway).
+	errSSEKMSKeyWithoutKMS = s3err.APIError{
+		Code:           "InvalidArgument",
+		Description:    "Server Side Encryption with AWS KMS managed key requires HTTP header x-amz-server-side-encryption : aws:kms",
+		HTTPStatusCode: http.StatusBadRequest,
+	}
+	// errSSEPartHeader: x-amz-server-side-encryption on a part of an
+	// upload that is not SSE-S3 (the upload's encryption is chosen when
+	// it is created).
+	errSSEPartHeader = s3err.APIError{
+		Code:           "InvalidArgument",
+		Description:    "x-amz-server-side-encryption header is not supported for this operation.",
+		HTTPStatusCode: http.StatusBadRequest,
+	}
 	// errSSENoMasterKey: SSE-S3 asked of a gateway started without a
 	// master keyring (only possible when embedding without one).
 	errSSENoMasterKey = s3err.APIError{
@@ -212,6 +227,10 @@ func parseSSERequest(ctx context.Context, prefix string) (sseRequest, error) {
 // request's, else the bucket's default (PutBucketEncryption).
 func (b *Backend) writeSSE(ctx context.Context, bucket string) (sseRequest, error) {
 	req, err := parseSSERequest(ctx, hSSECPrefix)
+	if err == nil && requestHeader(ctx, hSSEKMSKeyID) != "" {
+		// Not with aws:kms (refused above): the key ID would be ignored.
+		return sseRequest{}, errSSEKMSKeyWithoutKMS
+	}
 	if err != nil || req.mode != "" {
 		return req, err
 	}

@@ -529,3 +529,52 @@ func TestBucketDefaultEncryption(t *testing.T) {
 		t.Fatalf("unsigned PutBucketEncryption: %d, want 403", resp.StatusCode)
 	}
 }
+
+// TestSSEHeadersThatWouldBeIgnored pins that encryption headers the
+// gateway cannot act on are refused, as AWS refuses them, rather than
+// accepted and dropped: a KMS key ID without x-amz-server-side-encryption:
+// aws:kms (PUT, CreateMultipartUpload, copy), and
+// x-amz-server-side-encryption on a part of an upload that is not SSE-S3.
+func TestSSEHeadersThatWouldBeIgnored(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	kmsKey := "arn:aws:kms:us-east-1:111122223333:key/x"
+	withKMSKey := func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue("X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id", kmsKey))
+	}
+	_, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: &b, Key: aws.String("kms"), Body: strings.NewReader("x")}, withKMSKey)
+	wantErr(t, "PUT with a KMS key ID alone", err, "InvalidArgument", 400)
+	if _, err := srv.layer.Head(ctx, b, "kms"); err == nil {
+		t.Fatal("PUT with a KMS key ID alone stored the object")
+	}
+	k := newSSECKey(31)
+	in := &s3.PutObjectInput{Bucket: &b, Key: aws.String("kms"), Body: strings.NewReader("x")}
+	k.put(in)
+	_, err = c.PutObject(ctx, in, withKMSKey)
+	wantErr(t, "SSE-C PUT with a KMS key ID", err, "InvalidArgument", 400)
+	_, err = c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &b, Key: aws.String("kms")}, withKMSKey)
+	wantErr(t, "CreateMultipartUpload with a KMS key ID alone", err, "InvalidArgument", 400)
+	put(t, c, b, "src", []byte("x"))
+	_, err = c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &b, Key: aws.String("kms"), CopySource: aws.String(b + "/src")}, withKMSKey)
+	wantErr(t, "copy with a KMS key ID alone", err, "InvalidArgument", 400)
+
+	withSSE := func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue("X-Amz-Server-Side-Encryption", "AES256"))
+	}
+	part := func(id string) error {
+		_, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: &b, Key: aws.String("mp"), UploadId: &id, PartNumber: aws.Int32(1),
+			Body: strings.NewReader("x")}, withSSE)
+		return err
+	}
+	plain := startUpload(t, c, b, "mp")
+	wantErr(t, "UploadPart with x-amz-server-side-encryption, unencrypted upload", part(plain), "InvalidArgument", 400)
+	parts, err := c.ListParts(ctx, &s3.ListPartsInput{Bucket: &b, Key: aws.String("mp"), UploadId: &plain})
+	if err != nil || len(parts.Parts) != 0 {
+		t.Fatalf("refused part stored: %v (%v)", parts.Parts, err)
+	}
+	encrypted := startUpload(t, c, b, "mp", func(in *s3.CreateMultipartUploadInput) { in.ServerSideEncryption = types.ServerSideEncryptionAes256 })
+	if err := part(encrypted); err != nil {
+		t.Fatalf("UploadPart with x-amz-server-side-encryption, SSE-S3 upload: %v", err)
+	}
+}

@@ -182,3 +182,23 @@ func TestListObjectVersionsDelimiterPaging(t *testing.T) {
 		t.Fatalf("pages: %s, want prefix a/, b", got)
 	}
 }
+
+// TestMFADeleteRefused pins that a versioning configuration enabling MFA
+// delete answers 501 NotImplemented and changes nothing, instead of being
+// accepted with MFA delete dropped.
+func TestMFADeleteRefused(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	_, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: &b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled, MFADelete: types.MFADeleteEnabled}})
+	wantErr(t, "PutBucketVersioning with MFADelete Enabled", err, "NotImplemented", 501)
+	st, err := c.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: &b})
+	if err != nil || st.Status != "" {
+		t.Fatalf("versioning after the refused configuration: %q, %v", st.Status, err)
+	}
+	if _, err := c.PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: &b,
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled, MFADelete: types.MFADeleteDisabled}}); err != nil {
+		t.Fatalf("PutBucketVersioning with MFADelete Disabled: %v", err)
+	}
+}
