@@ -164,6 +164,10 @@ func (l *Layer) listView(ctx context.Context, name string, v view, o ListOptions
 	}
 	var res ListResult
 	cursor := o.After
+	// A continuation after a common prefix (After is the prefix, or a key
+	// under it) skips the prefix's keys, as List does, instead of listing
+	// the prefix again.
+	skip := commonPrefixOf(o.After, o.Prefix, o.Delimiter)
 	const batch = 256
 	for {
 		var keys []string
@@ -207,6 +211,9 @@ func (l *Layer) listView(ctx context.Context, name string, v view, o ListOptions
 				rest := k[len(o.Prefix):]
 				if i := strings.Index(rest, o.Delimiter); i >= 0 {
 					cp := o.Prefix + rest[:i+len(o.Delimiter)]
+					if cp == skip {
+						continue
+					}
 					if n := len(res.CommonPrefixes); n > 0 && res.CommonPrefixes[n-1] == cp {
 						continue
 					}

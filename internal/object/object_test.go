@@ -250,6 +250,9 @@ func TestBadVectors(t *testing.T) {
 	}
 }
 
+// TestListDelimiterPagination pins List against a model of S3 listing,
+// page by page, for a live bucket and for a snapshot of it (listed key by
+// key): a continuation after a common prefix does not list it again.
 func TestListDelimiterPagination(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -262,6 +265,9 @@ func TestListDelimiterPagination(t *testing.T) {
 		e.put("bkt", k, []byte(k), "hdd=1")
 	}
 	sort.Strings(keys)
+	if _, err := e.l.CreateSnapshot(ctx, "bkt", "s"); err != nil {
+		t.Fatal(err)
+	}
 	// A model of S3 listing.
 	model := func(prefix, delim string) (objs, cps []string) {
 		seen := map[string]bool{}
@@ -284,15 +290,18 @@ func TestListDelimiterPagination(t *testing.T) {
 		}
 		return
 	}
-	for _, tc := range []struct{ prefix, delim string }{{"", ""}, {"", "/"}, {"a/", "/"}, {"c", "/"}, {"e/", ""}, {"zz", "/"}} {
+	for _, tc := range []struct{ bucket, prefix, delim string }{
+		{"bkt", "", ""}, {"bkt", "", "/"}, {"bkt", "a/", "/"}, {"bkt", "c", "/"}, {"bkt", "e/", ""}, {"bkt", "zz", "/"},
+		{"bkt--snap-s", "", ""}, {"bkt--snap-s", "", "/"}, {"bkt--snap-s", "a/", "/"}, {"bkt--snap-s", "c", "/"},
+	} {
 		for _, pageSize := range []int{1, 2, 7, 1000} {
 			var gotObjs, gotCPs []string
 			after := ""
 			for pages := 0; ; pages++ {
 				if pages > 100 {
-					t.Fatal("listing does not terminate")
+					t.Fatalf("%s prefix %q delim %q page %d: listing does not terminate", tc.bucket, tc.prefix, tc.delim, pageSize)
 				}
-				res, err := e.l.List(ctx, "bkt", ListOptions{Prefix: tc.prefix, Delimiter: tc.delim, After: after, MaxKeys: pageSize})
+				res, err := e.l.List(ctx, tc.bucket, ListOptions{Prefix: tc.prefix, Delimiter: tc.delim, After: after, MaxKeys: pageSize})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -310,7 +319,7 @@ func TestListDelimiterPagination(t *testing.T) {
 			}
 			wantObjs, wantCPs := model(tc.prefix, tc.delim)
 			if fmt.Sprint(gotObjs) != fmt.Sprint(wantObjs) || fmt.Sprint(gotCPs) != fmt.Sprint(wantCPs) {
-				t.Fatalf("prefix %q delim %q page %d:\n got %v %v\nwant %v %v", tc.prefix, tc.delim, pageSize, gotObjs, gotCPs, wantObjs, wantCPs)
+				t.Fatalf("%s prefix %q delim %q page %d:\n got %v %v\nwant %v %v", tc.bucket, tc.prefix, tc.delim, pageSize, gotObjs, gotCPs, wantObjs, wantCPs)
 			}
 		}
 	}
