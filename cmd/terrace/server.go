@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -33,6 +34,12 @@ under --data-dir, with emulation profiles that make them behave like real
 media (hdd ≈ 150 MB/s and 4 ms per op, ssd ≈ 500 MB/s and 0.1 ms).
 
 A device is tier:path:capacity[:profile]; a mem device has no path.
+
+The root keys default to the published demo keys terrace/terrace-secret,
+accepted only while the S3 and admin addresses are on loopback: elsewhere
+set TERRACE_ROOT_PASSWORD (--insecure-default-credentials overrides this
+for throw-away demos). The banner prints the secret only when it is the
+demo default.
 
 Cluster mode: give every node the same --initial-cluster (the founding etcd
 members, normally 3 or 5 of the nodes), a --cluster-secret, and its own
@@ -116,6 +123,9 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 			if f.Changed("tls-ca") {
 				cfg.TLSCA = flagCfg.TLSCA
 			}
+			if f.Changed("insecure-default-credentials") {
+				cfg.InsecureDefaultCredentials = flagCfg.InsecureDefaultCredentials
+			}
 			if f.Changed("admin-public") {
 				cfg.AdminPublic = flagCfg.AdminPublic
 			}
@@ -133,23 +143,7 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 			}
 			defer node.Close()
 			server.ApplyRuntime(cfg, log) // validated by Open
-			scheme, caHint := "http", ""
-			if cfg.TLSCert != "" {
-				scheme = "https"
-				if cfg.TLSCA != "" {
-					caHint = fmt.Sprintf(" --ca-bundle %s", cfg.TLSCA)
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), `Terrace node %s is up.
-  S3 endpoint:  %s://%s   (access key %q, secret key %q)
-  Admin API:    %s://%s   (signed with the same keys)
-  Console:      %s   (log in with the same keys)
-  Data dir:     %s
-  Try:  export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s
-        aws --endpoint-url %s://%s%s s3 ls
-        terrace tier report
-`, cfg.NodeID, scheme, cfg.S3Address, cfg.RootUser, cfg.RootPassword, scheme, cfg.AdminAddress, node.ConsoleURL(), cfg.DataDir,
-				cfg.RootUser, cfg.RootPassword, scheme, cfg.S3Address, caHint)
+			printBanner(cmd.OutOrStdout(), cfg, node.ConsoleURL())
 			err = node.Serve(ctx, s3Starter)
 			log.Info("shutting down")
 			return err
@@ -170,6 +164,8 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 	f.StringVar(&flagCfg.TLSCert, "tls-cert", "", "PEM certificate: S3, admin API, replica RPC and etcd speak TLS ($TERRACE_TLS_CERT)")
 	f.StringVar(&flagCfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert ($TERRACE_TLS_KEY)")
 	f.StringVar(&flagCfg.TLSCA, "tls-ca", "", "cluster CA (PEM): peers must present certificates from it (mutual TLS) ($TERRACE_TLS_CA)")
+	f.BoolVar(&flagCfg.InsecureDefaultCredentials, "insecure-default-credentials", false,
+		"DEMOS ONLY: start with the published demo root password (no TERRACE_ROOT_PASSWORD) although the S3 or admin address is not on loopback ($TERRACE_INSECURE_DEFAULT_CREDENTIALS)")
 	f.StringSliceVar(&flagCfg.AdminPublic, "admin-public", nil, "admin endpoints served without a signature: metrics, health ($TERRACE_ADMIN_PUBLIC)")
 	f.StringVar(&flagCfg.InitialCluster, "initial-cluster", "", "cluster mode: founding etcd members name=peerURL,... (a node named here runs one)")
 	f.StringVar(&flagCfg.EtcdPeerURL, "etcd-peer-url", "", "this node's etcd peer URL, e.g. http://10.0.0.1:2380")
@@ -179,6 +175,34 @@ Nodes not in --initial-cluster (or all nodes, with an external etcd) use
 	f.StringVar(&flagCfg.ClusterSecret, "cluster-secret", "", "cluster mode: shared secret authenticating peers ($TERRACE_CLUSTER_SECRET)")
 	addServerHookFlags(f, &flagCfg)
 	return cmd
+}
+
+// printBanner tells the operator where the node serves. It prints the root
+// secret only when it is the published demo default, saying so; a password
+// the operator chose stays out of stdout (journald, docker logs).
+func printBanner(w io.Writer, cfg server.Config, consoleURL string) {
+	scheme, caHint := "http", ""
+	if cfg.TLSCert != "" {
+		scheme = "https"
+		if cfg.TLSCA != "" {
+			caHint = fmt.Sprintf(" --ca-bundle %s", cfg.TLSCA)
+		}
+	}
+	secret, exportSecret, warning := "the configured root password", "<root password>", ""
+	if cfg.DefaultPassword() {
+		secret, exportSecret = fmt.Sprintf("secret key %q", cfg.RootPassword), cfg.RootPassword
+		warning = "  The secret key is the published demo default: set TERRACE_ROOT_PASSWORD for anything but a demo.\n"
+	}
+	fmt.Fprintf(w, `Terrace node %s is up.
+  S3 endpoint:  %s://%s   (access key %q, %s)
+  Admin API:    %s://%s   (signed with the same keys)
+  Console:      %s   (log in with the same keys)
+  Data dir:     %s
+%s  Try:  export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s
+        aws --endpoint-url %s://%s%s s3 ls
+        terrace tier report
+`, cfg.NodeID, scheme, cfg.S3Address, cfg.RootUser, secret, scheme, cfg.AdminAddress, consoleURL, cfg.DataDir,
+		warning, cfg.RootUser, exportSecret, scheme, cfg.S3Address, caHint)
 }
 
 func newLogger(level string) *slog.Logger {

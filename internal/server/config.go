@@ -2,8 +2,10 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +28,11 @@ type Config struct {
 	AdminAddress string `yaml:"admin_address"`
 	RootUser     string `yaml:"root_user"`
 	RootPassword string `yaml:"root_password"`
+	// InsecureDefaultCredentials lets the node serve the published demo
+	// root password (DefaultRootPassword) on an S3 or admin listener that
+	// is not on loopback. Without it such a node refuses to start: anyone
+	// who can reach it would be root. For throw-away demos only.
+	InsecureDefaultCredentials bool `yaml:"insecure_default_credentials"`
 	// TLSCert and TLSKey (PEM) make every listener speak TLS: S3, the
 	// admin API and, in a cluster, the replica RPC and etcd. TLSCA is the
 	// cluster CA: in cluster mode node-to-node traffic (replica RPC, etcd
@@ -217,6 +224,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 	set(&c.AdminAddress, "TERRACE_ADMIN_ADDRESS")
 	set(&c.RootUser, "TERRACE_ROOT_USER")
 	set(&c.RootPassword, "TERRACE_ROOT_PASSWORD")
+	if v, err := strconv.ParseBool(getenv("TERRACE_INSECURE_DEFAULT_CREDENTIALS")); err == nil && v {
+		c.InsecureDefaultCredentials = true
+	}
 	set(&c.DefaultVector, "TERRACE_DEFAULT_VECTOR")
 	set(&c.Placement, "TERRACE_PLACEMENT")
 	set(&c.ReadOrder, "TERRACE_READ_ORDER")
@@ -302,6 +312,40 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
+// DefaultPassword reports whether the root password is the published demo
+// default.
+func (c *Config) DefaultPassword() bool { return c.RootPassword == DefaultRootPassword }
+
+// PublicDefaultPasswordListener returns the S3 or admin address that is
+// not on loopback when the root password is the published demo default,
+// else "".
+func (c *Config) PublicDefaultPasswordListener() string {
+	if !c.DefaultPassword() {
+		return ""
+	}
+	for _, addr := range []string{c.S3Address, c.AdminAddress} {
+		if !loopbackAddress(addr) {
+			return addr
+		}
+	}
+	return ""
+}
+
+// loopbackAddress reports whether a listen address host:port binds only
+// loopback: localhost or a loopback IP. An empty host binds every
+// interface; another name may resolve to anything.
+func loopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // TLS returns the node's TLS files.
 func (c *Config) TLS() tlsconf.Files {
 	return tlsconf.Files{CertFile: c.TLSCert, KeyFile: c.TLSKey, CAFile: c.TLSCA}
@@ -372,6 +416,10 @@ func (c *Config) Validate() ([]device.Spec, error) {
 	}
 	if len(c.RootPassword) < 8 {
 		return nil, fmt.Errorf("server: root password must be at least 8 characters")
+	}
+	if addr := c.PublicDefaultPasswordListener(); addr != "" && !c.InsecureDefaultCredentials {
+		return nil, fmt.Errorf("server: the root password is the published demo default and %s is not a loopback address: "+
+			"set TERRACE_ROOT_PASSWORD (or root_password), or pass --insecure-default-credentials for a throw-away demo", addr)
 	}
 	if c.MetaRecordFormat != "" && c.MetaRecordFormat != "binary" && c.MetaRecordFormat != "json" {
 		return nil, fmt.Errorf("server: meta_record_format %q: want binary or json", c.MetaRecordFormat)
