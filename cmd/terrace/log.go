@@ -170,11 +170,14 @@ writer is gone).`,
 			if _, err := strconv.ParseUint(args[1], 10, 64); err != nil {
 				return fmt.Errorf("position %q: want a non-negative integer", args[1])
 			}
-			q := url.Values{}
 			if fill {
-				q.Set("fill", "1")
+				// Filling is a POST of its own; it keeps an existing entry.
+				var out map[string]any
+				if err := g.client().callJSON("POST", logPath(args[0], "fill"), url.Values{"pos": {args[1]}}, &out); err != nil {
+					return err
+				}
 			}
-			resp, err := g.client().do("GET", logPath(args[0], "entries", args[1]), q, nil, -1)
+			resp, err := g.client().do("GET", logPath(args[0], "entries", args[1]), nil, nil, -1)
 			if err != nil {
 				return err
 			}

@@ -26,7 +26,7 @@ const Prefix = "/console/"
 // cookieName is the session cookie.
 const cookieName = "terrace_console"
 
-// csrfHeader carries Session.CSRF on state-changing requests.
+// csrfHeader carries Session.CSRF on state-changing and admin API requests.
 const csrfHeader = "X-Terrace-CSRF"
 
 // DefaultSessionTTL is how long a login lasts.
@@ -262,11 +262,18 @@ func (c *Console) handleAPI(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusUnauthorized, "Unauthenticated", "log in to the console again: "+err.Error())
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && !c.csrfOK(r, sess) {
+	rest := strings.TrimPrefix(r.URL.Path, Prefix+"api")
+	// State changes need the token, and so does every admin API request,
+	// reads included: some admin GETs do work (a Curator map scan), and a
+	// page on another port of this host (S3 serves users' HTML) is
+	// same-site, so SameSite=Strict alone lets its <img> send the cookie.
+	// The console's own reads (session, which hands out the token, history
+	// and the event stream) change nothing.
+	mutating := r.Method != http.MethodGet && r.Method != http.MethodHead
+	if (mutating || strings.HasPrefix(rest, "/v1/")) && !c.csrfOK(r, sess) {
 		writeErr(w, http.StatusForbidden, "Forbidden", "missing or wrong "+csrfHeader+" header (reload the page)")
 		return
 	}
-	rest := strings.TrimPrefix(r.URL.Path, Prefix+"api")
 	switch {
 	case rest == "/session" && r.Method == http.MethodGet:
 		iv := time.Duration(0)

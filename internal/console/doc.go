@@ -14,9 +14,9 @@
 //     keeps no session table: a token is verified by recomputing its MAC,
 //     so it dies with its expiry, with a rotated secret, with a removed
 //     key or admin role, or with logout (revoked nonces are remembered
-//     until their expiry). State-changing requests must also carry a
-//     CSRF token derived from the session, and failed logins are limited
-//     per client address. An unauthenticated browser only ever sees the
+//     until their expiry). State-changing requests and every admin API
+//     request (GETs included) must also carry a CSRF token derived from
+//     the session, and failed logins are limited per client address. An unauthenticated browser only ever sees the
 //     login page and static assets.
 //   - The console API under /console/api/: the session, the metric
 //     history and a server-sent-event stream of new samples for live

@@ -54,7 +54,7 @@ type Session struct {
 }
 
 // CSRF is the anti-forgery token that state-changing console requests
-// must echo in the X-Terrace-CSRF header. It is derived from the session,
+// and every admin API request must echo in the X-Terrace-CSRF header. It is derived from the session,
 // so only a page that could read the session's own API (same origin) can
 // know it.
 func (s Session) CSRF() string {

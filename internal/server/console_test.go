@@ -21,6 +21,16 @@ import (
 
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
+// csrfTransport is what the console's JavaScript sends: the session's
+// X-Terrace-CSRF token on every request (the cookie comes from the jar).
+type csrfTransport struct{ token string }
+
+func (c csrfTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Terrace-CSRF", c.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 // TestConsoleSessionOnRealNode: the console on a real node's admin
 // handler refuses everything but its login page and assets without a
 // session, logs an admin in, serves the admin API to the session, refuses
@@ -89,8 +99,14 @@ func TestConsoleSessionOnRealNode(t *testing.T) {
 	if sess.AccessKey != n.Config.RootUser || sess.CSRF == "" {
 		t.Fatalf("session %+v", sess)
 	}
+	// The admin API through the console wants the token on reads too; the
+	// console's JavaScript sends it on every request.
+	if got := status(t, browser, s.URL+"/console/api/v1/status"); got != 403 {
+		t.Errorf("admin API read through the console without CSRF: %d, want 403", got)
+	}
+	app := &http.Client{Jar: jar, CheckRedirect: noRedirect, Transport: csrfTransport{sess.CSRF}}
 	var st Status
-	getJSON(t, browser, s.URL+"/console/api/v1/status", &st)
+	getJSON(t, app, s.URL+"/console/api/v1/status", &st)
 	if st.Node != n.Config.NodeID || len(st.Devices) != 2 {
 		t.Errorf("status through the console: %+v", st)
 	}
@@ -116,7 +132,7 @@ func TestConsoleSessionOnRealNode(t *testing.T) {
 	if got := status(t, browser, s.URL+"/v1/status"); got != 401 {
 		t.Errorf("the session cookie opened the signed admin API: %d", got)
 	}
-	if got := status(t, browser, s.URL+"/console/api/v1/buckets/nope"); got != 405 && got != 404 {
+	if got := status(t, app, s.URL+"/console/api/v1/buckets/nope"); got != 405 && got != 404 {
 		t.Errorf("GET of an unrouted admin path: %d", got)
 	}
 

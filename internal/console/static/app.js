@@ -44,7 +44,10 @@ async function api(method, path, query, body) {
     if (s) url += '?' + s;
   }
   const init = { method, headers: {}, credentials: 'same-origin' };
-  if (method !== 'GET') init.headers['X-Terrace-CSRF'] = state.csrf;
+  // Every admin API call carries the token, reads included (the node
+  // refuses /console/api/v1/ without it); only /session, which hands it
+  // out, goes without.
+  if (state.csrf) init.headers['X-Terrace-CSRF'] = state.csrf;
   if (body !== undefined) init.body = body;
   let resp;
   try {

@@ -25,7 +25,7 @@ import (
 //	DELETE /v1/logs/NAME                       delete
 //	GET    /v1/logs/NAME                       status: epoch, tail, sequencer host, segments
 //	POST   /v1/logs/NAME/append                append the body; answers {"position": P}
-//	GET    /v1/logs/NAME/entries/P[?fill=1]    the entry's bytes (404 not written, 410 filled or trimmed)
+//	GET    /v1/logs/NAME/entries/P             the entry's bytes (404 not written, 410 filled or trimmed)
 //	GET    /v1/logs/NAME/tail                  {"tail": T, "epoch": E}
 //	POST   /v1/logs/NAME/trim?pos=P            trim one position
 //	POST   /v1/logs/NAME/trim?before=P         trim every position below P
@@ -235,7 +235,13 @@ func (s *Service) httpRead(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	resp, err := s.ReadEntry(r.Context(), &zlogpb.ReadEntryRequest{Name: r.PathValue("name"), Position: pos, Fill: r.URL.Query().Get("fill") == "1"})
+	if r.URL.Query().Has("fill") {
+		// A GET changes nothing: filling is POST .../fill?pos=P.
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "log: GET never fills a position; POST /v1/logs/" + r.PathValue("name") +
+			"/fill?pos=" + strconv.FormatUint(pos, 10) + " fills a hole, then read it", Code: "InvalidArgument"})
+		return
+	}
+	resp, err := s.ReadEntry(r.Context(), &zlogpb.ReadEntryRequest{Name: r.PathValue("name"), Position: pos})
 	if err != nil {
 		writeErr(w, err)
 		return
