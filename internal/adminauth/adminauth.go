@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -214,8 +213,11 @@ func (v *Verifier) region() string {
 	return DefaultRegion
 }
 
-// Verify authenticates r. On success a body whose hash was signed is
-// wrapped so that reading it to the end fails if it was altered.
+// Verify authenticates r. A body whose SHA-256 the client signed (sent as
+// X-Amz-Content-Sha256, or computed here when the header is absent) is
+// read, up to 1 MiB, and compared before the handler runs; the handler
+// gets the verified bytes. Checking at EOF instead would miss handlers
+// that stop early (a JSON decoder stops after the first value).
 func (v *Verifier) Verify(r *http.Request) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -263,7 +265,9 @@ func (v *Verifier) Verify(r *http.Request) (Principal, error) {
 	case payload == "":
 		// Plain SigV4 (curl --aws-sigv4, awscurl): the signature covers
 		// the body's hash, which the server computes.
-		if payload, err = bodyHash(r); err != nil {
+		if payload, err = bodyHash(r); errors.Is(err, errBodyTooLarge) {
+			return Principal{}, forbidden("AccessDenied", fmt.Sprintf("bodies over %d bytes need X-Amz-Content-Sha256: %s", maxHashedBody, UnsignedPayload))
+		} else if err != nil {
 			return Principal{}, forbidden("AccessDenied", err.Error())
 		}
 	case payload != UnsignedPayload:
@@ -308,14 +312,25 @@ func (v *Verifier) Verify(r *http.Request) (Principal, error) {
 	if !key.Admin {
 		return Principal{}, forbidden("AccessDenied", "access key "+a.accessKey+" is not an admin")
 	}
-	if payload != UnsignedPayload && r.Header.Get("X-Amz-Content-Sha256") != "" && r.Body != nil && r.Body != http.NoBody {
-		r.Body = &verifyingBody{rc: r.Body, h: sha256.New(), want: payload}
+	if payload != UnsignedPayload && r.Header.Get("X-Amz-Content-Sha256") != "" {
+		got, err := bodyHash(r)
+		switch {
+		case errors.Is(err, errBodyTooLarge):
+			return Principal{}, forbidden("AccessDenied", fmt.Sprintf("a signed body hash covers bodies up to %d bytes; send larger bodies as %s", maxHashedBody, UnsignedPayload))
+		case err != nil:
+			return Principal{}, forbidden("AccessDenied", err.Error())
+		case got != payload:
+			return Principal{}, forbidden("SignatureDoesNotMatch", ErrBodyAltered.Error())
+		}
 	}
 	return Principal{AccessKey: a.accessKey}, nil
 }
 
-// bodyHash reads a body of up to 1 MiB, puts it back, and returns its
-// SHA-256 (hex).
+// errBodyTooLarge: a body over maxHashedBody cannot be verified up front.
+var errBodyTooLarge = errors.New("body too large to hash")
+
+// bodyHash reads a body of up to 1 MiB, puts the bytes back for the
+// handler, and returns their SHA-256 (hex).
 func bodyHash(r *http.Request) (string, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return emptySHA256, nil
@@ -325,7 +340,7 @@ func bodyHash(r *http.Request) (string, error) {
 		return "", fmt.Errorf("read body: %w", err)
 	}
 	if len(b) > maxHashedBody {
-		return "", fmt.Errorf("bodies over %d bytes need X-Amz-Content-Sha256 (a digest or %s)", maxHashedBody, UnsignedPayload)
+		return "", errBodyTooLarge
 	}
 	r.Body.Close()
 	r.Body = io.NopCloser(bytes.NewReader(b))
@@ -341,29 +356,9 @@ func requestURL(r *http.Request) string {
 	return u.String()
 }
 
-// verifyingBody fails the read that reaches EOF if the body's SHA-256 is
-// not the signed one, so a handler never acts on an altered body it has
-// read completely.
-type verifyingBody struct {
-	rc   io.ReadCloser
-	h    hash.Hash
-	want string
-}
-
-// ErrBodyAltered is returned at the end of a body whose hash does not
-// match its signature.
+// ErrBodyAltered is the refusal of a request whose body does not match
+// the SHA-256 it was signed with.
 var ErrBodyAltered = errors.New("adminauth: request body does not match its signed SHA-256")
-
-func (b *verifyingBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	b.h.Write(p[:n])
-	if err == io.EOF && hex.EncodeToString(b.h.Sum(nil)) != b.want {
-		return n, ErrBodyAltered
-	}
-	return n, err
-}
-
-func (b *verifyingBody) Close() error { return b.rc.Close() }
 
 // Sign signs req for the admin API. Bodies of known length up to 1 MiB
 // with GetBody are hashed into the signature; others are sent as

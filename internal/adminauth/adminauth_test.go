@@ -134,7 +134,7 @@ func TestVerify(t *testing.T) {
 			r := signed(t, "PUT", s.URL+"/v1/x", []byte(`{"drain":"n2"}`), "root", "root-secret-123", now)
 			r.Body = io.NopCloser(strings.NewReader(`{"drain":"n3"}`))
 			return r
-		}, 500, ""},
+		}, 403, "SignatureDoesNotMatch"},
 		{"open path", func() *http.Request { r, _ := http.NewRequest("GET", s.URL+"/metrics", nil); return r }, 200, ""},
 		{"prefix of an open path is not open", func() *http.Request { r, _ := http.NewRequest("GET", s.URL+"/metricsX", nil); return r }, 401, "Unauthenticated"},
 	}
