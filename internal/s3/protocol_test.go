@@ -400,6 +400,100 @@ func TestChunkedUploadAuthorizedBeforeSpool(t *testing.T) {
 	}
 }
 
+// chunkedPut sends a chunked PUT without Content-Length of size bytes of
+// 'x', signed with ak/sk (UNSIGNED-PAYLOAD), and returns the status, the
+// S3 error code and how much of the body the client got to send.
+func chunkedPut(t *testing.T, ak, sk, path string, size int64) (int, string, int64) {
+	t.Helper()
+	r := &patternReader{}
+	r.limit.Store(size)
+	req, err := http.NewRequest(http.MethodPut, srv.url+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = -1 // chunked
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	_ = v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: ak, SecretAccessKey: sk}, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", r.n.Load() // cut off while sending: fine, if early
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e struct{ Code string }
+	_ = xml.Unmarshal(body, &e)
+	return resp.StatusCode, e.Code, r.n.Load()
+}
+
+// TestChunkedUploadSignedAuthorizedBeforeSpool: a signed chunked upload
+// without Content-Length is spooled only when the signer may write to the
+// bucket — a user without a grant, or any user writing to a bucket that
+// does not exist, gets 403 / 404 before the body is read — and the pre-check
+// lets through what versitygw allows: the owner, an admin, a user a bucket
+// policy lets write (under the key the policy names), and object
+// sub-resources authorized by their own action.
+func TestChunkedUploadSignedAuthorizedBeforeSpool(t *testing.T) {
+	ctx := context.Background()
+	c := client(t, testSecret)
+	b := newBucket(t, c) // root's
+	bob, _, bc := newUser(t, false)
+	_, _, adm := newUser(t, true)
+	const size = 96 << 20
+	const early = maxDrainBytes + 16<<20
+	for _, tc := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/" + b + "/x", 403, "AccessDenied"},
+		{"/no-such-bucket-" + strings.ToLower(t.Name()) + "/x", 404, "NoSuchBucket"},
+	} {
+		st, code, sent := chunkedPut(t, bc.AccessKey, bc.SecretKey, tc.path, size)
+		if (st != 0 && (st != tc.status || code != tc.code)) || sent > early {
+			t.Errorf("bob PUT %s: %d %s after the client sent %d MiB of %d; want %d %s before the body", tc.path, st, code, sent>>20, size>>20, tc.status, tc.code)
+		}
+	}
+	if _, err := srv.layer.Head(ctx, b, "x"); err == nil {
+		t.Fatal("a refused chunked upload was stored")
+	}
+
+	// What versitygw allows still works.
+	policy := `{"Version":"2012-10-17","Statement":[` +
+		`{"Effect":"Allow","Principal":{"AWS":["` + bob + `"]},"Action":"s3:PutObject","Resource":"arn:aws:s3:::` + b + `/bob/*"},` +
+		`{"Effect":"Allow","Principal":{"AWS":["` + bob + `"]},"Action":"s3:PutObjectTagging","Resource":"arn:aws:s3:::` + b + `/tagged"}]}`
+	if _, err := c.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: &b, Policy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	if st, code, _ := chunkedPut(t, bc.AccessKey, bc.SecretKey, "/"+b+"/bob/ok", 1<<20); st != 200 {
+		t.Errorf("bob's chunked upload under the key the policy grants: %d %s", st, code)
+	}
+	if st, code, sent := chunkedPut(t, bc.AccessKey, bc.SecretKey, "/"+b+"/elsewhere", size); (st != 0 && st != 403) || sent > early {
+		t.Errorf("bob's chunked upload outside the grant: %d %s after %d MiB", st, code, sent>>20)
+	}
+	if st, code, _ := chunkedPut(t, adm.AccessKey, adm.SecretKey, "/"+b+"/by-admin", 1<<20); st != 200 {
+		t.Errorf("admin's chunked upload: %d %s", st, code)
+	}
+	own := newBucket(t, clientFor(bc.AccessKey, bc.SecretKey))
+	if st, code, _ := chunkedPut(t, bc.AccessKey, bc.SecretKey, "/"+own+"/mine", 1<<20); st != 200 {
+		t.Errorf("owner's chunked upload: %d %s", st, code)
+	}
+	put(t, c, b, "tagged", []byte("x"))
+	tagging := `<Tagging><TagSet><Tag><Key>k</Key><Value>v</Value></Tag></TagSet></Tagging>`
+	req, _ := http.NewRequest(http.MethodPut, srv.url+"/"+b+"/tagged?tagging", io.NopCloser(strings.NewReader(tagging)))
+	req.ContentLength = -1
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	_ = v4.NewSigner().SignHTTP(ctx, aws.Credentials{AccessKeyID: bc.AccessKey, SecretAccessKey: bc.SecretKey}, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("chunked PutObjectTagging allowed by s3:PutObjectTagging alone: %d %s", resp.StatusCode, body)
+	}
+}
+
 // TestExpectContinueAfterAuth: a request with Expect: 100-continue and a
 // bad signature is refused before the client sends its body; a good one
 // is told to continue.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/gofiber/fiber/v3"
 	"github.com/valyala/fasthttp"
 	"github.com/versity/versitygw/auth"
@@ -40,10 +41,15 @@ const maxSpoolBytes = 5 << 30
 //
 // Nothing is spooled before the request is known to be allowed to send
 // it: a signed or presigned request's signature is checked on its headers
-// first (a bad one is answered with its error, the body unread), and an
-// anonymous request is spooled only when the bucket lets anyone write to
-// it; any other anonymous request goes on unspooled, for versitygw to
-// refuse.
+// first (a bad one is answered with its error, the body unread), then
+// whether the signer may write to the bucket — the bucket must exist
+// (else 404 NoSuchBucket) and versitygw's own authorization (bucket
+// policy, ACL, identity: auth.VerifyAccess, as its PutObject controller
+// calls it) must allow the object action (else 403 AccessDenied), both
+// answered with the body unread. An anonymous request is spooled only
+// when the bucket lets anyone write to it; any other anonymous request
+// goes on unspooled, for versitygw to refuse. The pre-check is no
+// stricter than versitygw's own, which runs again on the spooled request.
 func (e routeEnv) spoolChunked() fiber.Handler {
 	b := e.be
 	checkSignature := e.signatureCheck()
@@ -56,11 +62,28 @@ func (e routeEnv) spoolChunked() fiber.Handler {
 		if err != nil || bucket == "" || key == "" {
 			return ctx.Next() // bucket sub-resources read their small bodies themselves
 		}
-		if se := checkSignature(ctx); se != nil {
+		who, se := checkSignature(ctx)
+		if se != nil {
 			return sendS3Error(ctx, se)
 		}
-		if isAnonymous(ctx) && auth.VerifyPublicAccess(ctx, b, auth.PutObjectAction, auth.PermissionWrite, bucket, key) != nil {
+		switch {
+		case isAnonymous(ctx):
+			if auth.VerifyPublicAccess(ctx, b, uploadAction(ctx), auth.PermissionWrite, bucket, key) != nil {
+				return ctx.Next()
+			}
+		case !who.verified:
+			// The signature check could not decide (an internal error):
+			// versitygw answers it, unspooled.
 			return ctx.Next()
+		default:
+			if err := e.mayUpload(ctx, who, bucket, key); err != nil {
+				var se s3err.S3Error
+				if !errors.As(err, &se) {
+					b.log.Warn("s3: authorizing a chunked upload failed", "bucket", bucket, "err", err)
+					se = s3err.GetAPIError(s3err.ErrInternalError)
+				}
+				return sendS3Error(ctx, se)
+			}
 		}
 		f, n, err := b.spool(req.BodyStream())
 		if err != nil {
@@ -75,6 +98,55 @@ func (e routeEnv) spoolChunked() fiber.Handler {
 		req.SetBodyStream(f.reader, int(n))
 		return ctx.Next()
 	}
+}
+
+// uploadAction is the policy action versitygw authorizes an object PUT
+// with: its sub-resources (tagging, ACL, retention, legal hold) have their
+// own; an object upload, a part upload and a copy are s3:PutObject.
+func uploadAction(ctx fiber.Ctx) auth.Action {
+	q := ctx.Request().URI().QueryArgs()
+	switch {
+	case q.Has("tagging") && q.Has("versionId"):
+		return auth.PutObjectVersionTaggingAction
+	case q.Has("tagging"):
+		return auth.PutObjectTaggingAction
+	case q.Has("acl"):
+		return auth.PutObjectAclAction
+	case q.Has("retention"):
+		return auth.PutObjectRetentionAction
+	case q.Has("legal-hold"):
+		return auth.PutObjectLegalHoldAction
+	}
+	return auth.PutObjectAction
+}
+
+// mayUpload answers nil when the signer may write to bucket/key, as
+// versitygw's controllers decide it: the bucket's ACL as its ParseAcl
+// middleware reads it (NoSuchBucket for a bucket that does not exist; no
+// owner recorded means root's; a mismatching X-Amz-Expected-Bucket-Owner
+// is AccessDenied), then auth.VerifyAccess with the object action. Extra
+// actions versitygw adds for some headers (tagging, object lock) are left
+// to its own check after the spool: this one only has to refuse what it
+// will certainly refuse.
+func (e routeEnv) mayUpload(ctx fiber.Ctx, who signer, bucket, key string) error {
+	raw, err := e.be.GetBucketAcl(ctx.RequestCtx(), &s3.GetBucketAclInput{Bucket: &bucket})
+	if err != nil {
+		return err
+	}
+	acl, err := auth.ParseACL(raw)
+	if err != nil {
+		return err
+	}
+	if acl.Owner == "" {
+		acl.Owner = e.root.Access
+	}
+	if o := ctx.Get("X-Amz-Expected-Bucket-Owner"); o != "" && o != acl.Owner {
+		return s3err.GetAPIError(s3err.ErrAccessDenied)
+	}
+	return auth.VerifyAccess(ctx, e.be, auth.AccessOptions{
+		Acl: acl, AclPermission: auth.PermissionWrite, IsRoot: who.isRoot, Acc: who.acct,
+		Bucket: bucket, Object: key, Actions: []auth.Action{uploadAction(ctx)}, Iam: e.iam,
+	})
 }
 
 // requestTarget returns the bucket and key a request addresses, resolved
@@ -260,7 +332,7 @@ func (e routeEnv) expectHandler(app *fiber.App) func(*fasthttp.RequestCtx) int {
 	return func(fctx *fasthttp.RequestCtx) int {
 		c := app.AcquireCtx(fctx)
 		defer app.ReleaseCtx(c)
-		if se := checkSignature(c); se != nil {
+		if _, se := checkSignature(c); se != nil {
 			fctx.Response.Header.SetContentType("application/xml")
 			fctx.Response.SetBody(se.XMLBody("", ""))
 			return se.StatusCode()
@@ -278,12 +350,13 @@ func (e routeEnv) expectHandler(app *fiber.App) func(*fasthttp.RequestCtx) int {
 // anonymous request may proceed is for the caller to decide). A missing
 // Content-Length, which versitygw reports only once the signature checked
 // out, is not a refusal here: a chunked upload is spooled to get one.
-func (e routeEnv) signatureCheck() func(fiber.Ctx) s3err.S3Error {
+// When the signature checked out, the signer is returned as well.
+func (e routeEnv) signatureCheck() func(fiber.Ctx) (signer, s3err.S3Error) {
 	verify := middlewares.VerifyV4Signature(e.root, e.iam, e.region, true, true, false)
 	presigned := middlewares.VerifyPresignedV4Signature(e.root, e.iam, e.region, true)
-	return func(c fiber.Ctx) (refused s3err.S3Error) {
+	return func(c fiber.Ctx) (who signer, refused s3err.S3Error) {
 		if isAnonymous(c) {
-			return nil
+			return signer{}, nil
 		}
 		isPresigned := c.Request().URI().QueryArgs().Has("X-Amz-Signature")
 		// versitygw verifies signatures after its DecodeURL middleware
@@ -297,7 +370,7 @@ func (e routeEnv) signatureCheck() func(fiber.Ctx) s3err.S3Error {
 			}
 			c.Path(orig)
 			if r := recover(); r != nil {
-				refused = nil // let the real pass answer
+				who, refused = signer{}, nil // let the real pass answer
 			}
 		}()
 		if p, err := url.PathUnescape(orig); err == nil {
@@ -311,9 +384,25 @@ func (e routeEnv) signatureCheck() func(fiber.Ctx) s3err.S3Error {
 			err = verify(c)
 		}
 		var se s3err.S3Error
-		if err == nil || !errors.As(err, &se) || se.BaseError().Code == "MissingContentLength" {
-			return nil
+		if err == nil || errors.As(err, &se) && se.BaseError().Code == "MissingContentLength" {
+			// The signature checked out (the account is set before the
+			// Content-Length check).
+			who.acct, _ = utils.ContextKeyAccount.Get(c).(auth.Account)
+			who.isRoot, _ = utils.ContextKeyIsRoot.Get(c).(bool)
+			who.verified = true
+			return who, nil
 		}
-		return se
+		if !errors.As(err, &se) {
+			return signer{}, nil // not an S3 error: let the real pass answer
+		}
+		return signer{}, se
 	}
+}
+
+// signer is who signed a request whose signature checked out (verified),
+// as versitygw's signature middleware resolved the access key.
+type signer struct {
+	acct     auth.Account
+	isRoot   bool
+	verified bool
 }
