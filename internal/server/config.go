@@ -312,6 +312,43 @@ func (c *Config) EnsureDefaults() {
 	}
 }
 
+// etcdURLsHTTPS checks that a TLS node names every etcd URL with https://:
+// its own peer and client URLs, the founding members' peer URLs and the
+// metadata endpoints it dials. An http:// one would carry metadata (and
+// every record's secrets) in plain text, or fail against TLS members.
+func (c *Config) etcdURLsHTTPS() error {
+	check := func(flag, u string) error {
+		if u = strings.TrimSpace(u); u != "" && !strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("server: with TLS, --%s must be https:// (got %s)", flag, u)
+		}
+		return nil
+	}
+	for _, f := range []struct{ flag, u string }{{"etcd-peer-url", c.EtcdPeerURL}, {"etcd-client-url", c.EtcdClientURL},
+		{"etcd-advertise-peer-url", c.EtcdAdvertisePeerURL}} {
+		if err := check(f.flag, f.u); err != nil {
+			return err
+		}
+	}
+	for _, m := range strings.Split(c.InitialCluster, ",") {
+		if m = strings.TrimSpace(m); m == "" {
+			continue
+		}
+		name, u, ok := strings.Cut(m, "=")
+		if !ok {
+			return fmt.Errorf("server: --initial-cluster member %q: want name=peerURL", m)
+		}
+		if err := check("initial-cluster", u); err != nil {
+			return fmt.Errorf("%w (member %s)", err, name)
+		}
+	}
+	for _, u := range c.MetaEndpoints {
+		if err := check("meta-endpoints", u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // DefaultPassword reports whether the root password is the published demo
 // default.
 func (c *Config) DefaultPassword() bool { return c.RootPassword == DefaultRootPassword }
@@ -462,10 +499,8 @@ func (c *Config) Validate() ([]device.Spec, error) {
 		return nil, fmt.Errorf("server: a TLS cluster needs --tls-ca: node-to-node traffic is mutual TLS with certificates from the cluster CA")
 	}
 	if c.TLSCert != "" {
-		for name, u := range map[string]string{"etcd-peer-url": c.EtcdPeerURL, "etcd-client-url": c.EtcdClientURL} {
-			if u != "" && !strings.HasPrefix(u, "https://") {
-				return nil, fmt.Errorf("server: with TLS, --%s must be https:// (got %s)", name, u)
-			}
+		if err := c.etcdURLsHTTPS(); err != nil {
+			return nil, err
 		}
 	}
 	if c.EtcdAdvertisePeerURL != "" && c.EtcdPeerURL == "" {
