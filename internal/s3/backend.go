@@ -40,7 +40,18 @@ type BackendOptions struct {
 	// SpoolDir holds (unlinked, encrypted) bodies of uploads sent without
 	// Content-Length while they are stored. Default os.TempDir().
 	SpoolDir string
+	// MaxSpoolBytes bounds the bytes of such bodies spooled at once on
+	// this node (all uploads together): an upload that does not fit in
+	// what is left is answered 503 SlowDown, one larger than the whole
+	// budget 400 EntityTooLarge. Default DefaultMaxSpoolBytes; negative
+	// turns spooling off (such uploads get versitygw's 411
+	// MissingContentLength).
+	MaxSpoolBytes int64
 }
+
+// DefaultMaxSpoolBytes is BackendOptions.MaxSpoolBytes' default: one
+// upload of S3's single-PUT limit.
+const DefaultMaxSpoolBytes = maxSpoolBytes
 
 // EnsureDefaults fills zero fields.
 func (o *BackendOptions) EnsureDefaults() {
@@ -50,11 +61,14 @@ func (o *BackendOptions) EnsureDefaults() {
 	if o.MaxDeleteObjects == 0 {
 		o.MaxDeleteObjects = 1000
 	}
+	if o.MaxSpoolBytes == 0 {
+		o.MaxSpoolBytes = DefaultMaxSpoolBytes
+	}
 }
 
 // String prints the options for logs.
 func (o BackendOptions) String() string {
-	return fmt.Sprintf("max_delete_objects=%d", o.MaxDeleteObjects)
+	return fmt.Sprintf("max_delete_objects=%d max_spool_bytes=%d", o.MaxDeleteObjects, o.MaxSpoolBytes)
 }
 
 // Backend implements versitygw's backend.Backend over the object layer.
@@ -73,6 +87,8 @@ type Backend struct {
 	// virtualDomain is Serve's ServeConfig.VirtualDomain: Terrace's
 	// middlewares resolve virtual-hosted requests with it (requestTarget).
 	virtualDomain string
+	// spoolBudget bounds the bytes spooled at once (MaxSpoolBytes).
+	spoolBudget *spoolBudget
 	// afterCopyHead, when set (tests only), is called by CopyObject and
 	// UploadPartCopy between reading the source's record and copying it.
 	afterCopyHead atomic.Pointer[func(bucket, key string)]
@@ -95,7 +111,7 @@ var _ backend.Backend = (*Backend)(nil)
 // NewBackend returns a backend over l.
 func NewBackend(l *object.Layer, opts BackendOptions) *Backend {
 	opts.EnsureDefaults()
-	return &Backend{layer: l, opts: opts, log: opts.Logger}
+	return &Backend{layer: l, opts: opts, log: opts.Logger, spoolBudget: &spoolBudget{limit: opts.MaxSpoolBytes}}
 }
 
 // String names the backend in versitygw's logs.

@@ -494,6 +494,75 @@ func TestChunkedUploadSignedAuthorizedBeforeSpool(t *testing.T) {
 	}
 }
 
+// TestChunkedSpoolBudget: the bytes of chunked uploads spooled at once on
+// a node are bounded (BackendOptions.MaxSpoolBytes). An upload that does
+// not fit in what is left gets 503 SlowDown, one larger than the whole
+// budget 400 EntityTooLarge; an upload gives its share back when it ends.
+func TestChunkedSpoolBudget(t *testing.T) {
+	c := client(t, testSecret)
+	b := newBucket(t, c)
+	defer srv.be.spoolBudget.setLimit(srv.be.spoolBudget.setLimit(8 << 20))
+
+	if st, code, _ := chunkedPut(t, testUser, testSecret, "/"+b+"/huge", 12<<20); st != 400 || code != "EntityTooLarge" {
+		t.Errorf("chunked upload larger than the whole spool budget: %d %s, want 400 EntityTooLarge", st, code)
+	}
+	if n := srv.be.spoolBudget.inUse(); n != 0 {
+		t.Fatalf("a refused upload keeps %d bytes of the budget", n)
+	}
+
+	// One upload holds 6 MiB of the budget, its client stalled.
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPut, srv.url+"/"+b+"/first", pr)
+	req.ContentLength = -1
+	req.Header.Set("X-Amz-Content-Sha256", "UNSIGNED-PAYLOAD")
+	_ = v4.NewSigner().SignHTTP(context.Background(), aws.Credentials{AccessKeyID: testUser, SecretAccessKey: testSecret}, req, "UNSIGNED-PAYLOAD", "s3", "us-east-1", time.Now())
+	first := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	if _, err := pw.Write(bytes.Repeat([]byte("f"), 6<<20)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.be.spoolBudget.inUse() < 6<<20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first upload holds %d bytes of the budget", srv.be.spoolBudget.inUse())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st, code, _ := chunkedPut(t, testUser, testSecret, "/"+b+"/second", 4<<20); st != 503 || code != "SlowDown" {
+		t.Errorf("chunked upload over what is left of the budget: %d %s, want 503 SlowDown", st, code)
+	}
+	if st, code, _ := chunkedPut(t, testUser, testSecret, "/"+b+"/small", 1<<20); st != 200 {
+		t.Errorf("chunked upload that fits in what is left: %d %s", st, code)
+	}
+	pw.Close()
+	if st := <-first; st != 200 {
+		t.Fatalf("first upload: %d", st)
+	}
+	if n := srv.be.spoolBudget.inUse(); n != 0 {
+		t.Fatalf("finished uploads keep %d bytes of the budget", n)
+	}
+	if st, code, _ := chunkedPut(t, testUser, testSecret, "/"+b+"/second", 4<<20); st != 200 {
+		t.Errorf("chunked upload once the budget is free again: %d %s", st, code)
+	}
+	if got, _ := get(t, c, b, "first"); len(got) != 6<<20 {
+		t.Fatalf("first upload stored %d bytes", len(got))
+	}
+
+	// A negative budget turns spooling off.
+	srv.be.spoolBudget.setLimit(-1)
+	if st, code, _ := chunkedPut(t, testUser, testSecret, "/"+b+"/unspooled", 1<<20); st != 411 || code != "MissingContentLength" {
+		t.Errorf("chunked upload with spooling off: %d %s, want 411 MissingContentLength", st, code)
+	}
+}
+
 // TestExpectContinueAfterAuth: a request with Expect: 100-continue and a
 // bad signature is refused before the client sends its body; a good one
 // is told to continue.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -55,7 +56,7 @@ func (e routeEnv) spoolChunked() fiber.Handler {
 	checkSignature := e.signatureCheck()
 	return func(ctx fiber.Ctx) error {
 		req := ctx.Request()
-		if string(req.Header.Method()) != http.MethodPut || req.Header.ContentLength() != -1 {
+		if string(req.Header.Method()) != http.MethodPut || req.Header.ContentLength() != -1 || b.spoolBudget.off() {
 			return ctx.Next()
 		}
 		bucket, key, err := b.requestTarget(ctx)
@@ -87,10 +88,16 @@ func (e routeEnv) spoolChunked() fiber.Handler {
 		}
 		f, n, err := b.spool(req.BodyStream())
 		if err != nil {
-			b.log.Warn("s3: spooling a chunked upload failed", "err", err)
-			var code s3err.S3Error = s3err.GetAPIError(s3err.ErrIncompleteBody)
-			if errors.Is(err, errSpoolTooLarge) {
-				code = s3err.GetEntityTooLargeErr(maxSpoolBytes+1, maxSpoolBytes)
+			var code s3err.S3Error
+			switch {
+			case errors.Is(err, errSpoolTooLarge):
+				most := b.spoolBudget.most()
+				code = s3err.GetEntityTooLargeErr(most+1, most)
+			case errors.Is(err, errSpoolBusy):
+				code = s3err.GetAPIError(s3err.ErrSlowDown)
+			default:
+				b.log.Warn("s3: spooling a chunked upload failed", "err", err)
+				code = s3err.GetAPIError(s3err.ErrIncompleteBody)
 			}
 			return sendS3Error(ctx, code)
 		}
@@ -183,7 +190,95 @@ func sendS3Error(ctx fiber.Ctx, se s3err.S3Error) error {
 	return ctx.Status(se.StatusCode()).Send(se.XMLBody("", ""))
 }
 
-var errSpoolTooLarge = errors.New("s3: body exceeds the single-upload limit")
+var (
+	errSpoolTooLarge = errors.New("s3: body exceeds the single-upload limit or the spool budget")
+	errSpoolBusy     = errors.New("s3: the spool budget is taken by other uploads")
+)
+
+// spoolBudget bounds the bytes of chunked uploads spooled at once on the
+// node, so that uploads without Content-Length — which anyone allowed to
+// write to some bucket may send, up to 5 GiB each — cannot fill the disk
+// the spool shares with the metadata store. Each spooling upload takes its
+// bytes as it reads them and gives them all back when its request ends.
+type spoolBudget struct {
+	mu    sync.Mutex
+	limit int64 // negative: no spooling
+	used  int64
+}
+
+// take takes n more bytes for an upload that holds held: errSpoolTooLarge
+// if held+n exceeds the whole budget (it would never fit), errSpoolBusy if
+// it does not fit in what is left now.
+func (s *spoolBudget) take(held, n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case held+n > s.limit:
+		return errSpoolTooLarge
+	case s.used+n > s.limit:
+		return errSpoolBusy
+	}
+	s.used += n
+	return nil
+}
+
+func (s *spoolBudget) give(n int64) {
+	s.mu.Lock()
+	s.used -= n
+	s.mu.Unlock()
+}
+
+func (s *spoolBudget) off() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limit < 0
+}
+
+// most is the largest body that can be spooled.
+func (s *spoolBudget) most() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return min(s.limit, maxSpoolBytes)
+}
+
+func (s *spoolBudget) inUse() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+// setLimit changes the budget (tests) and returns the previous one.
+func (s *spoolBudget) setLimit(n int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.limit
+	s.limit = n
+	return old
+}
+
+// budgetReader takes from the budget every byte it reads.
+type budgetReader struct {
+	r      io.Reader
+	budget *spoolBudget
+	held   int64
+}
+
+func (r *budgetReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		if terr := r.budget.take(r.held, int64(n)); terr != nil {
+			return 0, terr
+		}
+		r.held += int64(n)
+	}
+	return n, err
+}
+
+// release gives back everything taken.
+func (r *budgetReader) release() {
+	r.budget.give(r.held)
+	r.held = 0
+}
 
 // maxDrainBytes bounds how much of a refused upload's body is read and
 // discarded so the client gets the error instead of a connection reset.
@@ -210,15 +305,20 @@ func (b *Backend) drainRefused() fiber.Handler {
 	}
 }
 
-// spooled is a spooled body: a decrypting reader over an unlinked file.
+// spooled is a spooled body: a decrypting reader over an unlinked file,
+// and the share of the spool budget it holds.
 type spooled struct {
 	file   *os.File
 	reader io.Reader
+	held   *budgetReader
 }
 
-func (s *spooled) close() { s.file.Close() }
+func (s *spooled) close() {
+	s.file.Close()
+	s.held.release()
+}
 
-func (b *Backend) spool(body io.Reader) (*spooled, int64, error) {
+func (b *Backend) spool(body io.Reader) (_ *spooled, _ int64, err error) {
 	if body == nil {
 		body = strings.NewReader("")
 	}
@@ -227,40 +327,40 @@ func (b *Backend) spool(body io.Reader) (*spooled, int64, error) {
 		return nil, 0, err
 	}
 	os.Remove(f.Name()) // unlinked: nothing is left behind, even on a crash
+	held := &budgetReader{r: io.LimitReader(body, maxSpoolBytes+1), budget: b.spoolBudget}
+	defer func() {
+		if err != nil {
+			f.Close()
+			held.release()
+		}
+	}()
 	key, err := sse.NewDataKey()
 	if err != nil {
-		f.Close()
 		return nil, 0, err
 	}
-	counter := &countingReader{r: io.LimitReader(body, maxSpoolBytes+1)}
+	counter := &countingReader{r: held}
 	enc, err := sse.NewEncrypter(key, counter)
 	if err != nil {
-		f.Close()
 		return nil, 0, err
 	}
 	if _, err := io.Copy(f, enc); err != nil {
-		f.Close()
 		return nil, 0, err
 	}
 	n := counter.n
 	if n > maxSpoolBytes {
-		f.Close()
 		return nil, 0, errSpoolTooLarge
 	}
-	s := &spooled{file: f, reader: strings.NewReader("")}
+	s := &spooled{file: f, reader: strings.NewReader(""), held: held}
 	if n > 0 {
 		var hdr [sse.HeaderSize]byte
 		if _, err := f.ReadAt(hdr[:], 0); err != nil {
-			f.Close()
 			return nil, 0, err
 		}
 		st, err := sse.OpenStream(key, hdr[:])
 		if err != nil {
-			f.Close()
 			return nil, 0, err
 		}
 		if s.reader, err = st.NewReader(io.NewSectionReader(f, sse.HeaderSize, 1<<62), n, 0, n); err != nil {
-			f.Close()
 			return nil, 0, err
 		}
 	}
