@@ -27,7 +27,10 @@ import (
 
 // Authentication: every call carries the caller's node ID, a timestamp and
 // HMAC-SHA256(secret, method|node|timestamp). The secret never crosses the
-// wire, and a captured token expires after authWindow.
+// wire. The MAC does not cover the request, so a token seen on the wire
+// authorizes any call of its method, with any arguments and any number of
+// times, until it is authWindow old: without TLS the cluster trusts its
+// network (docs/security.md).
 const (
 	mdNode     = "x-terrace-node"
 	mdTime     = "x-terrace-time"

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -347,6 +348,23 @@ func (c *Config) etcdURLsHTTPS() error {
 		}
 	}
 	return nil
+}
+
+// warnInsecure logs, at start-up, what the configuration leaves open: the
+// demo root password off loopback (--insecure-default-credentials), and a
+// cluster without TLS, whose node-to-node traffic trusts the network.
+func warnInsecure(c Config, log *slog.Logger) {
+	if addr := c.PublicDefaultPasswordListener(); addr != "" {
+		log.Warn("INSECURE: the root password is the published demo default on a listener that is not on loopback "+
+			"(--insecure-default-credentials); anyone who reaches it is root", "address", addr)
+	}
+	if c.Clustered() && c.TLSCert == "" {
+		log.Warn("INSECURE: clustered without TLS (--tls-cert, --tls-key, --tls-ca): the cluster trusts its network. "+
+			"Anyone who can see node-to-node traffic can replay a replica or log RPC token for 5 minutes (any call of that "+
+			"method, any arguments), and etcd (peer and client URLs) has no authentication: whoever reaches it reads and "+
+			"writes all metadata. Run it only on a private network, or turn TLS on (docs/security.md)",
+			"rpc_address", c.RPCAddress, "initial_cluster", c.InitialCluster, "meta_endpoints", strings.Join(c.MetaEndpoints, ","))
+	}
 }
 
 // DefaultPassword reports whether the root password is the published demo

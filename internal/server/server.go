@@ -93,10 +93,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if addr := cfg.PublicDefaultPasswordListener(); addr != "" {
-		log.Warn("INSECURE: the root password is the published demo default on a listener that is not on loopback "+
-			"(--insecure-default-credentials); anyone who reaches it is root", "address", addr)
-	}
+	warnInsecure(cfg, log)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
