@@ -567,6 +567,21 @@ func Trim(l Layout, before uint64) Layout {
 // segment to it). It fails if that replica is no longer a stale one on
 // dev: re-homed meanwhile, or already repaired by another attempt.
 func MarkFresh(l Layout, id uint32, s, r int, dev string) (Layout, error) {
+	out, seg, err := editReplica(l, id, s, r)
+	if err != nil {
+		return Layout{}, err
+	}
+	if rep := seg.Stripes[s][r]; rep.Device != dev || !rep.Stale {
+		return Layout{}, fmt.Errorf("%w: replica %d of stripe %d in segment %d is %s, not a stale replica on %s", ErrInvalid, r, s, id, rep, dev)
+	}
+	seg.Stripes[s][r].Stale = false
+	return out, nil
+}
+
+// editReplica returns a copy of l to change replica r of stripe s of
+// segment id in, and that segment in the copy; it fails if there is no
+// such replica.
+func editReplica(l Layout, id uint32, s, r int) (Layout, *Segment, error) {
 	out := l.Clone()
 	for i := range out.Segments {
 		seg := &out.Segments[i]
@@ -574,15 +589,11 @@ func MarkFresh(l Layout, id uint32, s, r int, dev string) (Layout, error) {
 			continue
 		}
 		if s < 0 || s >= len(seg.Stripes) || r < 0 || r >= len(seg.Stripes[s]) {
-			return Layout{}, fmt.Errorf("%w: no replica %d of stripe %d in segment %d", ErrInvalid, r, s, id)
+			return Layout{}, nil, fmt.Errorf("%w: no replica %d of stripe %d in segment %d", ErrInvalid, r, s, id)
 		}
-		if rep := seg.Stripes[s][r]; rep.Device != dev || !rep.Stale {
-			return Layout{}, fmt.Errorf("%w: replica %d of stripe %d in segment %d is %s, not a stale replica on %s", ErrInvalid, r, s, id, rep, dev)
-		}
-		seg.Stripes[s][r].Stale = false
-		return out, nil
+		return out, seg, nil
 	}
-	return Layout{}, fmt.Errorf("%w: no segment %d", ErrInvalid, id)
+	return Layout{}, nil, fmt.Errorf("%w: no segment %d", ErrInvalid, id)
 }
 
 // StaleReplica names a replica that repair should bring back.
@@ -637,35 +648,28 @@ func LostReplicas(l Layout, gone func(node string) bool) []StaleReplica {
 // a fresh replica elsewhere (the copy's source) and must not hold to's
 // device already.
 func Rehome(l Layout, id uint32, s, r int, to Replica) (Layout, error) {
-	out := l.Clone()
-	for i := range out.Segments {
-		seg := &out.Segments[i]
-		if seg.ID != id {
+	out, seg, err := editReplica(l, id, s, r)
+	if err != nil {
+		return Layout{}, err
+	}
+	if seg.Open() {
+		return Layout{}, fmt.Errorf("%w: segment %d is open; recovery closes it first", ErrInvalid, id)
+	}
+	fresh := false
+	for j, rep := range seg.Stripes[s] {
+		if j == r {
 			continue
 		}
-		if seg.Open() {
-			return Layout{}, fmt.Errorf("%w: segment %d is open; recovery closes it first", ErrInvalid, id)
+		if rep.Device == to.Device {
+			return Layout{}, fmt.Errorf("%w: stripe %d of segment %d already has a replica on %s", ErrInvalid, s, id, to.Device)
 		}
-		if s < 0 || s >= len(seg.Stripes) || r < 0 || r >= len(seg.Stripes[s]) {
-			return Layout{}, fmt.Errorf("%w: no replica %d of stripe %d in segment %d", ErrInvalid, r, s, id)
-		}
-		fresh := false
-		for j, rep := range seg.Stripes[s] {
-			if j == r {
-				continue
-			}
-			if rep.Device == to.Device {
-				return Layout{}, fmt.Errorf("%w: stripe %d of segment %d already has a replica on %s", ErrInvalid, s, id, to.Device)
-			}
-			fresh = fresh || !rep.Stale
-		}
-		if !fresh {
-			return Layout{}, fmt.Errorf("%w: stripe %d of segment %d has no other fresh replica to copy from", ErrInvalid, s, id)
-		}
-		seg.Stripes[s][r] = Replica{Node: to.Node, Device: to.Device, Stale: true}
-		return out, nil
+		fresh = fresh || !rep.Stale
 	}
-	return Layout{}, fmt.Errorf("%w: no segment %d", ErrInvalid, id)
+	if !fresh {
+		return Layout{}, fmt.Errorf("%w: stripe %d of segment %d has no other fresh replica to copy from", ErrInvalid, s, id)
+	}
+	seg.Stripes[s][r] = Replica{Node: to.Node, Device: to.Device, Stale: true}
+	return out, nil
 }
 
 // NodeLoad is a candidate host for a sequencer.
