@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/versity/versitygw/auth"
+	"github.com/versity/versitygw/s3err"
 
 	"github.com/terrace-storage/terrace/internal/users"
 )
@@ -129,6 +132,80 @@ func TestUserKeyRotationAndRemoval(t *testing.T) {
 	}
 	_, err = nc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b})
 	wantErr(t, "removed user", err, "InvalidAccessKeyId", 403)
+}
+
+// TestRemovedUserNameNotReused: the user name is the identity buckets,
+// ACL grants and bucket policies refer to, so a user cannot be created
+// under a removed user's name while a bucket still is owned by it or names
+// it — a new user would inherit the old one's data and grants. Once the
+// buckets are gone or the grants taken out, the name can be used again,
+// and the new user gets nothing of the old one's.
+func TestRemovedUserNameNotReused(t *testing.T) {
+	ctx := context.Background()
+	root := client(t, testSecret)
+	alice, ac, _ := newUser(t, false)
+	owned := newBucket(t, ac)
+	put(t, ac, owned, "private", []byte("alice's data"))
+	bob, _, _ := newUser(t, false)
+	shared := newBucket(t, root)
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":["` + bob + `"]},"Action":"s3:GetObject","Resource":"arn:aws:s3:::` + shared + `/*"}]}`
+	if _, err := root.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: &shared, Policy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	carol, _, _ := newUser(t, false)
+	granted := fmt.Sprintf("t%d-name-reuse-acl", bucketSeq.Add(1))
+	if _, err := root.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &granted, ObjectOwnership: types.ObjectOwnershipObjectWriter}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: &granted, GrantRead: aws.String("id=" + carol)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{alice, bob, carol} {
+		if err := srv.users.Remove(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, bucket := range map[string]string{alice: owned, bob: shared, carol: granted} {
+		_, err := srv.users.Add(ctx, name, false)
+		if !errors.Is(err, users.ErrNameInUse) || !strings.Contains(err.Error(), bucket) {
+			t.Errorf("re-creating %s, still named by bucket %s: %v", name, bucket, err)
+		}
+	}
+	// versitygw's admin API (create-user) goes through the same store.
+	err := NewStoreIAM(srv.users, testUser).CreateAccount(auth.Account{Access: alice, Secret: "a-new-secret", Role: auth.RoleUser})
+	var ae s3err.APIError
+	if !errors.As(err, &ae) || ae.HTTPStatusCode != 409 || !strings.Contains(ae.Description, owned) {
+		t.Errorf("create-user with a name still in use: %v", err)
+	}
+
+	// Once nothing names them any more, the names are free again.
+	if _, err := root.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &owned, Key: aws.String("private")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &owned}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.DeleteBucketPolicy(ctx, &s3.DeleteBucketPolicyInput{Bucket: &shared}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: &granted, ACL: types.BucketCannedACLPrivate}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, root, shared, "doc", []byte("root's"))
+	for _, name := range []string{alice, bob, carol} {
+		c, err := srv.users.Add(ctx, name, false)
+		if err != nil {
+			t.Fatalf("re-creating %s once nothing names it: %v", name, err)
+		}
+		nc := clientFor(c.AccessKey, c.SecretKey)
+		if _, err := nc.GetObject(ctx, &s3.GetObjectInput{Bucket: &shared, Key: aws.String("doc")}); err == nil {
+			t.Errorf("new user %s reads a bucket the removed one was granted", name)
+		}
+		lb, err := nc.ListBuckets(ctx, &s3.ListBucketsInput{})
+		if err != nil || len(lb.Buckets) != 0 {
+			t.Errorf("new user %s lists buckets %v (%v)", name, lb, err)
+		}
+	}
 }
 
 func TestBucketACLGrantsAndPublicRead(t *testing.T) {

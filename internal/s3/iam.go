@@ -1,8 +1,13 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +69,9 @@ func iamErr(err error) error {
 		return nil
 	case errors.Is(err, users.ErrNoSuchUser):
 		return auth.ErrNoSuchUser
+	case errors.Is(err, users.ErrNameInUse):
+		// ErrAdminUserExists, with the buckets that hold the name.
+		return s3err.APIError{Code: "XAdminUserExists", Description: err.Error(), HTTPStatusCode: http.StatusConflict}
 	case errors.Is(err, users.ErrUserExists):
 		return s3err.GetAPIError(s3err.ErrAdminUserExists)
 	case errors.Is(err, users.ErrInvalidName):
@@ -189,6 +197,70 @@ func (s *StoreIAM) EvaluatePolicy(access, _ string, actions []auth.Action, resou
 		}
 	}
 	return ev, nil
+}
+
+// nameInUse is the users.NameInUseFunc of the store: what still refers to
+// a user name — the buckets it owns, and those whose ACL grants it or
+// whose policy names it as a principal. A user created under the name
+// would get all of it, since the name is the identity. Object ACLs are
+// not looked at: they are recorded, not enforced. An ACL or policy that
+// does not parse counts if it mentions the name at all.
+func (b *Backend) nameInUse(ctx context.Context, name string) (string, error) {
+	all, err := b.layer.ListBuckets(ctx)
+	if err != nil {
+		return "", err
+	}
+	var owns, grants, policies []string
+	for _, bk := range all {
+		if bk.Owner == name || bucketOwner(bk) == name {
+			owns = append(owns, bk.Name)
+		}
+		if raw := bk.Attrs[attrACL]; len(raw) > 0 && aclNames(raw, name) {
+			grants = append(grants, bk.Name)
+		}
+		if raw := bk.Attrs[attrPolicy]; len(raw) > 0 && policyNames(raw, name) {
+			policies = append(policies, bk.Name)
+		}
+	}
+	var what []string
+	for _, r := range []struct {
+		verb    string
+		buckets []string
+	}{{"owns bucket", owns}, {"is granted access by the ACL of bucket", grants}, {"is a principal in the policy of bucket", policies}} {
+		if len(r.buckets) == 0 {
+			continue
+		}
+		const shown = 5
+		list := strings.Join(r.buckets[:min(len(r.buckets), shown)], ", ")
+		if len(r.buckets) > shown {
+			list += fmt.Sprintf(" and %d more", len(r.buckets)-shown)
+		}
+		what = append(what, r.verb+" "+list)
+	}
+	return strings.Join(what, "; "), nil
+}
+
+// aclNames reports whether a bucket ACL grants name anything.
+func aclNames(raw []byte, name string) bool {
+	acl, err := auth.ParseACL(raw)
+	if err != nil {
+		return bytes.Contains(raw, []byte(strconv.Quote(name)))
+	}
+	return slices.ContainsFunc(acl.Grantees, func(g auth.Grantee) bool { return g.Access == name })
+}
+
+// policyNames reports whether a bucket policy names name as a principal.
+func policyNames(raw []byte, name string) bool {
+	p, err := auth.ParsePolicyDocument(raw)
+	if err != nil {
+		return bytes.Contains(raw, []byte(strconv.Quote(name)))
+	}
+	for _, st := range p.Statement {
+		if _, ok := st.Principals[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // UpdateUserAccount serves versitygw's admin API (secret and role).

@@ -134,6 +134,9 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 	be.iam, be.rootUser, be.virtualDomain = iam, cfg.RootUser, cfg.VirtualDomain
 	if si, ok := iam.(*StoreIAM); ok {
 		si.owner = be.ownerOf
+		// A user name still owned by or named in a bucket cannot be
+		// taken by a new user (users.ErrNameInUse).
+		si.store.SetNameInUse(be.nameInUse)
 	}
 	env := routeEnv{be: be, root: middlewares.RootUserConfig{Access: cfg.RootUser, Secret: cfg.RootPassword}, iam: iam, region: cfg.Region}
 	opts := []s3api.Option{s3api.WithMiddleware("/", be.drainRefused()), s3api.WithMiddleware("/", be.publicAccessGate()),

@@ -16,9 +16,17 @@
 //
 //	i/u/<name>        the user record
 //	i/k/<access key>  a copy of the record, the index authentication reads
+//	i/r/<name>        a removed user's name (when), until a user takes it again
 //
-// Both are always written in one transaction, guarded by compare-and-swap,
+// They are always written in one transaction, guarded by compare-and-swap,
 // so the index never names a user that does not exist.
+//
+// Because the name is the identity, a removed user's name stays on the
+// buckets, grants and policies that refer to it, and a user created under
+// it would inherit them. Add refuses such a name (ErrNameInUse); what
+// refers to a name is told by a check the S3 gateway installs
+// (SetNameInUse), and until it is installed the name of a removed user
+// (i/r/<name>) is refused outright.
 //
 // It owns user records and credential generation. It must not know about
 // S3 requests, buckets or ACLs, and never logs or prints secrets (User has

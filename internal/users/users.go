@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -22,7 +23,21 @@ var (
 	ErrInvalidName = errors.New("users: invalid user name")
 	// ErrConflict: the user changed concurrently and retries ran out.
 	ErrConflict = errors.New("users: user changed concurrently; retry")
+	// ErrNameInUse: the name is still what buckets, ACL grants or
+	// policies refer to (a removed user's); a user created under it would
+	// inherit them. Errors matching it also match ErrUserExists.
+	ErrNameInUse = errors.New("users: name still in use")
 )
+
+// nameInUseError is ErrNameInUse (and ErrUserExists, so that callers
+// answering "exists" need no change) with what refers to the name.
+type nameInUseError struct{ msg string }
+
+func (e nameInUseError) Error() string { return e.msg }
+
+func (e nameInUseError) Is(target error) bool {
+	return target == ErrNameInUse || target == ErrUserExists
+}
 
 // User is a user as the store reports it: no secret.
 type User struct {
@@ -60,13 +75,20 @@ func (r record) user() User {
 	return User{Name: r.Name, AccessKey: r.AccessKey, Admin: r.Admin, Created: time.Unix(0, r.Created).UTC()}
 }
 
+// removal is the record a removed user leaves under its name.
+type removal struct {
+	Removed int64 `json:"r"`
+}
+
 const (
-	prefixUser = meta.PrefixIAM + "u/"
-	prefixKey  = meta.PrefixIAM + "k/"
+	prefixUser    = meta.PrefixIAM + "u/"
+	prefixKey     = meta.PrefixIAM + "k/"
+	prefixRemoved = meta.PrefixIAM + "r/"
 )
 
-func userKey(name string) []byte { return []byte(prefixUser + name) }
-func indexKey(ak string) []byte  { return []byte(prefixKey + ak) }
+func userKey(name string) []byte    { return []byte(prefixUser + name) }
+func indexKey(ak string) []byte     { return []byte(prefixKey + ak) }
+func removedKey(name string) []byte { return []byte(prefixRemoved + name) }
 
 // nameRe is AWS's IAM user-name alphabet.
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9_+=,.@-]{1,64}$`)
@@ -78,6 +100,47 @@ type Store struct {
 	// reserved are names no user may take (the root account's).
 	reserved map[string]bool
 	now      func() time.Time
+	// nameInUse, once set (SetNameInUse), says what still refers to a
+	// name.
+	nameInUse atomic.Pointer[NameInUseFunc]
+}
+
+// NameInUseFunc reports what still refers to a user name — buckets it
+// owns, ACL grants and policies naming it — as a short description, ""
+// for nothing.
+type NameInUseFunc func(ctx context.Context, name string) (string, error)
+
+// SetNameInUse installs the check Add runs before it creates a user: a
+// name something still refers to is refused with ErrNameInUse, so that a
+// new user never inherits a removed one's buckets and grants. The S3
+// gateway installs it (the store knows nothing about buckets). Until it is
+// installed, Add refuses the name of any user removed since removals were
+// recorded, as it cannot tell whether that name is still in use.
+func (s *Store) SetNameInUse(fn NameInUseFunc) { s.nameInUse.Store(&fn) }
+
+// checkNameFree refuses a name something still refers to.
+func (s *Store) checkNameFree(ctx context.Context, name string) error {
+	if fn := s.nameInUse.Load(); fn != nil {
+		what, err := (*fn)(ctx, name)
+		if err != nil {
+			return fmt.Errorf("users: check whether the name %q is still in use: %w", name, err)
+		}
+		if what != "" {
+			return nameInUseError{fmt.Sprintf("users: the name %q is still in use: it %s. A new user with this name would get them: "+
+				"delete those buckets, or give them another owner and take the name out of their ACLs and policies, first", name, what)}
+		}
+		return nil
+	}
+	var r removal
+	_, err := meta.GetRecord(ctx, s.kv, removedKey(name), &r)
+	if errors.Is(err, meta.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return nameInUseError{fmt.Sprintf("users: %q is the name of a user removed on %s, and whether buckets, ACLs or policies still name it "+
+		"cannot be checked until the S3 gateway has started; retry", name, time.Unix(0, r.Removed).UTC().Format(time.RFC3339))}
 }
 
 // New returns a store over kv whose secrets are sealed with keys.
@@ -131,6 +194,14 @@ func (s *Store) AddWithKeys(ctx context.Context, name, ak, secret string, admin 
 	if !nameRe.MatchString(ak) || s.reserved[ak] || secret == "" {
 		return Credentials{}, fmt.Errorf("%w: access key %q", ErrInvalidName, ak)
 	}
+	if ok, err := s.Exists(ctx, name); err != nil {
+		return Credentials{}, err
+	} else if ok {
+		return Credentials{}, fmt.Errorf("%w: %s", ErrUserExists, name)
+	}
+	if err := s.checkNameFree(ctx, name); err != nil {
+		return Credentials{}, err
+	}
 	sealed, err := s.keys.Seal(sse.PurposeUserSecret, []byte(secret))
 	if err != nil {
 		return Credentials{}, err
@@ -141,6 +212,7 @@ func (s *Store) AddWithKeys(ctx context.Context, name, ak, secret string, admin 
 	t.If(indexKey(ak), 0)
 	t.Put(userKey(name), meta.Encode(r))
 	t.Put(indexKey(ak), meta.Encode(r))
+	t.Del(removedKey(name))
 	if _, err := s.kv.Commit(ctx, &t); err != nil {
 		if errors.Is(err, meta.ErrConflict) {
 			if _, _, gerr := s.get(ctx, name); gerr == nil {
@@ -304,7 +376,9 @@ func (s *Store) Update(ctx context.Context, name string, secret *string, admin *
 }
 
 // Remove deletes a user; its keys stop working at once. Buckets it owns
-// keep it as owner (only an admin can reach them, or re-own them).
+// keep its name as owner, and ACL grants and policies naming it keep it:
+// the name stays in use, and Add refuses it (ErrNameInUse) until they are
+// deleted, re-owned or changed. The removal is recorded under the name.
 func (s *Store) Remove(ctx context.Context, name string) error {
 	for attempt := 0; attempt < 16; attempt++ {
 		r, rev, err := s.get(ctx, name)
@@ -315,6 +389,7 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 		t.If(userKey(name), rev)
 		t.Del(userKey(name))
 		t.Del(indexKey(r.AccessKey))
+		t.Put(removedKey(name), meta.Encode(removal{Removed: s.now().UnixNano()}))
 		if _, err := s.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
 			continue
 		} else {

@@ -175,3 +175,53 @@ func TestRewrapAfterKeyRotation(t *testing.T) {
 		t.Fatalf("after rewrap the old key is not needed: %v", err)
 	}
 }
+
+// TestRemovedNameNotReused: a user cannot be created under a name that
+// something still refers to (the name is the identity buckets, ACL grants
+// and policies name), so a new user never inherits a removed one's
+// buckets and grants. Without a check installed (the S3 gateway not
+// started yet) a removed user's name is refused outright.
+func TestRemovedNameNotReused(t *testing.T) {
+	ctx := context.Background()
+	k, _ := keyring(t, "a")
+	s, _ := openStore(t, k)
+	if _, err := s.Add(ctx, "alice", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Add(ctx, "alice", false)
+	if !errors.Is(err, ErrNameInUse) || !errors.Is(err, ErrUserExists) || !strings.Contains(err.Error(), "removed") {
+		t.Fatalf("re-adding a removed user's name with no check installed: %v", err)
+	}
+	if _, err := s.Add(ctx, "bob", false); err != nil {
+		t.Fatalf("a name never used needs no check: %v", err)
+	}
+
+	refs := map[string]string{"alice": "owns bucket photos", "carol": "is named in the policy of bucket shared"}
+	var checkErr error
+	s.SetNameInUse(func(_ context.Context, name string) (string, error) { return refs[name], checkErr })
+	for _, name := range []string{"alice", "carol"} { // carol: removed before removals were recorded
+		_, err := s.Add(ctx, name, false)
+		if !errors.Is(err, ErrNameInUse) || !strings.Contains(err.Error(), refs[name]) || !strings.Contains(err.Error(), name) {
+			t.Fatalf("adding %s, still referred to: %v", name, err)
+		}
+	}
+	checkErr = errors.New("store down")
+	if _, err := s.Add(ctx, "dave", false); !errors.Is(err, checkErr) {
+		t.Fatalf("a failed check must fail the add: %v", err)
+	}
+	checkErr = nil
+
+	delete(refs, "alice") // the buckets were deleted or re-owned
+	if _, err := s.Add(ctx, "alice", false); err != nil {
+		t.Fatalf("re-adding a name nothing refers to any more: %v", err)
+	}
+	if err := s.Remove(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Add(ctx, "alice", false); err != nil {
+		t.Fatalf("re-adding alice again: %v", err)
+	}
+}
