@@ -208,6 +208,37 @@ func TestRemovedUserNameNotReused(t *testing.T) {
 	}
 }
 
+// TestChangeBucketOwnerMovesOwnerGrants: re-owning a bucket (versitygw's
+// admin change-bucket-owner) hands the new owner the old owner's ACL
+// grants; the old owner keeps no access through them, and its name is no
+// longer held by the bucket.
+func TestChangeBucketOwnerMovesOwnerGrants(t *testing.T) {
+	ctx := context.Background()
+	alice, ac, _ := newUser(t, false)
+	bob, bc, _ := newUser(t, false)
+	b := newBucket(t, ac)
+	put(t, ac, b, "doc", []byte("data"))
+	if err := srv.be.ChangeBucketOwner(ctx, b, bob); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ac.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b})
+	wantErr(t, "previous owner lists the re-owned bucket", err, "AccessDenied", 403)
+	if _, err := bc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b}); err != nil {
+		t.Fatalf("new owner lists: %v", err)
+	}
+	raw, err := srv.be.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: &b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acl, err := auth.ParseACL(raw)
+	if err != nil || acl.Owner != bob || len(acl.Grantees) != 1 || acl.Grantees[0].Access != bob || acl.Grantees[0].Permission != auth.PermissionFullControl {
+		t.Fatalf("ACL after re-owning: %s (%v)", raw, err)
+	}
+	if what, err := srv.be.nameInUse(ctx, alice); err != nil || what != "" {
+		t.Fatalf("previous owner's name still in use: %q %v", what, err)
+	}
+}
+
 func TestBucketACLGrantsAndPublicRead(t *testing.T) {
 	ctx := context.Background()
 	alice, ac, _ := newUser(t, false)

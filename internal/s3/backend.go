@@ -189,12 +189,27 @@ func (b *Backend) ListBucketsAndOwners(ctx context.Context) ([]s3response.Bucket
 	return out, nil
 }
 
-// ChangeBucketOwner serves versitygw's admin API.
+// ChangeBucketOwner serves versitygw's admin API. The old owner's ACL
+// grants (the FULL_CONTROL every bucket's creator gets, and any other)
+// become the new owner's: the previous owner keeps no access through them,
+// and its name is no longer held by the bucket.
 func (b *Backend) ChangeBucketOwner(ctx context.Context, bucket, owner string) error {
 	err := b.layer.UpdateBucket(ctx, bucket, func(bk *object.BucketRecord) error {
 		acl, err := auth.ParseACL(bk.Attrs[attrACL])
 		if err != nil {
 			return err
+		}
+		if old := bucketOwner(*bk); old != "" && old != owner {
+			grantees := acl.Grantees[:0]
+			for _, g := range acl.Grantees {
+				if g.Access == old {
+					g.Access = owner
+				}
+				if !slices.Contains(grantees, g) {
+					grantees = append(grantees, g)
+				}
+			}
+			acl.Grantees = grantees
 		}
 		acl.Owner = owner
 		raw, err := json.Marshal(acl)
