@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/raft/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 )
@@ -148,6 +150,15 @@ func refusedBeforeProposal(err error) bool {
 	}
 	// The in-process client hands raft's error over as a status message.
 	return strings.Contains(err.Error(), raft.ErrProposalDropped.Error())
+}
+
+// refusedWhole reports whether err says a transaction was refused before
+// any of it was applied: too many operations, too large a request (etcd's
+// limit, or the client's own before sending), or refused before its
+// proposal (refusedBeforeProposal).
+func refusedWhole(err error) bool {
+	return errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) ||
+		status.Code(err) == codes.ResourceExhausted || refusedBeforeProposal(err)
 }
 
 // get runs a read on the local member when there is one, else (or when it
@@ -471,12 +482,23 @@ func (e *EtcdKV) send(parts []*pendingCommit) {
 		// An external etcd with a smaller --max-txn-ops: merge less.
 		e.maxOps.Store(max(meta.MaxTxnOps, e.maxOps.Load()/2))
 	}
-	if err != nil {
-		// Refused as a whole (too many ops, too large, or the cluster is
-		// unavailable): let each part try on its own.
+	if err != nil && refusedWhole(err) {
+		// Refused before anything was applied (too many ops, too large,
+		// no leader): let each part try on its own.
 		for _, p := range live {
 			rev, err := e.commitOne(p.ctx, p.t)
 			p.done <- commitResult{rev, err}
+		}
+		return
+	}
+	if err != nil {
+		// The merged transaction may have been applied (a lost answer, a
+		// timeout after the proposal): every part's outcome is unknown.
+		// Sending a part again would find its own write and report a
+		// conflict, which promises that nothing changed, and its writer
+		// would then undo data that its committed record names.
+		for _, p := range live {
+			p.done <- commitResult{err: fmt.Errorf("meta: etcd commit (merged, outcome unknown): %w", err)}
 		}
 		return
 	}
