@@ -60,6 +60,10 @@ type Runner struct {
 	mu   sync.Mutex
 	last *RunReport
 
+	// rules the current pass decides with for the bucket it is on (set
+	// and read by the pass alone; runs holds one pass at a time).
+	rules bucketRules
+
 	actions *prometheus.CounterVec
 	bytes   *prometheus.CounterVec
 	runsC   prometheus.Counter
@@ -209,7 +213,17 @@ func (r *Runner) pass(ctx context.Context, dry bool) (RunReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	for _, b := range buckets {
+	for _, listed := range buckets {
+		// The bucket as it is now, not as listed when the pass began
+		// (a pass can take hours): its rules may have changed, or the
+		// bucket been deleted and created again by someone else.
+		b, _, err := r.l.GetBucket(ctx, listed.Name)
+		if errors.Is(err, object.ErrNoSuchBucket) {
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
 		cfg, ok, err := ParseBucketConfig(b)
 		if err != nil {
 			r.opts.Logger.Warn("lifecycle: skipping bucket", "bucket", b.Name, "err", err)
@@ -228,19 +242,20 @@ func (r *Runner) pass(ctx context.Context, dry bool) (RunReport, error) {
 			byRule[id] = rr
 			return rr
 		}
-		if err := r.objects(ctx, b.Name, cfg, now, dry, &rep, rule); err != nil {
-			if errors.Is(err, object.ErrNoSuchBucket) {
-				continue
-			}
-			return rep, err
+		r.rules = rulesOf(b)
+		err = r.objects(ctx, b.Name, cfg, now, dry, &rep, rule)
+		if err == nil {
+			err = r.uploads(ctx, b.Name, cfg, now, dry, &rep, rule)
 		}
-		if err := r.uploads(ctx, b.Name, cfg, now, dry, &rep, rule); err != nil && !errors.Is(err, object.ErrNoSuchBucket) {
-			return rep, err
+		if err == nil && b.Versioning != object.VersioningOff {
+			err = r.versions(ctx, b.Name, cfg, now, dry, &rep, rule)
 		}
-		if b.Versioning != object.VersioningOff {
-			if err := r.versions(ctx, b.Name, cfg, now, dry, &rep, rule); err != nil && !errors.Is(err, object.ErrNoSuchBucket) {
-				return rep, err
-			}
+		switch {
+		case errors.Is(err, object.ErrNoSuchBucket):
+		case errors.Is(err, errRulesChanged):
+			r.opts.Logger.Info("lifecycle: the bucket's rules changed during the pass; the next pass applies them", "bucket", b.Name)
+		case err != nil:
+			return rep, err
 		}
 		for _, rr := range byRule {
 			sort.Strings(rr.TransitionClasses)
@@ -255,6 +270,36 @@ func (r *Runner) pass(ctx context.Context, dry bool) (RunReport, error) {
 	})
 	rep.End = r.opts.Now()
 	return rep, nil
+}
+
+// errRulesChanged stops a bucket's part of a pass: its lifecycle
+// configuration is no longer the one the pass decides with.
+var errRulesChanged = errors.New("lifecycle: the bucket's rules changed")
+
+// bucketRules identifies the lifecycle configuration a pass decides with:
+// the bucket's incarnation and its raw configuration.
+type bucketRules struct {
+	created int64
+	raw     string
+}
+
+func rulesOf(b meta.Bucket) bucketRules {
+	return bucketRules{created: b.Created, raw: string(b.Attrs[BucketAttr])}
+}
+
+// stillRules checks, before an action, that bucket still has the rules the
+// pass decided with (read through the bucket cache, which follows changes
+// within its watch delay): a rule removed or relaxed meanwhile must not
+// expire what it no longer covers.
+func (r *Runner) stillRules(ctx context.Context, bucket string) error {
+	b, _, err := r.l.GetBucket(ctx, bucket)
+	if err != nil {
+		return err
+	}
+	if rulesOf(b) != r.rules {
+		return errRulesChanged
+	}
+	return nil
 }
 
 func (r *Runner) objects(ctx context.Context, bucket string, cfg Config, now time.Time, dry bool, rep *RunReport, rule func(string) *RuleReport) error {
@@ -291,6 +336,9 @@ func (r *Runner) objects(ctx context.Context, bucket string, cfg Config, now tim
 					rr.ExpireBytes += oi.Size
 					continue
 				}
+				if err := r.stillRules(ctx, bucket); err != nil {
+					return err
+				}
 				deleted, err := r.l.DeleteIf(ctx, bucket, oi.Key, same)
 				if err != nil || !deleted {
 					rep.Skipped++
@@ -309,6 +357,9 @@ func (r *Runner) objects(ctx context.Context, bucket string, cfg Config, now tim
 					rr.Transition++
 					rr.TransitionBytes += oi.Size
 					continue
+				}
+				if err := r.stillRules(ctx, bucket); err != nil {
+					return err
 				}
 				done, started, err := r.l.Transition(ctx, bucket, oi.Key, a.Class, same)
 				if err == nil && started {
@@ -358,6 +409,9 @@ func (r *Runner) versions(ctx context.Context, bucket string, cfg Config, now ti
 				return nil
 			}
 			if !dry {
+				if err := r.stillRules(ctx, bucket); err != nil {
+					return err
+				}
 				if _, err := r.l.DeleteObject(ctx, bucket, key[0].Key, key[0].VersionID); err != nil {
 					rep.Skipped++
 					return nil
@@ -380,6 +434,9 @@ func (r *Runner) versions(ctx context.Context, bucket string, cfg Config, now ti
 			if !dry {
 				// Only while it is still noncurrent: deleting every newer
 				// version by ID (a rollback) makes it current again.
+				if err := r.stillRules(ctx, bucket); err != nil {
+					return err
+				}
 				deleted, err := r.l.DeleteNoncurrent(ctx, bucket, v.Key, v.VersionID)
 				if err != nil || !deleted {
 					if ctx.Err() != nil {
@@ -433,6 +490,9 @@ func (r *Runner) uploads(ctx context.Context, bucket string, cfg Config, now tim
 			continue
 		}
 		if !dry {
+			if err := r.stillRules(ctx, bucket); err != nil {
+				return err
+			}
 			if err := r.l.AbortUpload(ctx, bucket, u.ID); err != nil {
 				rep.Skipped++ // completed or aborted meanwhile
 				continue
