@@ -515,9 +515,14 @@ func (e *EtcdKV) send(parts []*pendingCommit) {
 // Watch implements meta.KV.
 func (e *EtcdKV) Watch(ctx context.Context, prefix []byte) <-chan meta.Event {
 	out := make(chan meta.Event, 1024)
-	wc := e.c.Watch(ctx, string(prefix), clientv3.WithPrefix())
+	// The watch lives as long as its reader: when the goroutine below
+	// gives up (an error, a reader that fell behind), cancel it, or the
+	// client keeps buffering an abandoned watch's events for good.
+	wctx, cancel := context.WithCancel(ctx)
+	wc := e.c.Watch(wctx, string(prefix), clientv3.WithPrefix())
 	go func() {
 		defer close(out)
+		defer cancel()
 		for resp := range wc {
 			if resp.Err() != nil {
 				return

@@ -12,7 +12,12 @@ import (
 // bucketCacheTTL bounds how long a cached bucket record is trusted without
 // a watch event. Writes compare the bucket's guard at commit, so a stale
 // entry can only turn into a retried commit, never into a wrong write; the
-// TTL and the watch keep such retries rare.
+// TTL and the watch keep such retries rare. What is read without a commit
+// (the gateway's ACL, policy, public-access block, default encryption and
+// default vector) follows a change on another node within the watch's
+// delay, and within the TTL when the watch is restarting or this node's
+// etcd member is cut off (its watch goes silent): a tightened policy can
+// still let a request through for up to about 2 s there.
 const bucketCacheTTL = 2 * time.Second
 
 // bucketCache saves the metadata reads of the bucket record and guard on
