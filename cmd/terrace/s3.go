@@ -15,7 +15,8 @@ func init() {
 		if err := os.MkdirAll(spool, 0o700); err != nil {
 			return err
 		}
-		be := s3.NewBackend(n.Layer, s3.BackendOptions{Logger: n.Log.With("component", "s3"), Keys: n.Keys, SpoolDir: spool})
+		be := s3.NewBackend(n.Layer, s3.BackendOptions{Logger: n.Log.With("component", "s3"), Keys: n.Keys, SpoolDir: spool,
+			MaxSpoolBytes: n.Config.S3SpoolMaxBytes})
 		n.Log.Info("S3 gateway listening", "address", n.Config.S3Address)
 		return s3.Serve(ctx, be, s3.ServeConfig{
 			Address: n.Config.S3Address, RootUser: n.Config.RootUser, RootPassword: n.Config.RootPassword, Region: n.Config.Region,

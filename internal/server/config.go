@@ -117,6 +117,11 @@ type Config struct {
 	// a crash in the middle of a move, a removal or a write), instead of
 	// leaving them until its next restart. Default 1h; negative disables.
 	OrphanSweepEvery time.Duration `yaml:"orphan_sweep_every"`
+	// S3SpoolMaxBytes bounds the bytes of chunked S3 uploads (no
+	// Content-Length) spooled to the data directory at once on this node:
+	// over it uploads get 503 SlowDown. 0: the default (5 GiB, one
+	// largest single PUT); negative: such uploads are refused (411).
+	S3SpoolMaxBytes int64 `yaml:"s3_spool_max_bytes"`
 	// DeviceSync is how writes to directory devices become durable:
 	// "file" (fsync each file), "fs" (group commit: concurrent syncs on one
 	// device share one syncfs(2); for devices that are filesystems of their
