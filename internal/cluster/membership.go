@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -132,14 +135,24 @@ func (m *Membership) Start(ctx context.Context) error {
 		m.self.Devices = append(m.self.Devices, DeviceInfo{ID: d.ID, Tier: d.Tier, CapacityBytes: d.CapacityBytes, ReadBps: d.ReadBps, WriteBps: d.WriteBps})
 	}
 	b, _ := json.Marshal(m.self)
-	if _, err := m.c.Put(ctx, prefixNode+string(m.self.ID), string(b)); err != nil {
+	// Each step is idempotent (the same key and value again), and a node
+	// starting while etcd elects a leader or while its connection to a
+	// member drops must not exit for it: retry transient errors a while.
+	if err := startRetry(ctx, func(ctx context.Context) error {
+		_, err := m.c.Put(ctx, prefixNode+string(m.self.ID), string(b))
+		return err
+	}); err != nil {
 		return fmt.Errorf("cluster: register node: %w", err)
 	}
-	if err := m.beat(ctx, 0); err != nil {
-		return err
+	if err := startRetry(ctx, func(ctx context.Context) error { return m.beat(ctx, 0) }); err != nil {
+		return fmt.Errorf("cluster: first heartbeat: %w", err)
 	}
-	resp, err := m.c.Get(ctx, meta.PrefixCluster, clientv3.WithPrefix())
-	if err != nil {
+	var resp *clientv3.GetResponse
+	if err := startRetry(ctx, func(ctx context.Context) error {
+		var err error
+		resp, err = m.c.Get(ctx, meta.PrefixCluster, clientv3.WithPrefix())
+		return err
+	}); err != nil {
 		return fmt.Errorf("cluster: load view: %w", err)
 	}
 	for _, kv := range resp.Kvs {
@@ -150,6 +163,33 @@ func (m *Membership) Start(ctx context.Context) error {
 	go m.heartbeatLoop(ctx)
 	go m.watchLoop(ctx, wc)
 	return nil
+}
+
+// startRetryFor bounds how long start-up retries a transient etcd error.
+const startRetryFor = 30 * time.Second
+
+// startRetry runs step until it succeeds, fails with an error that is not
+// transient (etcd unavailable or slow to answer), or startRetryFor passes.
+func startRetry(ctx context.Context, step func(context.Context) error) error {
+	deadline := time.Now().Add(startRetryFor)
+	wait := 100 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := step(sctx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if c := status.Code(err); c != codes.Unavailable && c != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // SetConns gives the membership the count of this node's data
