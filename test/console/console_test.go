@@ -150,15 +150,15 @@ func testOperatorWorkflow(t *testing.T, n *node) {
 	screenshot(t, ctx, "console-overview")
 
 	// Objects: browse to the uploaded object and locate it.
+	// The tables re-render as their data arrives: each row is found and
+	// clicked in one step inside the page (clickLive).
 	run(t, ctx, "browse to the object",
 		chromedp.Navigate(n.admin+"/console/#/objects"),
-		chromedp.WaitVisible(css(`tr[data-bucket="photos"]`)),
-		chromedp.Click(css(`tr[data-bucket="photos"]`)),
+		clickLive(`tr[data-bucket="photos"]`),
 		chromedp.WaitVisible(css(`tr[data-prefix="2024/"]`)),
 		chromedp.WaitVisible(css(`tr[data-prefix="archive/"]`)),
-		chromedp.Click(css(`tr[data-prefix="2024/"]`)),
-		chromedp.WaitVisible(css(`tr[data-key="2024/cat.jpg"]`)),
-		chromedp.Click(css(`tr[data-key="2024/cat.jpg"]`)),
+		clickLive(`tr[data-prefix="2024/"]`),
+		clickLive(`tr[data-key="2024/cat.jpg"]`),
 		chromedp.WaitVisible(css(`#locate-tree .replica`)))
 	var name, vector string
 	var shown []string
@@ -226,7 +226,7 @@ func testOperatorWorkflow(t *testing.T, n *node) {
 	// inside the page (a node found first can be replaced before a
 	// separate click lands: "Could not find node with given id").
 	run(t, ctx, "the scan's job appears",
-		chromedp.Poll[chromedp.Void](`(() => { const r = document.querySelector('#jobs-table tr[data-job]'); if (!r) return false; r.click(); return true; })()`, chromedp.WithPollingTimeout(60*time.Second)),
+		clickLive(`#jobs-table tr[data-job]`),
 		chromedp.WaitVisible(css(`#tasks-table tbody tr`)))
 	var tasks []map[string]string
 	run(t, ctx, "read the tasks", into(&tasks, chromedp.Evaluate[[]map[string]string](`[...document.querySelectorAll('#tasks-table tbody tr')].map(r => ({kind: r.dataset.taskKind, reason: r.children[5].textContent, state: r.children[6].textContent}))`)))
@@ -274,4 +274,13 @@ func testOperatorWorkflow(t *testing.T, n *node) {
 		chromedp.WaitVisible(css(`#login-form`)),
 		chromedp.Navigate(n.admin+"/console/"),
 		chromedp.WaitVisible(css(`#login-form`)))
+}
+
+// clickLive waits (up to a minute) for an element matching sel and clicks
+// it in the same step, inside the page. Tables the console re-renders as
+// their data arrives replace their rows: a node found in one step can be
+// gone before a separate click lands ("Could not find node with given id").
+func clickLive(sel string) step {
+	js := fmt.Sprintf(`(() => { const r = document.querySelector(%q); if (!r) return false; r.click(); return true; })()`, sel)
+	return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(60*time.Second))
 }
