@@ -35,9 +35,16 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvOn(t, "ssd0", "hdd0", "hdd1", "hdd2")
+}
+
+// newEnvOn is newEnv with the given devices of node n1 (named by tier and
+// index, as "hdd0").
+func newEnvOn(t *testing.T, names ...string) *env {
+	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), devs: map[model.DeviceID]*device.Device{}}
 	var devs []*device.Device
-	for _, n := range []string{"ssd0", "hdd0", "hdd1", "hdd2"} {
+	for _, n := range names {
 		tier := model.Tier(n[:3])
 		d, err := device.Open(model.DeviceID("n1/"+n), device.Spec{Tier: tier, Path: filepath.Join(e.dir, n), Capacity: 1 << 30})
 		if err != nil {

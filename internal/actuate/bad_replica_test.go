@@ -9,45 +9,13 @@ import (
 	"testing"
 
 	"github.com/terrace-storage/terrace/internal/curator/decide"
-	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/extent"
-	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
-	"github.com/terrace-storage/terrace/internal/object"
 	"github.com/terrace-storage/terrace/internal/placement"
 )
 
 // twoHDD: one node, ssd0 + hdd0 + hdd1; vector hdd=2 fills both hdds.
-func twoHDD(t *testing.T) *env {
-	e := &env{t: t, dir: t.TempDir(), devs: map[model.DeviceID]*device.Device{}}
-	var devs []*device.Device
-	for _, n := range []string{"ssd0", "hdd0", "hdd1"} {
-		d, err := device.Open(model.DeviceID("n1/"+n), device.Spec{Tier: model.Tier(n[:3]), Path: filepath.Join(e.dir, n), Capacity: 1 << 30})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.SetThroughput(100e6, 100e6)
-		devs = append(devs, d)
-		e.devs[d.ID()] = d
-	}
-	kv, err := meta.OpenPebble(filepath.Join(e.dir, "meta"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.kv = kv
-	local := object.NewLocal("n1", "r1", devs)
-	pol, _ := placement.New(placement.Config{Name: "fitness"})
-	e.l, err = object.New(kv, local, local, object.Options{Policy: pol, ExtentMaxBytes: 256 << 10, EgroupMaxBytes: 1 << 20, StatsInterval: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.l.Close(); kv.Close() })
-	e.act = New(e.l, NewScheduler(Limits{}, 1e12, Signals{}), nil)
-	if err := e.l.CreateBucket(context.Background(), "bkt", "", model.Vector{}); err != nil {
-		t.Fatal(err)
-	}
-	return e
-}
+func twoHDD(t *testing.T) *env { return newEnvOn(t, "ssd0", "hdd0", "hdd1") }
 
 func (e *env) flip(dev model.DeviceID, id uint64, off int64) {
 	p := filepath.Join(e.dir, string(dev)[len("n1/"):], extent.FileName(id))
