@@ -60,8 +60,9 @@ func (s *shuffleBalancer) PushShuffle(_ context.Context, node model.NodeID, c Sh
 	}
 	s.mu.Lock()
 	s.pushed[node]++
+	st := s.stores[node] // replaced under mu by a simulated restart
 	s.mu.Unlock()
-	return s.stores[node].Receive(got)
+	return st.Receive(got)
 }
 
 func (s *shuffleBalancer) MapPartitionTo(ctx context.Context, node model.NodeID, part Partition, emit func(MapRecord)) (int, error) {
@@ -79,7 +80,10 @@ func (s *shuffleBalancer) MapPartitionTo(ctx context.Context, node model.NodeID,
 		s.reduced.Add(1)
 	}
 	var buf bytes.Buffer
-	env := ShuffleEnv{Self: node, Store: s.stores[node], Push: s.PushShuffle}
+	s.mu.Lock()
+	st := s.stores[node]
+	s.mu.Unlock()
+	env := ShuffleEnv{Self: node, Store: st, Push: s.PushShuffle}
 	if m == "egroups" && s.old[node] {
 		// The shuffle parameter is unknown there: a plain compact map.
 		plain := part
