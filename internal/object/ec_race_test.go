@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/terrace-storage/terrace/internal/extent"
@@ -85,15 +86,9 @@ func TestECRemovalPlannedBeforeTheSwitchIsStale(t *testing.T) {
 	// when it is created (what a scan before the switch would see).
 	var stripeRev int64
 	var stripeID uint64
-	spy := &spyKV{KV: e.kv, onCommit: func(tx *meta.Txn, rev int64) {
-		for _, op := range tx.Ops {
-			if len(op.Key) > len(meta.PrefixEgroup) && string(op.Key[:len(meta.PrefixEgroup)]) == meta.PrefixEgroup && stripeID == 0 {
-				var eg meta.Egroup
-				if meta.Decode(op.Value, &eg) == nil && eg.EC != nil {
-					stripeID, _ = meta.ParseID(op.Key)
-					stripeRev = rev
-				}
-			}
+	spy := &hookKV{KV: e.kv, after: func(tx *meta.Txn, rev int64, err error) {
+		if id, ok := newECRecord(tx); ok && err == nil && stripeID == 0 {
+			stripeID, stripeRev = id, rev
 		}
 	}}
 	e.l.kv = spy
@@ -111,20 +106,6 @@ func TestECRemovalPlannedBeforeTheSwitchIsStale(t *testing.T) {
 	}
 }
 
-// spyKV reports every committed transaction and its revision.
-type spyKV struct {
-	meta.KV
-	onCommit func(*meta.Txn, int64)
-}
-
-func (s *spyKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
-	rev, err := s.KV.Commit(ctx, t)
-	if err == nil {
-		s.onCommit(t, rev)
-	}
-	return rev, err
-}
-
 // TestRewriteRemovalPlannedBeforeTheSwitchIsStale: the same for a
 // replicated (compressing) rewrite.
 func TestRewriteRemovalPlannedBeforeTheSwitchIsStale(t *testing.T) {
@@ -137,13 +118,13 @@ func TestRewriteRemovalPlannedBeforeTheSwitchIsStale(t *testing.T) {
 	src := e.source(e.egroupOf("cold", "a"))
 	var newRev int64
 	var newID uint64
-	spy := &spyKV{KV: e.kv, onCommit: func(tx *meta.Txn, rev int64) {
+	spy := &hookKV{KV: e.kv, after: func(tx *meta.Txn, rev int64, err error) {
+		if err != nil || newID != 0 {
+			return
+		}
 		for _, op := range tx.Ops {
-			if len(op.Key) > len(meta.PrefixEgroup) && string(op.Key[:len(meta.PrefixEgroup)]) == meta.PrefixEgroup && newID == 0 {
-				id, _ := meta.ParseID(op.Key)
-				if id != src.Egroup {
-					newID, newRev = id, rev
-				}
+			if id, perr := meta.ParseID(op.Key); strings.HasPrefix(string(op.Key), meta.PrefixEgroup) && perr == nil && id != src.Egroup {
+				newID, newRev = id, rev
 			}
 		}
 	}}
