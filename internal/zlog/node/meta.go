@@ -114,8 +114,16 @@ func (s *Service) DeleteLog(ctx context.Context, req *zlogpb.NameRequest) (*zlog
 	t.Del(recordKey(req.Name))
 	t.Del(layoutKey(req.Name))
 	t.Del(hostKey(req.Name))
-	if _, err := s.cfg.KV.Commit(ctx, &t); err != nil {
+	rev, err := s.cfg.KV.Commit(ctx, &t)
+	if err != nil {
 		return nil, grpcErr(err)
+	}
+	// Read-your-writes on this node: the watch delivers the deletes a
+	// moment later, and until then GetLog answered from the cache that the
+	// log still exists. Applying them at the commit's revision makes the
+	// watch's copies no-ops.
+	for _, k := range [][]byte{recordKey(req.Name), layoutKey(req.Name), hostKey(req.Name)} {
+		s.cache.apply(string(k), nil, rev, true)
 	}
 	s.log.Info("log deleted", "log", req.Name)
 	return &zlogpb.Empty{}, nil

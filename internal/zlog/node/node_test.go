@@ -42,6 +42,9 @@ type single struct {
 	opts Options
 	// devices as given to startSingleOn (kept for restart)
 	devices []string
+	// wrapKV, when set, wraps the metadata store the service sees (kept
+	// for restart).
+	wrapKV func(meta.KV) meta.KV
 }
 
 func startSingle(t *testing.T, dir, addr string, opts Options) *single {
@@ -52,7 +55,14 @@ func startSingle(t *testing.T, dir, addr string, opts Options) *single {
 // startSingleOn is startSingle with the given devices ("ID:TIER").
 func startSingleOn(t *testing.T, dir, addr string, opts Options, devices ...string) *single {
 	t.Helper()
-	n := &single{t: t, dir: dir, opts: opts, devices: devices}
+	return startSingleWrapped(t, dir, addr, opts, nil, devices...)
+}
+
+// startSingleWrapped is startSingleOn with the service's metadata store
+// wrapped by wrap (nil: the store itself).
+func startSingleWrapped(t *testing.T, dir, addr string, opts Options, wrap func(meta.KV) meta.KV, devices ...string) *single {
+	t.Helper()
+	n := &single{t: t, dir: dir, opts: opts, devices: devices, wrapKV: wrap}
 	for _, spec := range devices {
 		id, tier, _ := strings.Cut(spec, ":")
 		d := struct{ id, tier string }{id, tier}
@@ -94,7 +104,11 @@ func startSingleOn(t *testing.T, dir, addr string, opts Options, devices ...stri
 		t.Fatal(err)
 	}
 	local := object.NewLocal("n1", "r1", n.devs)
-	err = n.svc.Start(Config{Self: "n1", SelfAddress: n.addr, Devices: n.devs, KV: kv, Secret: secret, Policy: pol,
+	var svcKV meta.KV = kv
+	if wrap != nil {
+		svcKV = wrap(kv)
+	}
+	err = n.svc.Start(Config{Self: "n1", SelfAddress: n.addr, Devices: n.devs, KV: svcKV, Secret: secret, Policy: pol,
 		Snapshot: local.Snapshot, Address: func(id string) (string, bool) { return n.addr, id == "n1" },
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Options: opts})
 	if err != nil {
@@ -118,7 +132,7 @@ func (n *single) stop() {
 // address (like a process restart: the in-memory sequencer is gone).
 func (n *single) restart() *single {
 	n.stop()
-	n2 := startSingleOn(n.t, n.dir, n.addr, n.opts, n.devices...)
+	n2 := startSingleWrapped(n.t, n.dir, n.addr, n.opts, n.wrapKV, n.devices...)
 	// Wait for the sequencer's recovery (Tail answers once it is done).
 	c := n2.client(n.t)
 	for _, name := range n2.svc.cache.names() {
@@ -428,7 +442,11 @@ func TestTrim(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	n := startSingle(t, t.TempDir(), "", Options{})
+	// The watch that keeps the node's log cache current is slowed down:
+	// a delete must still be visible at once to the node that made it
+	// (GetLog answered from the cache that the log existed).
+	n := startSingleWrapped(t, t.TempDir(), "", Options{}, func(kv meta.KV) meta.KV { return slowWatchKV{kv, 300 * time.Millisecond} },
+		"n1/ssd0:ssd", "n1/hdd0:hdd")
 	ctx := ctxT(t)
 	c := n.client(t)
 	if _, err := c.Create(ctx, "gone", client.CreateOptions{}); err != nil {
@@ -499,3 +517,30 @@ func TestBadRequests(t *testing.T) {
 
 func modelDev(s string) model.DeviceID { return model.DeviceID(s) }
 func modelTier(s string) model.Tier    { return model.Tier(s) }
+
+// slowWatchKV delivers watch events late, like a loaded etcd.
+type slowWatchKV struct {
+	meta.KV
+	delay time.Duration
+}
+
+func (k slowWatchKV) Watch(ctx context.Context, prefix []byte) <-chan meta.Event {
+	in := k.KV.Watch(ctx, prefix)
+	out := make(chan meta.Event, 1024)
+	go func() {
+		defer close(out)
+		for ev := range in {
+			select {
+			case <-time.After(k.delay):
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
