@@ -73,10 +73,15 @@ func (s *Service) CreateLog(ctx context.Context, req *zlogpb.CreateLogRequest) (
 		t.If([]byte(keyLastID), last.ModRev)
 		t.If(recordKey(rec.Name), 0)
 		t.Put([]byte(keyLastID), []byte(strconv.FormatUint(rec.ID, 10)))
-		t.Put(recordKey(rec.Name), mustJSON(rec))
-		t.Put(layoutKey(rec.Name), mustJSON(layout.Layout{}))
-		_, err = s.cfg.KV.Commit(ctx, &t)
+		recVal, layVal := mustJSON(rec), mustJSON(layout.Layout{})
+		t.Put(recordKey(rec.Name), recVal)
+		t.Put(layoutKey(rec.Name), layVal)
+		rev, err := s.cfg.KV.Commit(ctx, &t)
 		if err == nil {
+			// Read-your-writes on this node (ListLogs, GetLog answer from
+			// the cache, which the watch updates a moment later).
+			s.cache.apply(string(recordKey(rec.Name)), recVal, rev, false)
+			s.cache.apply(string(layoutKey(rec.Name)), layVal, rev, false)
 			break
 		}
 		if !errors.Is(err, meta.ErrConflict) {

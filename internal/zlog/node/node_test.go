@@ -443,14 +443,17 @@ func TestTrim(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	// The watch that keeps the node's log cache current is slowed down:
-	// a delete must still be visible at once to the node that made it
-	// (GetLog answered from the cache that the log existed).
+	// a create and a delete must still be visible at once to the node that
+	// made them (ListLogs and GetLog answer from the cache).
 	n := startSingleWrapped(t, t.TempDir(), "", Options{}, func(kv meta.KV) meta.KV { return slowWatchKV{kv, 300 * time.Millisecond} },
 		"n1/ssd0:ssd", "n1/hdd0:hdd")
 	ctx := ctxT(t)
 	c := n.client(t)
 	if _, err := c.Create(ctx, "gone", client.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if logs, err := c.List(ctx); err != nil || len(logs) != 1 {
+		t.Fatalf("list after create: %v %v", logs, err)
 	}
 	if _, err := c.Open("gone", client.LogOptions{}).Append(ctx, []byte("x")); err != nil {
 		t.Fatal(err)
