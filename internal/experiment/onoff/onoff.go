@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/server"
 )
@@ -159,6 +160,14 @@ type Sample struct {
 	HDDCap    int64
 	Ops       int64
 	MeanLatMs float64 // mean client latency over the sample interval
+	// The Curator master's tiering scheduler as of the sample (empty when
+	// no node answered as leader): the agent's last decision, its action
+	// values in that state, and the hot egroups promotion-starved at the
+	// last check. They show why the scheduler did or did not tier.
+	Decision string
+	AgentQ   string
+	Starved  int
+	Refused  int64
 }
 
 // ModeResult summarises one mode.
@@ -323,6 +332,42 @@ func (c *client) getAt(start time.Time, r *rand.Rand, key string) error {
 }
 
 // tierUse reads per-tier used and capacity bytes from the cluster view.
+// tieringSample fills s's scheduler fields from the node that answers as
+// the Curator leader (errors leave them empty: a sample is never lost to
+// a status read).
+func tieringSample(hc *http.Client, nodes []*devcluster.Node, s *Sample) {
+	for _, n := range nodes {
+		resp, err := hc.Get("http://" + n.Admin + "/v1/curator/status")
+		if err != nil {
+			continue
+		}
+		var st curator.Status
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil || !st.Leader || st.Tiering == nil {
+			continue
+		}
+		s.Starved, s.Refused = st.Tiering.Starved, st.Tiering.PromotionsRefused
+		if d := st.Tiering.Agent; d != nil {
+			s.Decision = d.Name
+			switch {
+			case d.Held:
+				s.Decision += " (held)"
+			case d.ForcedBy != "":
+				s.Decision += " (forced: " + d.ForcedBy + ")"
+			case d.Explored:
+				s.Decision += " (explored)"
+			}
+			q := make([]string, len(d.Q))
+			for i, v := range d.Q {
+				q[i] = fmt.Sprintf("%.2f", v)
+			}
+			s.AgentQ = strings.Join(q, " ")
+		}
+		return
+	}
+}
+
 func tierUse(hc *http.Client, admin string) (ssdUsed, ssdCap, hddUsed, hddCap int64, err error) {
 	resp, err := hc.Get("http://" + admin + "/v1/status")
 	if err != nil {
@@ -455,8 +500,10 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 				continue
 			}
 			lat, n := c.lat.drainWindow()
-			samples = append(samples, Sample{Mode: mode, Phase: phase.Load().(string), T: time.Since(start).Seconds(),
-				SSDUsed: su, SSDCap: sc, HDDUsed: hu, HDDCap: hcap, Ops: int64(n), MeanLatMs: lat})
+			smp := Sample{Mode: mode, Phase: phase.Load().(string), T: time.Since(start).Seconds(),
+				SSDUsed: su, SSDCap: sc, HDDUsed: hu, HDDCap: hcap, Ops: int64(n), MeanLatMs: lat}
+			tieringSample(hc, cl.Nodes, &smp)
+			samples = append(samples, smp)
 		}
 	}()
 	stopped := false

@@ -20,10 +20,12 @@ func writeOutputs(o Options, res *Result) error {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"mode", "phase", "t_s", "ssd_used_bytes", "ssd_capacity_bytes", "hdd_used_bytes", "hdd_capacity_bytes", "ops", "mean_latency_ms"})
+	w.Write([]string{"mode", "phase", "t_s", "ssd_used_bytes", "ssd_capacity_bytes", "hdd_used_bytes", "hdd_capacity_bytes", "ops", "mean_latency_ms",
+		"agent_decision", "agent_q", "starved", "promotions_refused"})
 	for _, s := range res.Samples {
 		w.Write([]string{s.Mode, s.Phase, fmt.Sprintf("%.1f", s.T), fmt.Sprint(s.SSDUsed), fmt.Sprint(s.SSDCap),
-			fmt.Sprint(s.HDDUsed), fmt.Sprint(s.HDDCap), fmt.Sprint(s.Ops), fmt.Sprintf("%.3f", s.MeanLatMs)})
+			fmt.Sprint(s.HDDUsed), fmt.Sprint(s.HDDCap), fmt.Sprint(s.Ops), fmt.Sprintf("%.3f", s.MeanLatMs),
+			s.Decision, s.AgentQ, fmt.Sprint(s.Starved), fmt.Sprint(s.Refused)})
 	}
 	w.Flush()
 	f.Close()
