@@ -23,7 +23,9 @@ type DeviceWeigher interface {
 // ErrWeigher wraps every failure of a DeviceWeigher (an error, the wrong
 // number of weights, a negative or non-finite weight), so a caller can
 // tell a failed fitness function, which it may replace with a fallback,
-// from a request no device can take (ErrNoSuitableDevices).
+// from a request no device can take (ErrNoSuitableDevices). The weigher's
+// own error stays wrapped too, so errors.As still finds it (a starved
+// *sandbox.Error must not count towards disabling a Lua policy).
 var ErrWeigher = errors.New("placement: device weigher failed")
 
 // Weighted is Fitness with the fitness values computed by a DeviceWeigher
@@ -62,7 +64,7 @@ func (w Weighted) Place(s *model.Snapshot, req Request, rng *rand.Rand) ([]model
 	}
 	ws, err := w.Weigher.Weights(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrWeigher, w.Weigher.Name(), err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrWeigher, w.Weigher.Name(), err)
 	}
 	if len(ws) != len(s.Devices) {
 		return nil, fmt.Errorf("%w: %s returned %d weights for %d devices", ErrWeigher, w.Weigher.Name(), len(ws), len(s.Devices))

@@ -99,3 +99,16 @@ func TestWeightedRejectsBadWeights(t *testing.T) {
 		t.Errorf("unplaceable request: want ErrNoSuitableDevices only, got %v", err)
 	}
 }
+
+// TestWeightedKeepsTheWeigherError: the weigher's own error stays
+// reachable through ErrWeigher (errors.Is / errors.As), so a caller can
+// tell a starved deadline from a broken policy (design 0005).
+func TestWeightedKeepsTheWeigherError(t *testing.T) {
+	s := weightedCluster(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	cause := errors.New("lua exploded")
+	_, err := Weighted{Weigher: tableWeigher{err: cause}}.Place(s, Request{Vector: model.MustParseVector("ssd=1")}, rng)
+	if !errors.Is(err, ErrWeigher) || !errors.Is(err, cause) {
+		t.Fatalf("want ErrWeigher wrapping the weigher's error, got %v", err)
+	}
+}

@@ -255,3 +255,56 @@ func TestStarvedCallsDoNotDisable(t *testing.T) {
 		t.Fatal("three real failures did not disable")
 	}
 }
+
+// TestStarvedFitnessOnThePlacementPathDoesNotDisable: the same rule when
+// the starved deadline comes back through placement.Weighted (which wraps
+// it in ErrWeigher) on the real placement path, not handed to failed()
+// directly.
+func TestStarvedFitnessOnThePlacementPathDoesNotDisable(t *testing.T) {
+	kv := newKV(t)
+	limits := func(h Hook) sandbox.Limits {
+		l := h.Limits()
+		if h == HookFitness {
+			// A quarter of this budget is never reached in 5 ms: every
+			// deadline is starved.
+			l.Deadline, l.Instructions = 5*time.Millisecond, 1_000_000_000
+		}
+		return l
+	}
+	m := NewManager(kv, Options{Node: "n1", Logger: quiet, ResyncEvery: time.Hour, LimitsFor: limits})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Slow only on an input validation does not use (a long queue),
+	// standing in for a node too busy to give the policy a CPU.
+	put(t, m, "fit", HookFitness, `
+function fitness(d)
+  if d.queue > 50 then
+    local x = 0
+    while true do x = x + 1 end
+  end
+  return 1
+end`)
+	busy, err := ApplyWhatIf(testSnapshot(), []string{"n1/ssd0.queue=60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := placement.New(placement.Config{Name: "uniform"})
+	pol := m.Placement(def)
+	rng := rand.New(rand.NewPCG(1, 1))
+	req := placement.Request{Vector: model.MustParseVector("hdd=1"), Bytes: 1 << 20}
+	for i := 0; i < 5; i++ {
+		if _, err := pol.Place(busy, req, rng); err != nil {
+			t.Fatalf("place %d: %v", i, err)
+		}
+	}
+	st := m.Status()[0]
+	if st.Disabled || st.Errors != 5 {
+		t.Fatalf("want 5 counted, starved failures and the version enabled: %+v", st)
+	}
+	if !strings.Contains(st.LastError, "[deadline]") {
+		t.Fatalf("last error: %q", st.LastError)
+	}
+}
