@@ -224,6 +224,7 @@ func (m *Manager) resync(ctx context.Context) error {
 	for _, rec := range recs {
 		m.install(rec)
 	}
+	m.reconcileSingles()
 	return nil
 }
 
@@ -340,13 +341,17 @@ func (m *Manager) install(rec Record) {
 		m.gone[rec.Name] = rec.Version
 		if sl != nil {
 			delete(m.byName, rec.Name)
-			if ptr := m.singles[sl.hook]; ptr != nil && ptr.Load() == sl {
-				ptr.Store(nil)
-			}
+			m.unsetSingle(sl)
 		}
 	} else {
 		delete(m.gone, rec.Name)
 		if sl == nil || sl.hook != rec.Hook {
+			if sl != nil {
+				// The name moved to another hook (removed and put again
+				// while this node missed the tombstone): the old hook
+				// must not keep running the old slot.
+				m.unsetSingle(sl)
+			}
 			sl = &slot{name: rec.Name, hook: rec.Hook}
 			m.byName[rec.Name] = sl
 		}
@@ -398,6 +403,44 @@ func (m *Manager) Swaps(name string) []Swap {
 		}
 	}
 	return out
+}
+
+// unsetSingle clears sl's singleton hook if sl still fills it. Callers
+// hold m.mu.
+func (m *Manager) unsetSingle(sl *slot) {
+	if ptr := m.singles[sl.hook]; ptr != nil && ptr.Load() == sl {
+		ptr.Store(nil)
+	}
+}
+
+// reconcileSingles makes every singleton hook point at the slot the
+// installed registry records give it: a slot no longer installed under
+// its name, or now under another hook, is cleared, and an empty hook
+// with exactly one installed policy gets it. Installs keep this true;
+// resync checks it again so a path that missed an update (a watch gap)
+// cannot leave a removed policy running.
+func (m *Manager) reconcileSingles() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for h, ptr := range m.singles {
+		if sl := ptr.Load(); sl != nil && (m.byName[sl.name] != sl || sl.hook != h) {
+			m.log.Warn("policy: singleton hook pointed at a policy no longer installed for it; cleared", "hook", h, "policy", sl.name)
+			ptr.Store(nil)
+		}
+		if ptr.Load() != nil {
+			continue
+		}
+		var only *slot
+		n := 0
+		for _, sl := range m.byName {
+			if sl.hook == h && sl.cur.Load() != nil {
+				only, n = sl, n+1
+			}
+		}
+		if n == 1 {
+			ptr.Store(only)
+		}
+	}
 }
 
 // single returns the slot filling a singleton hook, or nil.

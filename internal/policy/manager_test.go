@@ -308,3 +308,51 @@ end`)
 		t.Fatalf("last error: %q", st.LastError)
 	}
 }
+
+// TestHookChangeAfterAWatchGapClearsTheOldSingleton: a node whose watch
+// missed "rm fit" and then saw fit come back as a tiering policy (a resync
+// reads only current records, so it never sees the tombstone) must stop
+// running fit's old version as its fitness hook.
+func TestHookChangeAfterAWatchGapClearsTheOldSingleton(t *testing.T) {
+	kv := newKV(t)
+	m1 := newManager(t, kv, "n1")
+	// n2 is not watching: its resyncs are what it sees after a watch gap.
+	m2 := NewManager(kv, Options{Node: "n2", Logger: quiet, ResyncEvery: time.Hour})
+	ctx := context.Background()
+
+	put(t, m1, "fit", HookFitness, fitA)
+	if err := m2.resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m2.single(HookFitness) == nil {
+		t.Fatal("n2 did not install fit v1")
+	}
+	// While n2's watch is down: rm fit (v2), then fit returns as tiering (v3).
+	if _, err := m1.Remove(ctx, "fit", "ana", -1); err != nil {
+		t.Fatal(err)
+	}
+	put(t, m1, "fit", HookTiering, `function tiering(t) return {run = true} end`)
+	if err := m2.resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sl := m2.single(HookFitness); sl != nil {
+		t.Fatalf("n2 still runs %s@v%d as its fitness hook after the registry removed it", sl.name, sl.cur.Load().Version)
+	}
+	if sl := m2.single(HookTiering); sl == nil || sl.name != "fit" || sl.cur.Load().Version != 3 {
+		t.Fatalf("n2's tiering hook: %+v", sl)
+	}
+	def, _ := placement.New(placement.Config{Name: "uniform"})
+	if got := m2.Placement(def).Name(); got != def.Name() {
+		t.Fatalf("n2 places with %q, want the built-in %q", got, def.Name())
+	}
+
+	// A resync also repairs a singleton left pointing at a slot that is
+	// not installed (whatever path left it there).
+	m2.singles[HookBalancer].Store(&slot{name: "ghost", hook: HookBalancer})
+	if err := m2.resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sl := m2.single(HookBalancer); sl != nil {
+		t.Fatalf("resync kept the uninstalled %q as the balancer", sl.name)
+	}
+}
