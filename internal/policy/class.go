@@ -239,7 +239,34 @@ func runMethod(ctx context.Context, v *Version, st *objectState, req ExecRequest
 		}
 		return nil
 	})
+	if err == nil {
+		err = checkResultSize(v, req.Method, out)
+	}
+	if err != nil {
+		out = nil
+	}
 	return out, log, err
+}
+
+// checkResultSize bounds the JSON text of a method's result (what
+// resultText and the API print) by the class's string limit, measured
+// before anything is built: a table may hold one large string many
+// times, and its text would be that many copies.
+func checkResultSize(v *Version, method string, out any) error {
+	switch out.(type) {
+	case []any, map[string]any:
+	default:
+		return nil // a string, number or boolean is already bounded
+	}
+	limit := v.prog.Limits().MaxStringBytes
+	if _, err := sandbox.JSONSize(out, limit); err != nil {
+		msg := fmt.Sprintf("%s returned a table whose JSON text is over the class string limit of %d bytes (return less, or write it to the object)", method, limit)
+		if !errors.Is(err, sandbox.ErrJSONTooLarge) {
+			msg = fmt.Sprintf("%s returned a table that cannot be printed: %v", method, err)
+		}
+		return &sandbox.Error{Kind: sandbox.KindType, Policy: v.Name, Msg: msg}
+	}
+	return nil
 }
 
 func stringArg(a []any, fn string) (string, error) {
@@ -264,7 +291,8 @@ func sandboxNumber(f float64) string {
 }
 
 // resultText prints a method's result for `object exec`: strings as they
-// are, numbers as Lua prints them, tables as JSON, nil as nothing.
+// are, numbers as Lua prints them, tables as JSON, nil as nothing. The
+// result comes from runMethod, which bounded its JSON text.
 func resultText(x any) string {
 	switch v := x.(type) {
 	case nil:

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -249,5 +250,46 @@ end`)
 	}
 	if got := readAll(t, l, "k"); got != "x" {
 		t.Fatalf("a dry run wrote: %q", got)
+	}
+}
+
+// TestExecResultTextIsBoundedByTheStringLimit: a method's result is
+// printed as JSON; a table holding one 64 KiB string 2000 times would
+// print as 125 MiB (with 100 000 items of 8 MiB, 800 GB) though the method
+// never built a string over the limit. It fails as a wrong result, before
+// anything is built or written; a small table still prints.
+func TestExecResultTextIsBoundedByTheStringLimit(t *testing.T) {
+	l, kv := newLayer(t)
+	m := newManager(t, kv, "n1")
+	put(t, m, "big", HookClass, `
+function blow(obj)
+  obj:write("blown")
+  local s = string.rep("x", 65536)
+  local t = {}
+  for i = 1, 2000 do t[i] = s end
+  return t
+end
+function small(obj) return {n = 1, s = "<ok>"} end`)
+	ctx := context.Background()
+	var ms1, ms2 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	res, err := m.Exec(ctx, l, ExecRequest{Bucket: "bkt", Key: "k", Class: "big", Method: "blow"})
+	runtime.ReadMemStats(&ms2)
+	if alloc := ms2.TotalAlloc - ms1.TotalAlloc; alloc > 64<<20 {
+		t.Fatalf("exec allocated %d MiB for a result it must refuse", alloc>>20)
+	}
+	if sandbox.KindOf(err) != sandbox.KindType || !strings.Contains(err.Error(), "over the class string limit") {
+		t.Fatalf("want a type error naming the limit, got %v (text of %d bytes)", err, len(res.Text))
+	}
+	if res.Wrote || res.Text != "" || res.Result != nil {
+		t.Fatalf("refused result still returned or written: wrote=%v text=%d bytes", res.Wrote, len(res.Text))
+	}
+	if _, _, err := l.Get(ctx, "bkt", "k", 0, -1); !errors.Is(err, object.ErrNoSuchKey) {
+		t.Fatalf("the refused method's write was kept: %v", err)
+	}
+	res, err = m.Exec(ctx, l, ExecRequest{Bucket: "bkt", Key: "k", Class: "big", Method: "small"})
+	if err != nil || res.Text != `{"n":1,"s":"\u003cok\u003e"}` {
+		t.Fatalf("small table: %q %v", res.Text, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"math"
@@ -50,11 +51,20 @@ func (v *vm) hostLib() *lua.LTable {
 		if err := finite(x); err != nil {
 			L.RaiseError("json_encode: %v", err)
 		}
+		// Measure before marshalling: a table may hold one large string
+		// many times, and json.Marshal would build the whole text first.
+		m := meterOf(L)
+		n, err := JSONSize(x, m.lim.MaxStringBytes)
+		if errors.Is(err, ErrJSONTooLarge) {
+			L.RaiseError("json_encode: result exceeds the policy limit of %d bytes", m.lim.MaxStringBytes)
+		} else if err != nil {
+			L.RaiseError("json_encode: %v", err)
+		}
+		m.chargeString(L, n)
 		b, err := json.Marshal(x)
 		if err != nil {
 			L.RaiseError("json_encode: %v", err)
 		}
-		meterOf(L).chargeString(L, len(b))
 		L.Push(lua.LString(b))
 		return 1
 	}))

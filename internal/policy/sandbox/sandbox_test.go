@@ -2,7 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
+	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -385,5 +389,96 @@ func TestStarvedDeadline(t *testing.T) {
 	err = p2.Run(context.Background(), RunOptions{}, func(s *Session) error { _, err := s.Call("g"); return err })
 	if !errors.As(err, &e) || e.Starved {
 		t.Fatalf("busy loop: %#v", err)
+	}
+}
+
+// allocDuring reports the bytes the process allocated while f ran.
+func allocDuring(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// manyRefs is a table holding one 64 KiB string 2000 times (125 MiB if
+// copied out); tightLimits allow 64 KiB strings and 4 MiB of heap. With
+// the default limits the same source asks for up to 800 GB in one host
+// call.
+const manyRefs = `
+local function many()
+  local s = string.rep("x", 65536)
+  local t = {}
+  for i = 1, 2000 do t[i] = s end
+  return t
+end
+`
+
+var tightLimits = Limits{MaxStringBytes: 64 << 10, StringBudgetBytes: 256 << 10, MemoryBudgetBytes: 4 << 20}
+
+// TestJSONEncodeIsBoundedBeforeItAllocates: json_encode of a table holding
+// one large string many times fails on the string limit before the text
+// is built.
+func TestJSONEncodeIsBoundedBeforeItAllocates(t *testing.T) {
+	var err error
+	n := allocDuring(func() {
+		_, err = run(t, tightLimits, manyRefs+"function f()\n  return terrace.json_encode(many())\nend", "f")
+	})
+	if n > 32<<20 {
+		t.Fatalf("json_encode allocated %d MiB in one call (string limit 64 KiB, memory budget 4 MiB)", n>>20)
+	}
+	wantKind(t, err, KindRuntime, 9, "json_encode: result exceeds the policy limit of 65536 bytes")
+	// Escaping counts: 20 000 '<' are 120 000 bytes of JSON.
+	_, err = run(t, tightLimits, `function f() return terrace.json_encode({string.rep("<", 20000)}) end`, "f")
+	wantKind(t, err, KindRuntime, 1, "json_encode: result exceeds")
+	res, err := run(t, tightLimits, `function f() return terrace.json_encode({string.rep("<", 10000)}) end`, "f")
+	if err != nil || len(res[0].(string)) != 60004 {
+		t.Fatalf("10 000 escaped bytes: %v", err)
+	}
+}
+
+// TestJSONSizeMatchesMarshal: JSONSize is never below json.Marshal's
+// length (and equal for everything but \b and \f), and fails past the
+// limit.
+func TestJSONSizeMatchesMarshal(t *testing.T) {
+	for _, x := range []any{
+		nil, true, false, 0.0, -1.5, 1e21, 1e-7, 1e-300, -2.5e+300, 123456789012345678.0, math.SmallestNonzeroFloat64, -math.MaxFloat64,
+		"", "plain", "quote\" back\\slash", "<a href='x'>&</a>", "\n\r\t\x00\x1f\x7f", "\u2028\u2029 é 日本 \xff\xfe bad",
+		[]any{}, []any{1.0, "two", nil, []any{true}}, map[string]any{}, map[string]any{"a": 1.0, "<k>": []any{"v", map[string]any{"": false}}},
+	} {
+		b, err := json.Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := JSONSize(x, 1<<20)
+		if err != nil || n != len(b) {
+			t.Errorf("JSONSize(%#v) = %d, %v; json.Marshal gives %d bytes: %s", x, n, err, len(b), b)
+		}
+		if len(b) > 1 {
+			if _, err := JSONSize(x, len(b)-1); !errors.Is(err, ErrJSONTooLarge) {
+				t.Errorf("JSONSize(%#v) with limit %d: %v", x, len(b)-1, err)
+			}
+		}
+	}
+	// Random bytes: every escape class, invalid UTF-8, multi-byte runes.
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := 0; i < 500; i++ {
+		b := make([]byte, rng.IntN(40))
+		for j := range b {
+			if b[j] = byte(rng.IntN(256)); b[j] == '\b' || b[j] == '\f' {
+				b[j] = 'b'
+			}
+		}
+		want, _ := json.Marshal(map[string]any{string(b): []any{string(b)}})
+		if n, err := JSONSize(map[string]any{string(b): []any{string(b)}}, 1<<20); err != nil || n != len(want) {
+			t.Fatalf("JSONSize of %q: %d, %v; json.Marshal gives %d bytes", b, n, err, len(want))
+		}
+	}
+	if n, err := JSONSize("\b\f", 100); err != nil || n < 6 {
+		t.Errorf("\\b\\f: %d %v", n, err)
+	}
+	if _, err := JSONSize(map[string]int{}, 100); err == nil {
+		t.Error("a map[string]int was measured")
 	}
 }
