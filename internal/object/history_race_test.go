@@ -3,7 +3,9 @@ package object
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
@@ -501,5 +503,87 @@ func TestCloneAmbiguousCommitKeepsPin(t *testing.T) {
 	}
 	if got := e.read("cln", "k", ""); got != "p1" {
 		t.Fatalf("clone created by an ambiguous commit reads %q, want p1", got)
+	}
+}
+
+// skewedClock is a node clock a test sets: nodes' clocks differ (NTP
+// keeps them within milliseconds, not nanoseconds), and sequence numbers
+// must stay unique per key whatever they say.
+type skewedClock struct{ ns atomic.Int64 }
+
+func (c *skewedClock) now() time.Time    { return time.Unix(0, c.ns.Load()) }
+func (c *skewedClock) set(t time.Time)   { c.ns.Store(t.UnixNano()) }
+func newSkewed(t time.Time) *skewedClock { c := &skewedClock{}; c.set(t); return c }
+
+// TestSeqAfterVersionCurrentAgainOnSlowClock: deleting the current
+// version by ID makes an older one current again, keeping its old
+// sequence number, while newer records stay in the version map (kept for
+// a snapshot). The next record of the key was numbered from the current
+// record alone (max(now, cur.Seq+1)), so a node whose clock was behind
+// the key's newest number reused it and overwrote that record: the
+// snapshot showed an older version and the overwritten record's extents
+// lost their reference. New records are numbered after the newest one in
+// the version map, and never overwrite one.
+func TestSeqAfterVersionCurrentAgainOnSlowClock(t *testing.T) {
+	for _, then := range []string{"write", "delete by ID"} {
+		t.Run(then, func(t *testing.T) {
+			e := newEnv(t)
+			base := time.Now()
+			clk := newSkewed(base.Add(time.Second)) // node A: 1 s ahead
+			e.tweak = func(o *Options) { o.Now = clk.now }
+			e.restart()
+			ctx := context.Background()
+			if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+				t.Fatal(err)
+			}
+			e.putS("bkt", "k", "v1") // written by node A
+			clk.set(base)            // the rest by node B, whose clock is right
+			v2 := e.putS("bkt", "k", "v2")
+			snap, err := e.l.CreateSnapshot(ctx, "bkt", "s")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Delete v2 for good: v1 is current again; the snapshot still
+			// needs v2, kept as hidden history.
+			if _, err := e.l.DeleteObject(ctx, "bkt", "k", v2.VersionID); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.read(snap.Served, "k", ""); got != "v2" {
+				t.Fatalf("after deleting v2 by ID the snapshot reads %q, want v2", got)
+			}
+			want := map[string]string{snap.Served: "v2"}
+			switch then {
+			case "write":
+				v3 := e.putS("bkt", "k", "v3")
+				if v3.VersionID == v2.VersionID {
+					t.Errorf("v3 reuses v2's version ID %s", v2.VersionID)
+				}
+				want["bkt"] = "v3"
+			case "delete by ID":
+				// A snapshot of v1's second stretch, then v1 deleted by ID:
+				// that stretch is kept as hidden history too.
+				s2, err := e.l.CreateSnapshot(ctx, "bkt", "s2")
+				if err != nil {
+					t.Fatal(err)
+				}
+				v1, err := e.l.Head(ctx, "bkt", "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.l.DeleteObject(ctx, "bkt", "k", v1.VersionID); err != nil {
+					t.Fatal(err)
+				}
+				want[s2.Served] = "v1"
+				want["bkt"] = "<absent>"
+			}
+			for b, w := range want {
+				if got := e.read(b, "k", ""); got != w {
+					t.Errorf("after the %s %s reads k as %q, want %q", then, b, got, w)
+				}
+			}
+		})
 	}
 }

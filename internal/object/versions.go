@@ -163,11 +163,51 @@ func (l *Layer) current(ctx context.Context, bucket, key string) (meta.Object, i
 	return o, rev, err
 }
 
-// nextSeq orders a new version after the current one. Writes to one key
-// are serialised by the compare on its current record, so the sequence
-// is monotonic per key whatever the nodes' clocks.
-func (l *Layer) nextSeq(cur meta.Object) uint64 {
-	return max(uint64(l.opts.Now().UnixNano()), cur.Seq+1)
+// nextSeq numbers a new record of bucket/key after every record the key
+// has: its current one (cur) and the newest in its version map. The
+// current record alone is not enough: a version made current again (a
+// newer one deleted by ID) is older than records kept in the version map,
+// and a node whose clock is behind would reuse one of their numbers.
+// Writes to one key are serialised by the compare on its current record,
+// and every commit that adds to the version map changes that record, so
+// the sequence is monotonic per key whatever the nodes' clocks.
+func (l *Layer) nextSeq(ctx context.Context, bucket, key string, cur meta.Object) (uint64, error) {
+	p := meta.VersionPrefix(bucket, key)
+	newest, err := l.kv.Scan(ctx, p, meta.PrefixEnd(p), 1) // sequence numbers are stored inverted: newest first
+	if err != nil {
+		return 0, err
+	}
+	return l.seqAfter(cur, newest)
+}
+
+// seqAfter is nextSeq from the key's version map as already read (any
+// prefix of it in key order: only its first record counts).
+func (l *Layer) seqAfter(cur meta.Object, versions []meta.Item) (uint64, error) {
+	seq := max(uint64(l.opts.Now().UnixNano()), cur.Seq+1)
+	if len(versions) > 0 {
+		_, _, newest, ok := meta.SplitVersionKey(versions[0].Key)
+		if !ok {
+			return 0, fmt.Errorf("object: bad version key %q", versions[0].Key)
+		}
+		seq = max(seq, newest+1)
+	}
+	return seq, nil
+}
+
+// seqAfterVersions is seqAfter for versions read by keyVersions.
+func (l *Layer) seqAfterVersions(cur meta.Object, vs []versionRec) uint64 {
+	seq := max(uint64(l.opts.Now().UnixNano()), cur.Seq+1)
+	if len(vs) > 0 {
+		seq = max(seq, vs[0].seq+1)
+	}
+	return seq
+}
+
+// putNew adds a new version map record to t, with a compare that it does
+// not exist yet: a record is never overwritten by one meant to be new.
+func putNew(t *meta.Txn, k []byte, v meta.Version) {
+	t.If(k, 0)
+	t.Put(k, meta.Encode(v))
 }
 
 // versionID names a sequence number for S3.
@@ -185,7 +225,10 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 	t.If(okey, curRev)
 	curFrom := effectiveFrom(cur, curRev)
 	pins := bv.Snapshots
-	seq := l.nextSeq(cur)
+	seq, err := l.nextSeq(ctx, bucket, key, cur)
+	if err != nil {
+		return err
+	}
 	switch bv.Versioning {
 	case VersioningEnabled, VersioningSuspended:
 		// curS3From is where cur's own S3 record starts.
@@ -206,9 +249,10 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 			legacy := cur
 			legacy.VersionID, legacy.From = NullVersion, curFrom
 			if legacy.Seq == 0 {
-				legacy.Seq = seq - 1
+				legacy.Seq = seq
+				seq++
 			}
-			t.Put(meta.VersionKey(bucket, key, legacy.Seq), meta.Encode(meta.Version{Object: legacy, S3: true}))
+			putNew(t, meta.VersionKey(bucket, key, legacy.Seq), meta.Version{Object: legacy, S3: true})
 			cur = legacy
 		case curRev != 0 && len(pins) > 0:
 			// The current version's S3 record carries the time it first
@@ -256,16 +300,17 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 		if bv.Versioning == VersioningSuspended {
 			next.VersionID = NullVersion
 		}
-		t.Put(meta.VersionKey(bucket, key, seq), meta.Encode(meta.Version{Object: *next, S3: true}))
+		putNew(t, meta.VersionKey(bucket, key, seq), meta.Version{Object: *next, S3: true})
 	default:
 		// Unversioned: keep the replaced record if a snapshot sees it.
 		if curRev != 0 && curFrom <= maxPin(pins) {
 			kept := cur
 			kept.From = curFrom
 			if kept.Seq == 0 {
-				kept.Seq = seq - 1
+				kept.Seq = seq
+				seq++
 			}
-			t.Put(meta.VersionKey(bucket, key, kept.Seq), meta.Encode(meta.Version{Object: kept}))
+			putNew(t, meta.VersionKey(bucket, key, kept.Seq), meta.Version{Object: kept})
 		}
 		if next == nil {
 			t.Del(okey)
@@ -282,7 +327,7 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 func keepHidden(t *meta.Txn, bucket, key string, cur meta.Object, curFrom int64, seq uint64) {
 	kept := cur
 	kept.From, kept.Seq = curFrom, seq
-	t.Put(meta.VersionKey(bucket, key, seq), meta.Encode(meta.Version{Object: kept}))
+	putNew(t, meta.VersionKey(bucket, key, seq), meta.Version{Object: kept})
 }
 
 // storedFrom returns when the S3 record of cur, a versioned current
@@ -649,7 +694,11 @@ func (l *Layer) deleteOps(ctx context.Context, t *meta.Txn, bv bucketView, bucke
 			return res, false, err
 		}
 		if len(old) > 0 {
-			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: l.nextSeq(cur), Mtime: l.opts.Now().UnixNano()}))
+			seq, err := l.seqAfter(cur, old)
+			if err != nil {
+				return res, false, err
+			}
+			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
 		} else {
 			t.Del(okey)
 		}
@@ -709,9 +758,10 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 		if err != nil {
 			return res, false, err
 		}
-		seq := l.nextSeq(cur)
+		seq := l.seqAfterVersions(cur, vs)
 		if pinned {
-			keepHidden(t, bucket, key, cur, curFrom, seq-1)
+			keepHidden(t, bucket, key, cur, curFrom, seq)
+			seq++
 		}
 		if pinned || len(vs) > 0 {
 			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
@@ -742,13 +792,14 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 		until = vs[at-1].from
 	}
 	isCurrent := curRev != 0 && cur.VersionID != "" && cur.Seq == v.seq
+	seq := l.seqAfterVersions(cur, vs) // of a record this adds
 	if isCurrent {
 		until = math.MaxInt64
 		if curFrom := effectiveFrom(cur, curRev); curFrom != v.from && pinnedBetween(bv.Snapshots, curFrom, until) {
 			// A version current again: its later stretch is only in
 			// the object map, and a snapshot sees it.
-			keepHidden(t, bucket, key, cur, curFrom, l.nextSeq(cur))
-			cur.Seq = l.nextSeq(cur) // a tombstone below numbers after it
+			keepHidden(t, bucket, key, cur, curFrom, seq)
+			seq++ // a tombstone below numbers after it
 		}
 	}
 	dropVersionOps(t, bucket, key, v, until, bv.Snapshots)
@@ -770,7 +821,7 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 	}
 	if pinnedBetween(bv.Snapshots, v.from, math.MaxInt64) || len(vs) > 1 {
 		// Hidden history remains: end it with a tombstone.
-		t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: l.nextSeq(cur), Mtime: l.opts.Now().UnixNano()}))
+		t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
 	} else {
 		t.Del(okey)
 	}
