@@ -147,16 +147,39 @@ func (m *meter) chargeString(L *lua.LState, n int) {
 	}
 }
 
-// logf keeps print() output for `policy test`, up to MaxLogBytes.
-func (m *meter) logLine(s string) {
+// logTruncated ends the log once print() output reaches MaxLogBytes.
+const logTruncated = "... (log truncated)\n"
+
+// logRoom is how many more bytes of a line the log keeps (its newline
+// aside).
+func (m *meter) logRoom() int {
 	if m.logFull {
-		return
+		return 0
 	}
-	if m.log.Len()+len(s)+1 > m.lim.MaxLogBytes {
-		m.log.WriteString("... (log truncated)\n")
-		m.logFull = true
-		return
+	return max(m.lim.MaxLogBytes-m.log.Len()-1, 0)
+}
+
+// logLine keeps one line of print() output for `policy test`, up to
+// MaxLogBytes: the part that fits, and the truncation mark when the line
+// was cut (by the caller or here). It returns the bytes written.
+func (m *meter) logLine(s string, cut bool) int {
+	if m.logFull {
+		return 0
+	}
+	before := m.log.Len()
+	room := m.lim.MaxLogBytes - before - 1
+	if room < 0 {
+		room, cut = 0, true
+	}
+	if len(s) > room {
+		s, cut = s[:room], true
 	}
 	m.log.WriteString(s)
-	m.log.WriteByte('\n')
+	if cut {
+		m.log.WriteString(logTruncated)
+		m.logFull = true
+	} else {
+		m.log.WriteByte('\n')
+	}
+	return m.log.Len() - before
 }

@@ -482,3 +482,43 @@ func TestJSONSizeMatchesMarshal(t *testing.T) {
 		t.Error("a map[string]int was measured")
 	}
 }
+
+// TestPrintIsBoundedBeforeItAllocates: print() writes its arguments into
+// the log one at a time up to MaxLogBytes, so print(unpack(t)) of 2000
+// references to one 64 KiB string neither joins them (125 MiB) nor keeps
+// more than the cap.
+func TestPrintIsBoundedBeforeItAllocates(t *testing.T) {
+	p, err := Compile("p", manyRefs+"function f()\n  print('head')\n  print(unpack(many()))\n  print('tail')\n  return 1\nend", tightLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log string
+	n := allocDuring(func() {
+		err = p.Run(context.Background(), RunOptions{}, func(s *Session) error {
+			_, err := s.Call("f")
+			log = s.Log()
+			return err
+		})
+	})
+	if n > 32<<20 {
+		t.Fatalf("print allocated %d MiB in one call (string limit 64 KiB, memory budget 4 MiB, log cap 16 KiB)", n>>20)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(log) > DefaultMaxLogBytes+len(logTruncated) || !strings.HasPrefix(log, "head\nxxxx") || !strings.HasSuffix(log, "x"+logTruncated) {
+		t.Fatalf("log of %d bytes: %.40q ... %q", len(log), log, log[max(len(log)-40, 0):])
+	}
+	// Lines that fit are kept whole; the one that does not is cut at the
+	// cap; nothing is kept after it.
+	p, _ = Compile("p", "function f() for i = 1, 10 do print(i, string.rep('y', 400)) end end", Limits{MaxLogBytes: 1000})
+	_ = p.Run(context.Background(), RunOptions{}, func(s *Session) error {
+		_, err = s.Call("f")
+		log = s.Log()
+		return err
+	})
+	want := "1\t" + strings.Repeat("y", 400) + "\n2\t" + strings.Repeat("y", 400) + "\n3\t" + strings.Repeat("y", 1000-2*403-3) + logTruncated
+	if err != nil || log != want {
+		t.Fatalf("log %q (%v), want %q", log, err, want)
+	}
+}

@@ -108,14 +108,40 @@ func luaConcat(L *lua.LState) int {
 	return 1
 }
 
+// basePrint writes its arguments, tab-separated, into the session log
+// (MaxLogBytes) one at a time and stops at the cap: print(unpack(t)) of
+// thousands of references to one large string must not join them first.
+// Every argument is still converted (a __tostring error is still
+// raised). What the log keeps is charged to the string budget.
 func basePrint(L *lua.LState) int {
 	m := meterOf(L)
 	n := L.GetTop()
-	parts := make([]string, n)
+	var line strings.Builder
+	cut := false
 	for i := 1; i <= n; i++ {
-		parts[i-1] = L.ToStringMeta(L.Get(i)).String()
+		s := L.ToStringMeta(L.Get(i)).String()
+		if cut {
+			continue
+		}
+		room := m.logRoom() - line.Len()
+		if i > 1 {
+			if room < 1 {
+				cut = true
+				continue
+			}
+			line.WriteByte('\t')
+			room--
+		}
+		if len(s) > room {
+			line.WriteString(s[:max(room, 0)])
+			cut = true
+			continue
+		}
+		line.WriteString(s)
 	}
-	m.logLine(strings.Join(parts, "\t"))
+	if written := m.logLine(line.String(), cut); written > 0 {
+		m.chargeString(L, written)
+	}
 	return 0
 }
 
