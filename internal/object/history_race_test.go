@@ -1,7 +1,9 @@
 package object
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -586,4 +588,101 @@ func TestSeqAfterVersionCurrentAgainOnSlowClock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bucketUpdateHookKV runs hook (once) before the first commit that
+// writes the bucket record of bucket; with noGuard, only one that leaves
+// the bucket's guard alone (UpdateBucket: the second commit of a
+// snapshot's creation).
+type bucketUpdateHookKV struct {
+	*meta.Pebble
+	bucket  string
+	noGuard bool
+	hook    func()
+}
+
+func (k *bucketUpdateHookKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
+	if h := k.hook; h != nil {
+		rec, guard := false, false
+		for _, op := range t.Ops {
+			rec = rec || bytes.Equal(op.Key, meta.BucketKey(k.bucket))
+			guard = guard || bytes.Equal(op.Key, meta.BucketGuardKey(k.bucket))
+		}
+		if rec && !(k.noGuard && guard) {
+			k.hook = nil
+			h()
+		}
+	}
+	return k.Pebble.Commit(ctx, t)
+}
+
+// TestSnapshotCreatorStalledPastPinRepair: a snapshot's creator that
+// stalls between its two commits for longer than the Curator's pin repair
+// age (a GC pause, a partition from the metadata store) finds its pin
+// finished by RepairPins at a later revision, and version collection has
+// dropped what only the pending pin kept. Its second commit set the
+// revision back to its first commit's unconditionally, and the snapshot
+// showed a revision whose history was gone (here: no object at all). The
+// repaired revision must stay, and be the one returned; a snapshot
+// deleted while being created must not be reported created.
+func TestSnapshotCreatorStalledPastPinRepair(t *testing.T) {
+	t.Run("repaired", func(t *testing.T) {
+		e := newEnv(t)
+		hkv := &bucketUpdateHookKV{Pebble: e.kv, bucket: "bkt", noGuard: true}
+		l := e.reopenOver(hkv)
+		ctx := context.Background()
+		if err := l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+			t.Fatal(err)
+		}
+		e.putS("bkt", "k", "a1")
+		hkv.hook = func() {
+			// The creator stalls here, after its first commit. Meanwhile:
+			e.putS("bkt", "k", "a2") // keeps a1 for the pending pin
+			// Any change of the bucket record since (a setting, another
+			// snapshot) moves the revision the repair takes.
+			if err := l.UpdateBucket(ctx, "bkt", func(b *meta.Bucket) error { return nil }); err != nil {
+				t.Error(err)
+			}
+			if fin, _, err := l.RepairPins(ctx, "bkt", 0); err != nil || fin != 1 {
+				t.Errorf("repair pins: finished %d, %v", fin, err)
+			}
+			if n, err := l.CollectVersions(ctx, "bkt", "k"); err != nil || n != 1 {
+				t.Errorf("collect: %d records, %v; want 1 (a1, needed by no revision the repaired pin sees)", n, err)
+			}
+		}
+		snap, err := l.CreateSnapshot(ctx, "bkt", "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hkv.hook != nil {
+			t.Fatal("the hook did not run")
+		}
+		infos, err := l.Snapshots(ctx, "bkt")
+		if err != nil || len(infos) != 1 || infos[0].Rev != snap.Rev {
+			t.Fatalf("snapshots %+v (%v); CreateSnapshot returned revision %d", infos, err, snap.Rev)
+		}
+		if got := e.read(snap.Served, "k", ""); got != "a2" {
+			t.Fatalf("snapshot (revision %d) reads k as %q, want a2 (current at the repaired revision)", snap.Rev, got)
+		}
+	})
+	t.Run("deleted", func(t *testing.T) {
+		e := newEnv(t)
+		hkv := &bucketUpdateHookKV{Pebble: e.kv, bucket: "bkt", noGuard: true}
+		l := e.reopenOver(hkv)
+		ctx := context.Background()
+		if err := l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+			t.Fatal(err)
+		}
+		hkv.hook = func() {
+			if err := l.DeleteSnapshot(ctx, "bkt", "s"); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := l.CreateSnapshot(ctx, "bkt", "s"); !errors.Is(err, ErrNoSuchSnapshot) {
+			t.Fatalf("a snapshot deleted while being created: %v, want ErrNoSuchSnapshot", err)
+		}
+		if infos, _ := l.Snapshots(ctx, "bkt"); len(infos) != 0 {
+			t.Fatalf("snapshots %+v, want none", infos)
+		}
+	})
 }

@@ -110,19 +110,43 @@ func (l *Layer) addPin(ctx context.Context, bucket, name, clone string) (Snapsho
 		return SnapshotInfo{}, err
 	}
 	// Every record current at rev was written at or before it; every
-	// later write saw the pending pin and kept what it replaced.
-	if err := l.UpdateBucket(ctx, bucket, func(b *meta.Bucket) error {
+	// later write saw the pending pin and kept what it replaced. A
+	// creator that stalled here longer than the Curator's pin repair age
+	// finds its pin finished already, at a later revision, and version
+	// collection may have dropped since what only the pending pin kept:
+	// that revision stays. A pin removed meanwhile (deleted, or a clone
+	// pin dropped by the repair) is not brought back.
+	stored := rev
+	err = l.UpdateBucket(ctx, bucket, func(b *meta.Bucket) error {
 		for i := range b.Snapshots {
-			if b.Snapshots[i].Name == name {
-				b.Snapshots[i].Rev = rev
+			s := &b.Snapshots[i]
+			if s.Name != name || s.Created != created || s.Clone != clone {
+				continue
 			}
+			if s.Rev != 0 {
+				stored = s.Rev
+				return errPinSettled
+			}
+			s.Rev = rev
+			return nil
 		}
-		return nil
-	}); err != nil {
+		return fmt.Errorf("%w: %s of bucket %s (%w)", ErrNoSuchSnapshot, name, bucket, errPinRemoved)
+	})
+	if err != nil && !errors.Is(err, errPinSettled) {
 		return SnapshotInfo{}, err
 	}
-	return SnapshotInfo{Bucket: bucket, Name: name, Rev: rev, Created: created, Served: bucket + snapSep + name, Clone: clone}, nil
+	return SnapshotInfo{Bucket: bucket, Name: name, Rev: stored, Created: created, Served: bucket + snapSep + name, Clone: clone}, nil
 }
+
+var (
+	// errPinSettled: a pin's revision was fixed already (by pin repair);
+	// nothing to write.
+	errPinSettled = errors.New("object: pin finished already")
+	// errPinRemoved: a pin was removed while its creator still needed it
+	// (a snapshot deleted while being created; a clone pin dropped by pin
+	// repair before its clone existed).
+	errPinRemoved = errors.New("removed while it was being created")
+)
 
 // Snapshots lists a bucket's snapshots and clone pins.
 func (l *Layer) Snapshots(ctx context.Context, bucket string) ([]SnapshotInfo, error) {
