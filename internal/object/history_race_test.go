@@ -686,3 +686,81 @@ func TestSnapshotCreatorStalledPastPinRepair(t *testing.T) {
 		}
 	})
 }
+
+// TestCloneCreatedAfterItsPinWasDropped: Clone adds its pin on the
+// source, then creates the clone bucket in a second commit that checked
+// nothing about the pin. A creator stalled between the two for longer
+// than the pin repair age found its pin dropped by RepairPins (the clone
+// bucket did not exist yet) and still created the clone, reading through
+// to a revision of the source nothing pinned: version collection then
+// removed what the clone read. The creation compares the source's record
+// with the pin in it, and pins again when the pin is gone.
+func TestCloneCreatedAfterItsPinWasDropped(t *testing.T) {
+	for _, c := range []struct {
+		name, from string
+		stall      *bucketUpdateHookKV // where the creator stalls
+	}{
+		{"now", "", &bucketUpdateHookKV{bucket: "cln"}},
+		{"from a snapshot", "s", &bucketUpdateHookKV{bucket: "cln"}},
+		// Before the pin's own second commit (fixing its revision).
+		{"pending pin", "", &bucketUpdateHookKV{bucket: "src", noGuard: true}},
+	} {
+		from := c.from
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			hkv := c.stall
+			hkv.Pebble = e.kv
+			l := e.reopenOver(hkv)
+			ctx := context.Background()
+			if err := l.CreateBucket(ctx, "src", "", model.Vector{}); err != nil {
+				t.Fatal(err)
+			}
+			e.putS("src", "k", "a1")
+			if from != "" {
+				if _, err := l.CreateSnapshot(ctx, "src", from); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hkv.hook = func() {
+				// The creator stalls before creating the clone bucket.
+				if _, dropped, err := l.RepairPins(ctx, "src", 0); err != nil || dropped != 1 {
+					t.Errorf("repair pins: dropped %d, %v", dropped, err)
+				}
+			}
+			if _, err := l.Clone(ctx, "src", from, "cln"); err != nil {
+				t.Fatalf("clone: %v", err)
+			}
+			if hkv.hook != nil {
+				t.Fatal("the hook did not run")
+			}
+			cb, _, err := l.GetBucket(ctx, "cln")
+			if err != nil || cb.Parent == nil {
+				t.Fatalf("clone bucket %+v, %v", cb, err)
+			}
+			pins, _ := l.Snapshots(ctx, "src")
+			held := false
+			for _, p := range pins {
+				held = held || p.Clone == "cln" && p.Name == cb.Parent.Snapshot && p.Rev == cb.Parent.Rev
+			}
+			if !held {
+				t.Fatalf("clone's parent %+v is not pinned in its source (pins %+v)", *cb.Parent, pins)
+			}
+			if got := e.read("cln", "k", ""); got != "a1" {
+				t.Fatalf("clone reads k as %q, want a1", got)
+			}
+			if from != "" {
+				if err := l.DeleteSnapshot(ctx, "src", from); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.putS("src", "k", "a2")
+			if _, err := l.CollectVersions(ctx, "src", "k"); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.read("cln", "k", ""); got != "a1" {
+				pins, _ := l.Snapshots(ctx, "src")
+				t.Fatalf("clone reads k as %q after an overwrite in its source and a collection, want a1 (source pins: %+v)", got, pins)
+			}
+		})
+	}
+}

@@ -255,66 +255,118 @@ func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo,
 	if _, _, err := l.GetBucket(ctx, dst); err == nil {
 		return SnapshotInfo{}, fmt.Errorf("%w: %s", ErrBucketExists, dst)
 	}
+	if _, _, err := l.GetBucket(ctx, src); err != nil {
+		return SnapshotInfo{}, err
+	}
+	for attempt := 0; attempt < 4; attempt++ {
+		pin, err := l.addClonePin(ctx, src, snap, dst)
+		if err == nil {
+			err = l.createClone(ctx, src, dst, pin)
+		}
+		if errors.Is(err, errPinRemoved) {
+			// The creator stalled longer than the pin repair age and the
+			// Curator dropped the pin of a clone that did not exist yet:
+			// pin again (a point in time within this call), or fail if
+			// the named snapshot is gone meanwhile.
+			continue
+		}
+		if err != nil {
+			return SnapshotInfo{}, err
+		}
+		return pin, nil
+	}
+	return SnapshotInfo{}, fmt.Errorf("%w: clone %s of %s: its pin was dropped again and again", ErrBucketBusy, dst, src)
+}
+
+// addClonePin adds the pin clone dst holds on src: at src's snapshot
+// snap, or (snap "") at a new point in time. The clone holds a pin of its
+// own, so deleting the named snapshot later does not pull the ground from
+// under it.
+func (l *Layer) addClonePin(ctx context.Context, src, snap, dst string) (SnapshotInfo, error) {
+	pinName := "clone-" + dst
+	if snap == "" {
+		return l.addPin(ctx, src, pinName, dst)
+	}
 	sb, _, err := l.GetBucket(ctx, src)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	// The clone holds a pin of its own, so deleting the named snapshot
-	// later does not pull the ground from under it.
-	pinName := "clone-" + dst
-	var pin SnapshotInfo
-	if snap == "" {
-		if pin, err = l.addPin(ctx, src, pinName, dst); err != nil {
-			return SnapshotInfo{}, err
+	var at int64
+	for _, s := range sb.Snapshots {
+		if s.Name == snap && s.Clone == "" {
+			at = s.Rev
 		}
-	} else {
-		var at int64
-		for _, s := range sb.Snapshots {
-			if s.Name == snap && s.Clone == "" {
-				at = s.Rev
-			}
-		}
-		if at == 0 {
-			return SnapshotInfo{}, fmt.Errorf("%w: %s of bucket %s", ErrNoSuchSnapshot, snap, src)
-		}
-		if _, err := l.changeBucket(ctx, src, func(b *meta.Bucket) error {
-			// The named snapshot must still hold its revision when the
-			// clone's pin takes over, or the Curator may already have
-			// collected what it kept.
-			still := false
-			for _, s := range b.Snapshots {
-				still = still || s.Name == snap && s.Clone == "" && s.Rev == at
-			}
-			if !still {
-				return fmt.Errorf("%w: %s of bucket %s (deleted meanwhile)", ErrNoSuchSnapshot, snap, src)
-			}
-			b.Snapshots = append(b.Snapshots, meta.BucketSnapshot{Name: pinName, Rev: at, Created: l.opts.Now().UnixNano(), Clone: dst})
-			return nil
-		}); err != nil {
-			return SnapshotInfo{}, err
-		}
-		pin = SnapshotInfo{Bucket: src, Name: pinName, Rev: at, Clone: dst}
+	}
+	if at == 0 {
+		return SnapshotInfo{}, fmt.Errorf("%w: %s of bucket %s", ErrNoSuchSnapshot, snap, src)
 	}
 	created := l.opts.Now().UnixNano()
-	var t meta.Txn
-	t.If(meta.BucketKey(dst), 0)
-	t.Put(meta.BucketKey(dst), meta.Encode(meta.Bucket{Name: dst, Owner: sb.Owner, Created: created, Vector: sb.Vector,
-		Attrs: sb.Attrs, Versioning: sb.Versioning,
-		Parent: &meta.BucketParent{Bucket: src, Snapshot: pinName, Rev: pin.Rev}}))
-	t.Put(meta.BucketGuardKey(dst), meta.Encode(meta.BucketGuard{Created: created}))
-	if _, err := l.kv.Commit(ctx, &t); err != nil {
-		if errors.Is(err, meta.ErrConflict) {
-			// Certainly not created: dst existed.
-			_ = l.removePin(context.WithoutCancel(ctx), src, pinName, true)
-			return SnapshotInfo{}, fmt.Errorf("%w: %s", ErrBucketExists, dst)
+	if _, err := l.changeBucket(ctx, src, func(b *meta.Bucket) error {
+		// The named snapshot must still hold its revision when the
+		// clone's pin takes over, or the Curator may already have
+		// collected what it kept.
+		still := false
+		for _, s := range b.Snapshots {
+			still = still || s.Name == snap && s.Clone == "" && s.Rev == at
 		}
-		// The clone may have been created (a connection lost after the
-		// commit was sent): its pin stays, or the Curator could collect
-		// what the clone reads. The Curator's pin repair drops it if the
-		// clone does not exist.
+		if !still {
+			return fmt.Errorf("%w: %s of bucket %s (deleted meanwhile)", ErrNoSuchSnapshot, snap, src)
+		}
+		b.Snapshots = append(b.Snapshots, meta.BucketSnapshot{Name: pinName, Rev: at, Created: created, Clone: dst})
+		return nil
+	}); err != nil {
 		return SnapshotInfo{}, err
 	}
-	return pin, nil
+	return SnapshotInfo{Bucket: src, Name: pinName, Rev: at, Created: created, Clone: dst}, nil
+}
+
+// createClone creates bucket dst reading through to src at pin's
+// revision. Its commit compares src's bucket record as read, with the pin
+// in it: the Curator's pin repair drops a clone pin whose clone does not
+// exist yet (a creator that stalled here longer than the repair age), and
+// a clone created after that would read through a revision nothing pins,
+// losing what version collection removes. errPinRemoved: the pin is gone.
+func (l *Layer) createClone(ctx context.Context, src, dst string, pin SnapshotInfo) error {
+	for attempt := 0; attempt < 16; attempt++ {
+		sb, srev, err := l.getBucketFresh(ctx, src)
+		if err != nil {
+			return err
+		}
+		held := false
+		for _, s := range sb.Snapshots {
+			held = held || s.Name == pin.Name && s.Clone == dst && s.Rev == pin.Rev && s.Created == pin.Created
+		}
+		if !held {
+			return fmt.Errorf("object: clone %s of %s: pin %w", dst, src, errPinRemoved)
+		}
+		created := l.opts.Now().UnixNano()
+		var t meta.Txn
+		t.If(meta.BucketKey(src), srev)
+		t.If(meta.BucketKey(dst), 0)
+		t.Put(meta.BucketKey(dst), meta.Encode(meta.Bucket{Name: dst, Owner: sb.Owner, Created: created, Vector: sb.Vector,
+			Attrs: sb.Attrs, Versioning: sb.Versioning,
+			Parent: &meta.BucketParent{Bucket: src, Snapshot: pin.Name, Rev: pin.Rev}}))
+		t.Put(meta.BucketGuardKey(dst), meta.Encode(meta.BucketGuard{Created: created}))
+		_, err = l.kv.Commit(ctx, &t)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, meta.ErrConflict) {
+			// The clone may have been created (a connection lost after the
+			// commit was sent): its pin stays, or the Curator could collect
+			// what the clone reads. The Curator's pin repair drops it if the
+			// clone does not exist.
+			return err
+		}
+		// Certainly not created: dst exists, or src's record changed (a
+		// setting, another snapshot, pin repair): look again.
+		if _, _, gerr := l.getBucketFresh(ctx, dst); gerr == nil {
+			_ = l.removePin(context.WithoutCancel(ctx), src, pin.Name, true)
+			return fmt.Errorf("%w: %s", ErrBucketExists, dst)
+		}
+	}
+	_ = l.removePin(context.WithoutCancel(ctx), src, pin.Name, true)
+	return fmt.Errorf("%w: bucket %s", ErrBucketBusy, src)
 }
 
 // ReduceClone is snapshot tree reduction (Curator §3.2.4) for one clone:
