@@ -73,6 +73,9 @@ func (l *Layer) DeleteIf(ctx context.Context, bucket, key string, cond func(Obje
 // channel yields the outcome; started is false when nothing was to be done
 // (cond false, object gone, already in the class with its vector).
 func (l *Layer) Transition(ctx context.Context, bucket, key, class string, cond func(ObjectInfo) bool) (done <-chan error, started bool, err error) {
+	if err := writable(bucket); err != nil {
+		return nil, false, err
+	}
 	v, ok := l.opts.Classes[class]
 	if !ok {
 		return nil, false, fmt.Errorf("%w: %s", ErrUnknownClass, class)

@@ -764,3 +764,54 @@ func TestCloneCreatedAfterItsPinWasDropped(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotRefusesInPlaceRewrites: snapshots are read-only, but
+// SetReplication (the admin "replicate" call) and Transition (lifecycle,
+// the admin "class" call) did not check: a head through "bkt--snap-s"
+// returns revision 0 (the record is not under the snapshot name's object
+// key), so the in-place rewrite took it for a clone's first own record
+// and committed a new object record under o/bkt--snap-s/ — a bucket that
+// does not exist, which nothing lists, deletes or collects, and whose
+// extents stayed referenced forever.
+func TestSnapshotRefusesInPlaceRewrites(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.MustParseVector("ssd=1,hdd=1")); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "k", "a1")
+	snap, err := e.l.CreateSnapshot(ctx, "bkt", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what string
+		do   func() (<-chan error, error)
+	}{
+		{"SetReplication", func() (<-chan error, error) {
+			return e.l.SetReplication(ctx, snap.Served, "k", model.MustParseVector("hdd=2"))
+		}},
+		{"Transition (bytes move)", func() (<-chan error, error) {
+			done, _, err := e.l.Transition(ctx, snap.Served, "k", "EXPRESS_ONEZONE", func(ObjectInfo) bool { return true })
+			return done, err
+		}},
+		{"Transition (class only)", func() (<-chan error, error) {
+			done, _, err := e.l.Transition(ctx, snap.Served, "k", "STANDARD", func(ObjectInfo) bool { return true })
+			return done, err
+		}},
+	} {
+		done, err := c.do()
+		if err == nil && done != nil {
+			err = <-done
+		}
+		if n := e.countPrefix(string(meta.ObjectPrefix(snap.Served, ""))); n != 0 {
+			t.Fatalf("%s on read-only snapshot %s returned %v and wrote %d object record(s) under o/%s/", c.what, snap.Served, err, n, snap.Served)
+		}
+		if !errors.Is(err, ErrReadOnly) {
+			t.Errorf("%s on a snapshot: %v, want ErrReadOnly", c.what, err)
+		}
+	}
+	if got := e.read(snap.Served, "k", ""); got != "a1" {
+		t.Fatalf("snapshot reads %q", got)
+	}
+}

@@ -250,6 +250,9 @@ func (l *Layer) Report(ctx context.Context) (TierReport, error) {
 // object record, so a concurrent overwrite wins and the move is dropped.
 // The returned channel yields the outcome.
 func (l *Layer) SetReplication(ctx context.Context, bucket, key string, v model.Vector) (<-chan error, error) {
+	if err := writable(bucket); err != nil {
+		return nil, err
+	}
 	if err := l.checkVectorTiers(v); err != nil {
 		return nil, err
 	}
