@@ -147,6 +147,26 @@ func (m *meter) chargeString(L *lua.LState, n int) {
 	}
 }
 
+// chargeSteps counts n instructions' worth of work a host function does
+// for the policy inside one VM instruction (table.sort's comparisons),
+// checking the clock, the caller and the memory budget as often as the VM
+// does, and raises the meter's error (the same budget or deadline error
+// the VM raises) once the session is over a budget or its deadline.
+func (m *meter) chargeSteps(L *lua.LState, n int64) {
+	if m.err == nil {
+		before := m.steps
+		m.steps += n
+		if m.steps > m.lim.Instructions {
+			m.err = fmt.Errorf("%w (%d instructions)", errInstructions, m.lim.Instructions)
+		} else if m.steps/clockCheckEvery != before/clockCheckEvery {
+			m.checkClock()
+		}
+	}
+	if m.err != nil {
+		L.RaiseError("%s", m.err.Error())
+	}
+}
+
 // logTruncated ends the log once print() output reaches MaxLogBytes.
 const logTruncated = "... (log truncated)\n"
 

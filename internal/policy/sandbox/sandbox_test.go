@@ -522,3 +522,60 @@ func TestPrintIsBoundedBeforeItAllocates(t *testing.T) {
 		t.Fatalf("log %q (%v), want %q", log, err, want)
 	}
 }
+
+// TestTableSortIsMetered: table.sort runs inside one VM instruction, so
+// its comparisons are charged to the session and the clock is checked
+// while it runs. Sorting 4000 strings of 256 KiB that differ only in the
+// last byte (gopher-lua's sort compared them byte by byte for hours, the
+// 20 ms deadline unchecked) stops within the deadline's order of
+// magnitude; without a comparator the instruction budget bounds a sort
+// of numbers; a comparator's own instructions count as always.
+func TestTableSortIsMetered(t *testing.T) {
+	src := `
+function f()
+  local a = string.rep("x", 256 * 1024) .. "a"
+  local b = string.rep("x", 256 * 1024) .. "b"
+  local t = {}
+  for i = 1, 4000 do if i % 2 == 0 then t[i] = a else t[i] = b end end
+  table.sort(t)
+  return 1
+end`
+	start := time.Now()
+	_, err := run(t, Limits{Deadline: 20 * time.Millisecond}, src, "f")
+	el := time.Since(start)
+	if el > 500*time.Millisecond {
+		t.Fatalf("a 20 ms session ran for %s inside one table.sort (err %v)", el.Round(time.Millisecond), err)
+	}
+	var e *Error
+	if !errors.As(err, &e) || (e.Kind != KindDeadline && e.Kind != KindBudget) || e.Line != 7 {
+		t.Fatalf("want a deadline or budget error at line 7, got %v", err)
+	}
+	t.Logf("%v after %s", err, el.Round(time.Millisecond))
+
+	numbers := `
+function f(cmp)
+  local t = {}
+  for i = 1, 2000 do t[i] = (i * 7919) % 2003 end
+  if cmp then table.sort(t, function(a, b) return a < b end) else table.sort(t) end
+  return t[1], t[2000]
+end`
+	// 2000 numbers take about 25 000 comparisons: within 100 000
+	// instructions, not within 20 000.
+	res, err := run(t, Limits{Instructions: 100_000}, numbers, "f", false)
+	if err != nil || res[0] != 1.0 || res[1] != 2002.0 {
+		t.Fatalf("sort of 2000 numbers: %v %v", res, err)
+	}
+	_, err = run(t, Limits{Instructions: 20_000}, numbers, "f", false)
+	wantKind(t, err, KindBudget, 5, "instruction budget exhausted")
+	_, err = run(t, Limits{Instructions: 20_000}, numbers, "f", true)
+	wantKind(t, err, KindBudget, 0, "instruction budget exhausted")
+	// The budget error is sticky: pcall cannot swallow it.
+	_, err = run(t, Limits{Instructions: 20_000}, `
+function f()
+  local t = {}
+  for i = 1, 2000 do t[i] = (i * 7919) % 2003 end
+  pcall(table.sort, t)
+  return 1
+end`, "f")
+	wantKind(t, err, KindBudget, 0, "instruction budget exhausted")
+}

@@ -61,6 +61,7 @@ func (v *vm) installLibs() {
 
 	tab := G.RawGetString("table").(*lua.LTable)
 	tab.RawSetString("concat", L.NewFunction(tableConcat))
+	tab.RawSetString("sort", L.NewFunction(tableSort))
 	G.RawSetString("table", v.readOnlyProxy(tab, "table"))
 
 	m := G.RawGetString("math").(*lua.LTable)

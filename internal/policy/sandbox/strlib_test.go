@@ -86,6 +86,24 @@ func TestStringLibraryMatchesLua51(t *testing.T) {
 		{`table.concat({1, 2, 3}, ",", 2, 3)`, `"2,3"`},
 		{`table.concat({})`, `""`},
 		{`select("#", unpack({1, 2, 3}))`, `3`},
+		// table.sort is Lua 5.1's quicksort: the same order of equal
+		// keys (it is not stable), the same partial result after an
+		// invalid order function (here with the line of the call).
+		{`(function() local s = {"b", "a", "ab", "", "B"} table.sort(s) return table.concat(s, ",") end)()`, `",B,a,ab,b"`},
+		{`(function() local t = {3, 1, 2} table.sort(t, nil) return table.concat(t, ",") end)()`, `"1,2,3"`},
+		{`(function() local t = {3, 1, 2} table.sort(t, function(a, b) return a > b end) return table.concat(t, ",") end)()`, `"3,2,1"`},
+		{`(function()
+		    local r = {}
+		    for i, k in ipairs({3, 1, 2, 1, 3, 2, 1, 2, 3, 1}) do r[i] = {k = k, id = i} end
+		    table.sort(r, function(a, b) return a.k < b.k end)
+		    local o = {} for i = 1, #r do o[i] = r[i].id end
+		    return table.concat(o, ",")
+		  end)()`, `"10,2,4,7,3,8,6,5,9,1"`},
+		{`(function()
+		    local t = {5, 3, 8, 1, 9, 2, 7}
+		    local ok, err = pcall(table.sort, t, function(a, b) return true end)
+		    return ok, err, table.concat(t, ",")
+		  end)()`, `false "test.lua:3: invalid order function for sorting" "1,3,8,2,9,7,5"`},
 		{`math.floor(3.7) + math.max(1, 9)`, `12`},
 	} {
 		src := "function f() return " + tc.expr + " end"
@@ -116,6 +134,9 @@ func TestStringLibraryErrors(t *testing.T) {
 		{`string.format("%------d", 1)`, "repeated flags"},
 		{`string.format("%123d", 1)`, "too long"},
 		{`table.concat({1, {}, 3})`, "invalid value (at index 2)"},
+		{`table.sort({1, "x"})`, "attempt to compare string with number"},
+		{`table.sort({2, 1, nil, 3})`, "attempt to compare"},
+		{`table.sort({}, 1)`, "function expected"},
 		{`math.random(0)`, "interval is empty"},
 		{`string.find("a", string.rep("(", 40) .. "a" .. string.rep(")", 40))`, "too many captures"},
 	} {
