@@ -6,7 +6,8 @@
 // What a policy gets: the Lua 5.1 base library without dofile, loadfile,
 // load, loadstring, require, module, collectgarbage, getfenv, setfenv,
 // rawset and newproxy; string (every allocating function bounded, a step-
-// budgeted pattern matcher, no dump); table (bounded concat); math
+// budgeted pattern matcher, no dump); table (bounded concat, metered
+// sort); math
 // (random seeded per session, so decisions replay); and `terrace`
 // (sha256, crc32c, hex, json_encode, json_decode). io, os, debug,
 // package, coroutine and channel are never opened. Free uses of removed
@@ -23,8 +24,12 @@
 //   - call depth (stack overflow) and the value stack (registry) caps;
 //   - string sizes and a per-session string budget: `..` is rewritten at
 //     compile time into a bounded host call, and rep, format, gsub,
-//     upper, lower, reverse, table.concat and JSON check before they
-//     allocate;
+//     upper, lower, reverse, table.concat and JSON (measured by JSONSize
+//     before it is encoded) check before they allocate; print writes into
+//     the capped log one argument at a time;
+//   - table.sort, one VM instruction, charges each comparison to the
+//     instruction budget (strings by the bytes compared) and checks the
+//     clock as it goes;
 //   - pattern matching by a port of Lua 5.1's matcher that counts its
 //     steps (gopher-lua's is unbounded and eager);
 //   - heap allocation, sampled from the runtime's allocation counter

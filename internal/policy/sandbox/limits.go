@@ -16,7 +16,9 @@ type Limits struct {
 	Deadline time.Duration
 	// Instructions is the Lua VM instruction budget of one session,
 	// counted exactly. It makes a runaway loop fail the same way on a fast
-	// and a slow machine, where the deadline alone would not.
+	// and a slow machine, where the deadline alone would not. table.sort,
+	// which runs inside one instruction, charges each comparison (one
+	// instruction, plus one per 64 bytes of compared strings).
 	Instructions int64
 	// CallStackFrames caps Lua call depth (deep or infinite recursion
 	// fails with "stack overflow"); also bounds Go stack use by metamethods
@@ -46,7 +48,9 @@ type Limits struct {
 	// (table entries, recursively) and MaxResultDepth its nesting.
 	MaxResultItems int
 	MaxResultDepth int
-	// MaxLogBytes caps what print() keeps per session (for `policy test`).
+	// MaxLogBytes caps what print() keeps per session (for `policy test`);
+	// arguments past the cap are never copied, and what is kept counts
+	// towards the string budget.
 	MaxLogBytes int
 	// MemoryBudgetBytes caps heap allocation during a session. gopher-lua
 	// offers no allocation hook, so the meter samples the process's
