@@ -554,21 +554,42 @@ func (f *file) WriteAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// Sync makes the file's writes durable. A sync that fails takes the
+// device out of service, ENOSPC included (fsyncgate): the kernel reports a
+// writeback error once and marks the pages clean, so a later fsync that
+// succeeds says nothing about writes made before the failure — and with
+// syncfs the lost pages may be any file's. A sync on a failed device, or
+// one during which the device failed, fails.
 func (f *file) Sync() error {
 	d := f.d
+	if d.failed.Load() {
+		return fmt.Errorf("device %s: sync %s: %w", d.id, f.name, ErrFailed)
+	}
 	defer f.busy()()
 	if d.throttle != nil {
 		d.throttle.Wait(0, false)
 	}
 	d.syncs.Add(1)
-	if err := d.injected(faultSync, false); err != nil { // test hook
+	err := d.injected(faultSync, false) // test hook
+	if err == nil {
+		if g := d.group.Load(); g != nil {
+			err = g.sync(func() error { return syncfs(g.root) })
+		} else {
+			d.fileSyncs.Add(1)
+			err = f.raw.Sync()
+		}
+	}
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		d.failed.Store(true)
+		return fmt.Errorf("device %s: sync %s: %w: %v", d.id, f.name, ErrFailed, err)
+	}
+	if err != nil {
 		return d.ioErr("sync", f.name, err)
 	}
-	if g := d.group.Load(); g != nil {
-		return d.ioErr("sync", f.name, g.sync(func() error { return syncfs(g.root) }))
+	if d.failed.Load() {
+		return fmt.Errorf("device %s: sync %s: %w (failed during the sync)", d.id, f.name, ErrFailed)
 	}
-	d.fileSyncs.Add(1)
-	return d.ioErr("sync", f.name, f.raw.Sync())
+	return nil
 }
 
 func (f *file) Truncate(size int64) error {

@@ -70,6 +70,12 @@ func TestInjectedEIOFailsDevice(t *testing.T) {
 			if _, err := f.ReadAt(make([]byte, 4), 0); !errors.Is(err, ErrFailed) {
 				t.Fatalf("read after clearing the fault: %v, want ErrFailed (stays failed)", err)
 			}
+			// fsyncgate: after a failed writeback the kernel marks the
+			// pages clean, so a later fsync would succeed for writes it
+			// never made durable. A sync on a failed device fails.
+			if err := f.Sync(); !errors.Is(err, ErrFailed) {
+				t.Fatalf("sync after clearing the fault: %v, want ErrFailed", err)
+			}
 		})
 	}
 }

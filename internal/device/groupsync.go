@@ -95,6 +95,13 @@ type groupSync struct {
 	finished uint64 // rounds finished (rounds never overlap)
 	errs     [errRing]error
 	rounds   uint64 // for Stats
+	// failed is the first round error, kept for good: syncfs writes back
+	// every dirty page present while it runs — including pages of writers
+	// that wrote after it started and wait for the next round — and
+	// reports a writeback error once, marking those pages clean. A later
+	// round's success therefore proves nothing for anyone who wrote
+	// before a failed round finished: every later round fails too.
+	failed error
 }
 
 // errRing is how many rounds' outcomes are kept: a caller reads its
@@ -130,6 +137,11 @@ func (g *groupSync) sync(flush func() error) error {
 		g.running = false
 		g.finished = round
 		g.rounds++
+		if err == nil && g.failed != nil {
+			err = fmt.Errorf("device: an earlier syncfs round failed: %w", g.failed)
+		} else if err != nil && g.failed == nil {
+			g.failed = err
+		}
 		g.errs[round%errRing] = err
 		g.cond.Broadcast()
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Every caller returns only after a flush that started after its call,
@@ -56,17 +57,18 @@ func TestGroupSyncCoversEveryCallerAndShares(t *testing.T) {
 
 // A failed round fails the callers it covered and only them; a later
 // round's success does not hide the error.
-func TestGroupSyncErrorGoesToItsRound(t *testing.T) {
+// TestGroupSyncErrorIsSticky: syncfs writes back every dirty page present
+// while it runs, including pages of writers that wrote after the round
+// started and wait for the next one, and reports a writeback error once,
+// marking those pages clean. So no round after a failed one may report
+// success: neither a caller queued behind the failing round (its pages may
+// be the ones lost) nor any later caller.
+func TestGroupSyncErrorIsSticky(t *testing.T) {
 	var g groupSync
-	boom := errors.New("EIO")
-	if err := g.sync(func() error { return boom }); !errors.Is(err, boom) {
-		t.Fatalf("first round: %v, want %v", err, boom)
-	}
 	if err := g.sync(func() error { return nil }); err != nil {
-		t.Fatalf("second round: %v", err)
+		t.Fatalf("first round: %v", err)
 	}
-	// A caller blocked behind a failing round gets the next round's
-	// outcome (its writes came after the failing round started).
+	boom := errors.New("EIO")
 	release := make(chan struct{})
 	inFlush := make(chan struct{})
 	first := make(chan error)
@@ -76,12 +78,16 @@ func TestGroupSyncErrorGoesToItsRound(t *testing.T) {
 	<-inFlush
 	second := make(chan error)
 	go func() { second <- g.sync(func() error { return nil }) }()
+	time.Sleep(20 * time.Millisecond) // the second caller queues behind the running round
 	close(release)
 	if err := <-first; !errors.Is(err, boom) {
 		t.Fatalf("caller of the failing round: %v", err)
 	}
-	if err := <-second; err != nil {
-		t.Fatalf("caller that arrived during the failing round: %v, want the next round's success", err)
+	if err := <-second; !errors.Is(err, boom) {
+		t.Fatalf("caller queued behind the failing round: %v, want its error (the round may have dropped its pages)", err)
+	}
+	if err := g.sync(func() error { return nil }); !errors.Is(err, boom) {
+		t.Fatalf("a later round: %v, want the earlier failure", err)
 	}
 }
 
@@ -141,8 +147,10 @@ func TestSyncModeFSOnADevice(t *testing.T) {
 	if err := d.InjectFault(Fault{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
+	// The pages that failed may be gone: a later sync must not say
+	// "durable" (fsyncgate); the device is out of service.
+	if err := f.Sync(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("sync after a failed sync: %v, want ErrFailed", err)
 	}
 	if err := d.SetSyncMode(SyncFile); err != nil || d.SyncMode() != SyncFile {
 		t.Fatalf("back to file mode: %v, %s", err, d.SyncMode())
