@@ -267,11 +267,22 @@ func (s *Store) Verify(id uint64, size int64) error {
 // Remove deletes the replica file. A read in progress on it finishes on
 // the removed file (its handle stays open until released); later reads
 // find no file.
+//
+// The handle is dropped again after the unlink: a read that arrived
+// between the first drop and the unlink opened the file and cached its
+// handle, and through it the store would go on serving and verifying a
+// file that no longer exists (a pull moving the egroup back here would
+// find a "complete copy" and copy nothing). The unlink itself runs outside
+// the lock (a remote device's delete is a round trip).
 func (s *Store) Remove(id uint64) error {
 	s.mu.Lock()
 	s.dropLocked(id)
 	s.mu.Unlock()
-	return s.dev.Remove(FileName(id))
+	err := s.dev.Remove(FileName(id))
+	s.mu.Lock()
+	s.dropLocked(id)
+	s.mu.Unlock()
+	return err
 }
 
 // List returns the IDs of every egroup replica on the device.
