@@ -101,7 +101,7 @@ type Local struct {
 	order  []model.DeviceID
 
 	pullMu sync.Mutex
-	pulls  map[pullKey]*sync.Mutex
+	pulls  map[pullKey]*pullLock
 }
 
 type pullKey struct {
@@ -109,11 +109,18 @@ type pullKey struct {
 	id  uint64
 }
 
+// pullLock serialises the pulls of one replica; refs counts the pulls
+// holding or waiting on it (guarded by Local.pullMu).
+type pullLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
 var _ IO = (*Local)(nil)
 
 // NewLocal wraps devices.
 func NewLocal(node model.NodeID, rack string, devs []*device.Device) *Local {
-	l := &Local{Node: node, Rack: rack, stores: map[model.DeviceID]*extent.Store{}, pulls: map[pullKey]*sync.Mutex{}}
+	l := &Local{Node: node, Rack: rack, stores: map[model.DeviceID]*extent.Store{}, pulls: map[pullKey]*pullLock{}}
 	for _, d := range devs {
 		l.stores[d.ID()] = extent.NewStore(d)
 		l.order = append(l.order, d.ID())
@@ -258,18 +265,24 @@ func (l *Local) PullFrom(ctx context.Context, via IO, dst, src model.Replica, id
 		return fmt.Errorf("replica: pull to %s: not a device of node %s", dst.Device, l.Node)
 	}
 	k := pullKey{dst.Device, id}
+	// The entry is reference-counted and leaves the map only when no pull
+	// holds or waits on it: deleting it while others waited let a later
+	// pull make a second mutex, and two copies to one file ran at once
+	// (each Create truncating the other's, one's cleanup removing a copy
+	// the other had just verified).
 	l.pullMu.Lock()
-	mu, ok := l.pulls[k]
+	p, ok := l.pulls[k]
 	if !ok {
-		mu = &sync.Mutex{}
-		l.pulls[k] = mu
+		p = &pullLock{}
+		l.pulls[k] = p
 	}
+	p.refs++
 	l.pullMu.Unlock()
-	mu.Lock()
+	p.mu.Lock()
 	defer func() {
-		mu.Unlock()
+		p.mu.Unlock()
 		l.pullMu.Lock()
-		if l.pulls[k] == mu {
+		if p.refs--; p.refs == 0 {
 			delete(l.pulls, k)
 		}
 		l.pullMu.Unlock()
