@@ -815,3 +815,60 @@ func TestSnapshotRefusesInPlaceRewrites(t *testing.T) {
 		t.Fatalf("snapshot reads %q", got)
 	}
 }
+
+// TestReductionUnlinkRacesAnUndelete: ReduceClone decides each key once,
+// then unlinked the clone with a commit that compared nothing it decided
+// on. In a versioned clone, removing the delete marker of an inherited
+// key by version ID leaves the clone with no record of it, so the
+// parent's object shows again; landing after the reduction skipped the
+// key (it had the marker then) and before the unlink, the unlink made the
+// object vanish from the clone. Such a delete now rewrites the clone's
+// guard, which the unlink compares as read before the decisions, and the
+// reduction decides again.
+func TestReductionUnlinkRacesAnUndelete(t *testing.T) {
+	e := newEnv(t)
+	hkv := &bucketUpdateHookKV{Pebble: e.kv, bucket: "cln"}
+	l := e.reopenOver(hkv)
+	ctx := context.Background()
+	if err := l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "k", "p1")
+	e.putS("bkt", "j", "p1")
+	if _, err := l.Clone(ctx, "bkt", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.DeleteObject(ctx, "cln", "k", "")
+	if err != nil || !res.DeleteMarker {
+		t.Fatalf("delete: %+v %v", res, err)
+	}
+	hkv.hook = func() { // before the unlink's commit
+		if _, err := l.DeleteObject(ctx, "cln", "k", res.VersionID); err != nil {
+			t.Errorf("undelete: %v", err)
+		}
+		if got := e.read("cln", "k", ""); got != "p1" {
+			t.Errorf("after removing the marker the clone reads %q, want p1", got)
+		}
+	}
+	copied, done, err := l.ReduceClone(ctx, "cln", 100)
+	if err != nil || !done {
+		t.Fatalf("reduce: done %v, %v", done, err)
+	}
+	if hkv.hook != nil {
+		t.Fatal("the hook did not run")
+	}
+	if copied != 2 {
+		t.Errorf("reduction copied %d records, want 2 (j, then k once the marker was gone)", copied)
+	}
+	if b, _, err := l.GetBucket(ctx, "cln"); err != nil || b.Parent != nil {
+		t.Fatalf("clone %+v, %v: want unlinked", b, err)
+	}
+	for _, k := range []string{"k", "j"} {
+		if got := e.read("cln", k, ""); got != "p1" {
+			t.Fatalf("after the reduction the clone reads %s as %q, want p1 (it read p1 before the unlink)", k, got)
+		}
+	}
+}

@@ -378,25 +378,44 @@ func (l *Layer) createClone(ctx context.Context, src, dst string, pin SnapshotIn
 // clone is now independent. Safe to interrupt at any point: a copied key
 // is the clone's own, an uncopied one still reads through.
 func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (copied int, done bool, err error) {
-	b, brev, err := l.getBucketFresh(ctx, bucket)
-	if err != nil {
-		return 0, false, err
+	for pass := 0; pass < 4; pass++ {
+		n, done, again, err := l.reducePass(ctx, bucket, budget-copied)
+		copied += n
+		if err != nil || !again {
+			return copied, done, err
+		}
 	}
+	return copied, false, nil // the next reduction decides again
+}
+
+// reducePass is one pass of ReduceClone; again reports that the clone
+// changed under it before it could unlink it, and a new pass may finish.
+func (l *Layer) reducePass(ctx context.Context, bucket string, budget int) (copied int, done, again bool, err error) {
+	// The bucket record and guard as read before any decision: the
+	// unlink compares both.
+	bv, err := l.readBucket(ctx, bucket)
+	if err != nil {
+		return 0, false, false, err
+	}
+	b, brev := bv.Bucket, bv.rev
 	if b.Parent == nil {
-		return 0, true, nil
+		return 0, true, false, nil
+	}
+	if bv.deletingSince != 0 {
+		return 0, false, false, nil // being deleted
 	}
 	parent := view{bucket: b.Parent.Bucket, rev: b.Parent.Rev}
 	after := ""
 	for {
 		page, err := l.listView(ctx, b.Parent.Bucket, parent, ListOptions{After: after, MaxKeys: 256})
 		if err != nil {
-			return copied, false, err
+			return copied, false, false, err
 		}
 		for _, o := range page.Objects {
 			after = o.Key
 			cur, curRev, err := l.current(ctx, bucket, o.Key)
 			if err != nil {
-				return copied, false, err
+				return copied, false, false, err
 			}
 			var t meta.Txn
 			// Every copy compares the clone's record as read: once
@@ -419,7 +438,7 @@ func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (cop
 				// clone's first own record.
 				need, err := l.parentRecordNeeded(ctx, &t, b, bucket, o.Key, cur, curRev)
 				if err != nil {
-					return copied, false, err
+					return copied, false, false, err
 				}
 				if !need {
 					continue
@@ -428,15 +447,15 @@ func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (cop
 				t.Put(meta.VersionKey(bucket, o.Key, parentHistorySeq), meta.Encode(meta.Version{Object: rec}))
 			}
 			if copied >= budget {
-				return copied, false, nil
+				return copied, false, false, nil
 			}
 			if _, err := l.kv.Commit(ctx, &t); errors.Is(err, meta.ErrConflict) {
 				if _, now, gerr := l.getBucketFresh(ctx, bucket); gerr != nil || now != brev {
-					return copied, false, gerr // the clone changed: the next reduction decides again
+					return copied, false, false, gerr // the clone changed: the next reduction decides again
 				}
 				continue // the key changed: its own record wins
 			} else if err != nil {
-				return copied, false, err
+				return copied, false, false, err
 			}
 			copied++
 		}
@@ -444,18 +463,34 @@ func (l *Layer) ReduceClone(ctx context.Context, bucket string, budget int) (cop
 			break
 		}
 	}
-	// Everything the parent showed is the clone's own now.
+	// Everything the parent showed is the clone's own now — as decided
+	// key by key above. The unlink compares the clone's bucket record and
+	// guard as read before those decisions: a delete by version ID that
+	// removed the clone's last record of a key it had decided on makes
+	// the key read through to the parent again and rewrites the guard
+	// (dropCurrent); unlinking after it would make that object vanish from
+	// the clone. Like changeBucket, the unlink rewrites the guard, so
+	// writes that raced it redo with the parent out of view.
 	parentName, pin := b.Parent.Bucket, b.Parent.Snapshot
-	if _, err := l.changeBucket(ctx, bucket, func(b *meta.Bucket) error {
-		b.Parent = nil
-		return nil
-	}); err != nil {
-		return copied, false, err
+	nb := b
+	nb.Parent = nil
+	var t meta.Txn
+	t.If(meta.BucketKey(bucket), brev)
+	t.If(meta.BucketGuardKey(bucket), bv.guardRev)
+	t.Put(meta.BucketKey(bucket), meta.Encode(nb))
+	t.Put(meta.BucketGuardKey(bucket), meta.Encode(meta.BucketGuard{Created: nb.Created}))
+	_, err = l.kv.Commit(ctx, &t)
+	l.buckets.drop(bucket)
+	if errors.Is(err, meta.ErrConflict) {
+		return copied, false, true, nil
+	}
+	if err != nil {
+		return copied, false, false, err
 	}
 	if err := l.removePin(context.WithoutCancel(ctx), parentName, pin, true); err != nil && !errors.Is(err, ErrNoSuchSnapshot) && !errors.Is(err, ErrNoSuchBucket) {
-		return copied, true, err
+		return copied, true, false, err
 	}
-	return copied, true, nil
+	return copied, true, false, nil
 }
 
 // parentHistorySeq numbers the history record of a parent's key that a

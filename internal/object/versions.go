@@ -613,6 +613,9 @@ func (l *Layer) DeleteObject(ctx context.Context, bucket, key, versionID string)
 				}
 				continue // the key changed: decide again
 			}
+			if versionID != "" && bv.Parent != nil {
+				l.buckets.drop(bucket) // dropCurrent may have rewritten the guard
+			}
 			res = r
 			return err
 		}
@@ -766,7 +769,7 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 		if pinned || len(vs) > 0 {
 			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
 		} else {
-			t.Del(okey)
+			dropCurrent(t, bv, bucket, key)
 		}
 		return res, false, nil
 	}
@@ -823,9 +826,22 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 		// Hidden history remains: end it with a tombstone.
 		t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
 	} else {
-		t.Del(okey)
+		dropCurrent(t, bv, bucket, key)
 	}
 	return res, false, nil
+}
+
+// dropCurrent removes bucket/key's current record for a delete by version
+// ID. In a clone that makes the key read through to its parent again, so
+// it rewrites the clone's guard as well (the caller's commit compares
+// it): a reduction compares the guard as it read it before deciding
+// which keys the clone has its own record of, and unlinking the clone
+// after such a delete would make the object vanish from it.
+func dropCurrent(t *meta.Txn, bv bucketView, bucket, key string) {
+	t.Del(meta.ObjectKey(bucket, key))
+	if bv.Parent != nil {
+		t.Put(meta.BucketGuardKey(bucket), meta.Encode(meta.BucketGuard{Created: bv.Created}))
+	}
 }
 
 // VersionInfo is one entry of a version listing.
