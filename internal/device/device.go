@@ -336,9 +336,10 @@ func (d *Device) open(name string, create bool) (File, error) {
 		return nil, fmt.Errorf("device %s: %w", d.id, ErrFailed)
 	}
 	// Create truncates an existing file: its bytes stop counting as used.
-	// (Local media only: for a remote bucket this would cost a round trip.)
+	// (For a remote bucket that costs a HEAD, once per replica copied
+	// there.)
 	var prev int64
-	if create && !d.spec.Remote() {
+	if create {
 		if old, err := d.be.open(name, false); err == nil {
 			prev, _ = old.size()
 			old.Close()
@@ -611,5 +612,8 @@ func (f *file) Close() error {
 	if f.closed.Swap(true) {
 		return nil
 	}
-	return f.raw.Close()
+	// A remote file uploads its unsynced bytes here; if that fails they
+	// are lost and the device is failed (a later Sync on a new handle
+	// could not tell).
+	return f.d.ioErr("close", f.name, f.raw.Close())
 }

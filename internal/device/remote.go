@@ -244,6 +244,12 @@ func (f *remoteFile) WriteAt(p []byte, off int64) (int, error) {
 func (f *remoteFile) Sync() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.uploadLocked()
+}
+
+// uploadLocked uploads the staged bytes if they changed since the last
+// upload.
+func (f *remoteFile) uploadLocked() error {
 	if !f.dirty {
 		return nil
 	}
@@ -276,11 +282,21 @@ func (f *remoteFile) Truncate(size int64) error {
 	return nil
 }
 
+// Close uploads staged bytes not yet uploaded, like a local file whose
+// dirty pages the kernel still writes back after close: the extent store
+// closes idle handles when its cache is full, and an Append followed by a
+// Sync on a fresh handle would otherwise report durable bytes that were
+// dropped here (and the device would go on counting them as used). An
+// upload that fails is returned; the device then fails (Device's Close).
 func (f *remoteFile) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var err error
+	if f.staged {
+		err = f.uploadLocked()
+	}
 	f.buf, f.staged = nil, false
-	return nil
+	return err
 }
 
 func (f *remoteFile) size() (int64, error) {
