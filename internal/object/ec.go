@@ -185,6 +185,11 @@ func (l *Layer) readEC(ctx context.Context, loc *extentLoc, from, to int64) ([]b
 		return nil, fmt.Errorf("%w: egroup %s: %v", ErrNoGoodReplica, meta.FormatID(x.Egroup), err)
 	}
 	lo := from - first*extent.SliceSize
+	if int64(len(payload)) < lo+(to-from) {
+		// A short layout read (a strip shorter than its record says)
+		// decodes to fewer slices than asked for: an error, not a panic.
+		return nil, fmt.Errorf("%w: egroup %s: decoded %d bytes, need %d", ErrNoGoodReplica, meta.FormatID(x.Egroup), len(payload), lo+(to-from))
+	}
 	l.access.record(x.Egroup)
 	l.m.readBytes.Add(float64(to - from))
 	return payload[lo : lo+(to-from)], nil
