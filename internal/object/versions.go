@@ -426,10 +426,29 @@ func (l *Layer) lookup(ctx context.Context, bucket, key, versionID string) (reco
 	if err != nil {
 		return record{}, err
 	}
-	if versionID != "" {
+	if versionID != "" && v.live() {
 		return l.lookupVersion(ctx, v.bucket, key, versionID)
 	}
 	rec, found, err := l.visibleAt(ctx, v.bucket, key, v.rev, 0)
+	if versionID != "" {
+		// A snapshot is one point in time: of each key it has the version
+		// current at its revision, and no other (not the versions written
+		// after it, nor older ones, which S3 lifecycle or a delete by ID
+		// may remove from the bucket at any time).
+		id := rec.VersionID
+		if id == "" && rec.key != nil && !rec.DeleteMarker {
+			id = NullVersion // written while the bucket was unversioned
+		}
+		switch {
+		case err != nil:
+			return record{}, err
+		case id != versionID:
+			return record{}, fmt.Errorf("%w: %s/%s version %s (not the version at the snapshot's point in time)", ErrNoSuchVersion, bucket, key, versionID)
+		case rec.DeleteMarker:
+			return rec, &markerError{bucket: bucket, key: key, version: versionID}
+		}
+		return rec, nil
+	}
 	switch {
 	case err != nil:
 		return record{}, err
@@ -882,6 +901,9 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 	if o.MaxKeys <= 0 || o.MaxKeys > maxListKeys {
 		o.MaxKeys = maxListKeys
 	}
+	if _, _, ok := splitSnapshotName(bucket); ok {
+		return l.listSnapshotVersions(ctx, bucket, o)
+	}
 	count := 0
 	full := func() bool { return count >= o.MaxKeys }
 	skipVersionsUntil := o.VersionMarker // within KeyMarker
@@ -963,6 +985,35 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 			return res, nil
 		}
 	}
+}
+
+// listSnapshotVersions lists a snapshot's versions: of each object it
+// shows, the one version current at its revision (as lookup serves by
+// version ID), the latest; keys deleted at that point are not listed, as
+// in its object listing.
+func (l *Layer) listSnapshotVersions(ctx context.Context, bucket string, o VersionListOptions) (VersionListResult, error) {
+	var res VersionListResult
+	// Each key has one version: a listing continues after the key marker
+	// whether or not a version marker names that version.
+	page, err := l.List(ctx, bucket, ListOptions{Prefix: o.Prefix, Delimiter: o.Delimiter, After: o.KeyMarker, MaxKeys: o.MaxKeys})
+	if err != nil {
+		return res, err
+	}
+	for _, obj := range page.Objects {
+		if obj.VersionID == "" {
+			obj.VersionID = NullVersion
+		}
+		res.Versions = append(res.Versions, VersionInfo{ObjectInfo: obj, IsLatest: true})
+	}
+	res.CommonPrefixes = page.CommonPrefixes
+	res.Truncated = page.Truncated
+	if page.Truncated {
+		res.NextKeyMarker = page.NextAfter
+		if n := len(res.Versions); n > 0 && res.Versions[n-1].Key == page.NextAfter {
+			res.NextVersionMarker = res.Versions[n-1].VersionID
+		}
+	}
+	return res, nil
 }
 
 // commonPrefixOf returns the common prefix key rolls up into under prefix
