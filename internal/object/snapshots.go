@@ -258,6 +258,13 @@ func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo,
 	if _, _, err := l.GetBucket(ctx, src); err != nil {
 		return SnapshotInfo{}, err
 	}
+	// Reads and listings follow at most maxCloneDepth parents: a clone
+	// deeper than that would be created and then fail every read-through.
+	if depth, err := l.cloneDepth(ctx, src); err != nil {
+		return SnapshotInfo{}, err
+	} else if depth+1 > maxCloneDepth {
+		return SnapshotInfo{}, fmt.Errorf("%w: clone %s of %s would have %d ancestors, limit %d (reduce a clone in the chain first)", ErrCloneTooDeep, dst, src, depth+1, maxCloneDepth)
+	}
 	for attempt := 0; attempt < 4; attempt++ {
 		pin, err := l.addClonePin(ctx, src, snap, dst)
 		if err == nil {
@@ -276,6 +283,21 @@ func (l *Layer) Clone(ctx context.Context, src, snap, dst string) (SnapshotInfo,
 		return pin, nil
 	}
 	return SnapshotInfo{}, fmt.Errorf("%w: clone %s of %s: its pin was dropped again and again", ErrBucketBusy, dst, src)
+}
+
+// cloneDepth is how many parents bucket has (0: a plain bucket).
+func (l *Layer) cloneDepth(ctx context.Context, bucket string) (int, error) {
+	depth := 0
+	for b := bucket; ; depth++ {
+		rec, _, err := l.GetBucket(ctx, b)
+		if err != nil {
+			return 0, err
+		}
+		if rec.Parent == nil || depth > maxCloneDepth {
+			return depth, nil
+		}
+		b = rec.Parent.Bucket
+	}
 }
 
 // addClonePin adds the pin clone dst holds on src: at src's snapshot

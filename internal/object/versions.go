@@ -65,6 +65,9 @@ var (
 	ErrNoSuchSnapshot = errors.New("object: no such snapshot")
 	// ErrSnapshotExists: a snapshot of that name exists.
 	ErrSnapshotExists = errors.New("object: snapshot already exists")
+	// ErrCloneTooDeep: a clone would have more ancestors than reads
+	// follow (maxCloneDepth); reducing a clone in the chain shortens it.
+	ErrCloneTooDeep = errors.New("object: clone chain too deep")
 )
 
 // markerError is an ErrDeleteMarker that carries the marker's version.

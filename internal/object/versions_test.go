@@ -809,3 +809,29 @@ func TestSnapshotVersionReadsAreItsPointInTime(t *testing.T) {
 		t.Errorf("paged snapshot version listing %v, want %v", paged, want)
 	}
 }
+
+// TestCloneChainDepthIsBounded: reads follow at most maxCloneDepth
+// parents, so a clone that would have more ancestors is refused
+// (ErrCloneTooDeep) instead of created and then unreadable; every clone
+// in the longest allowed chain reads through to the root's objects.
+func TestCloneChainDepthIsBounded(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.l.CreateBucket(ctx, "cl-0", "", model.Vector{})
+	e.putS("cl-0", "k", "root")
+	for i := 1; i <= maxCloneDepth; i++ {
+		if _, err := e.l.Clone(ctx, fmt.Sprint("cl-", i-1), "", fmt.Sprint("cl-", i)); err != nil {
+			t.Fatalf("clone %d: %v", i, err)
+		}
+	}
+	if got := e.read(fmt.Sprint("cl-", maxCloneDepth), "k", ""); got != "root" {
+		t.Fatalf("deepest clone reads %q", got)
+	}
+	_, err := e.l.Clone(ctx, fmt.Sprint("cl-", maxCloneDepth), "", "too-deep")
+	if !errors.Is(err, ErrCloneTooDeep) {
+		t.Fatalf("clone %d deep: %v, want ErrCloneTooDeep", maxCloneDepth+1, err)
+	}
+	if _, _, err := e.l.GetBucket(ctx, "too-deep"); !errors.Is(err, ErrNoSuchBucket) {
+		t.Fatalf("refused clone exists: %v", err)
+	}
+}

@@ -208,6 +208,8 @@ func snapshotErrStatus(err error) (int, string, bool) {
 		return http.StatusBadRequest, "InvalidArgument", true
 	case errors.Is(err, object.ErrNoSuchVersion):
 		return http.StatusNotFound, "NoSuchVersion", true
+	case errors.Is(err, object.ErrCloneTooDeep):
+		return http.StatusConflict, "CloneTooDeep", true
 	}
 	return 0, "", false
 }
