@@ -20,7 +20,9 @@ func newSSECmd(g *globalFlags) *cobra.Command {
 		Short: "Re-seal user secrets and SSE-S3 data keys with the active master key",
 		Long: `After a master-key rotation (a new ID:BASE64KEY line first in the keyring,
 the old lines kept, nodes restarted), re-seal every user secret and every
-SSE-S3 object data key that is still sealed with an older key. Object bytes
+SSE-S3 object data key that is still sealed with an older key — current
+objects, noncurrent versions, and the records snapshots and clones still
+read. Object bytes
 are not rewritten. When it reports zero left and no multipart upload started
 before the rotation is still open, the old lines can be removed.`,
 		Args: cobra.NoArgs,
@@ -32,8 +34,8 @@ before the rotation is still open, the old lines can be removed.`,
 			if g.json {
 				return printJSON(cmd.OutOrStdout(), rep)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "active key %s: re-sealed %d user secrets and %d object keys (%d objects scanned)\n",
-				rep.ActiveKey, rep.Users, rep.Objects, rep.Scanned)
+			fmt.Fprintf(cmd.OutOrStdout(), "active key %s: re-sealed %d user secrets, %d object keys (%d objects scanned) and %d history keys (%d noncurrent versions and snapshot records scanned)\n",
+				rep.ActiveKey, rep.Users, rep.Objects, rep.Scanned, rep.History, rep.HistoryScanned)
 			return nil
 		},
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -1130,4 +1131,79 @@ func (l *Layer) CollectVersions(ctx context.Context, bucket, key string) (int, e
 		return 0, err
 	}
 	return removed, nil
+}
+
+// RewriteHistoryHeaders applies fn to the headers of every history record
+// of bucket — noncurrent S3 versions, and the records kept because a
+// snapshot or clone still sees them — and stores each record whose headers
+// fn changed, with compare-and-swap on the record. Only headers change:
+// the bytes, the version's identity and its place in time stay (From is
+// pinned before the rewrite, since an unpinned record's point in time is
+// its revision). A record removed meanwhile is skipped; one changed
+// meanwhile is read again. It returns how many records it looked at and
+// how many it changed. Current records are UpdateObject's (in a versioned
+// bucket that also changes the current version's history copy).
+//
+// Master-key rotation uses it: every record that can still be read must
+// be re-sealed before the old key is dropped.
+func (l *Layer) RewriteHistoryHeaders(ctx context.Context, bucket string, fn func(h map[string]string) (map[string]string, bool, error)) (scanned, changed int, err error) {
+	const page = 1000
+	p := meta.VersionPrefix(bucket, "")
+	start, end := p, meta.PrefixEnd(p)
+	for {
+		items, err := l.kv.Scan(ctx, start, end, page)
+		if err != nil {
+			return scanned, changed, err
+		}
+		for _, it := range items {
+			scanned++
+			ok, err := l.rewriteHistoryRecord(ctx, it, fn)
+			if err != nil {
+				return scanned, changed, err
+			}
+			if ok {
+				changed++
+			}
+		}
+		if len(items) < page {
+			return scanned, changed, nil
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+}
+
+// rewriteHistoryRecord rewrites one history record's headers (see
+// RewriteHistoryHeaders).
+func (l *Layer) rewriteHistoryRecord(ctx context.Context, it meta.Item, fn func(map[string]string) (map[string]string, bool, error)) (bool, error) {
+	for attempt := 0; attempt < 16; attempt++ {
+		var v meta.Version
+		if err := meta.Decode(it.Value, &v); err != nil {
+			return false, fmt.Errorf("object: history record %q: %w", it.Key, err)
+		}
+		h, ok, err := fn(maps.Clone(v.Headers))
+		if err != nil || !ok {
+			return false, err
+		}
+		v.From = effectiveFrom(v.Object, it.ModRev)
+		v.Headers = h
+		var t meta.Txn
+		t.If(it.Key, it.ModRev)
+		t.Put(it.Key, meta.Encode(v))
+		_, err = l.kv.Commit(ctx, &t)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, meta.ErrConflict) {
+			return false, err
+		}
+		cur, err := l.kv.Get(ctx, it.Key)
+		if errors.Is(err, meta.ErrNotFound) {
+			return false, nil // collected meanwhile
+		}
+		if err != nil {
+			return false, err
+		}
+		it = cur
+	}
+	return false, fmt.Errorf("object: history record %q: too much contention", it.Key)
 }

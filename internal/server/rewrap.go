@@ -18,6 +18,11 @@ type RewrapReport struct {
 	Users   int `json:"users"`
 	Objects int `json:"objects"`
 	Scanned int `json:"scanned"`
+	// History counts the history records re-sealed (noncurrent versions,
+	// records snapshots and clones still see); HistoryScanned those
+	// looked at.
+	History        int `json:"history"`
+	HistoryScanned int `json:"history_scanned"`
 }
 
 // rewrapRoutes mounts the master-key rotation endpoint:
@@ -30,14 +35,17 @@ func (n *Node) rewrapRoutes(mux *http.ServeMux) {
 			writeErr(w, err)
 			return
 		}
-		n.Log.Info("master key rewrap done", "active_key", rep.ActiveKey, "users", rep.Users, "objects", rep.Objects, "scanned", rep.Scanned)
+		n.Log.Info("master key rewrap done", "active_key", rep.ActiveKey, "users", rep.Users, "objects", rep.Objects, "scanned", rep.Scanned,
+			"history", rep.History, "history_scanned", rep.HistoryScanned)
 		writeJSON(w, http.StatusOK, rep)
 	})
 }
 
 // Rewrap re-seals, after a master-key rotation, every user secret and
-// every SSE-S3 object data key that is not sealed with the active key, so
-// that older keys can then be dropped from the keyring. Object bytes are
+// every SSE-S3 object data key that is not sealed with the active key —
+// current records, noncurrent versions and the records snapshots and
+// clones still see — so that older keys can then be dropped from the
+// keyring. Object bytes are
 // not rewritten. Each object is updated with compare-and-swap; an object
 // overwritten meanwhile carries a new record already. Multipart uploads
 // still in progress keep their old seal: keep the old key until they are
@@ -70,23 +78,12 @@ func (n *Node) Rewrap(ctx context.Context) (RewrapReport, error) {
 				}
 				changed := false
 				err = n.Layer.UpdateObject(ctx, b.Name, o.Key, func(cur *meta.Object) error {
-					changed = false
-					r, err := sse.ParseObjectRecord(cur.Headers[sse.ObjectHeader])
-					if err != nil || r.Mode != sse.ModeS3 {
-						return nil // overwritten meanwhile
+					h, ch, err := n.rewrapHeaders(cur.Headers)
+					if err == nil && ch {
+						cur.Headers = h
 					}
-					key, ch, err := n.Keys.Rewrap(sse.PurposeObjectKey, r.Key)
-					if err != nil || !ch {
-						return err
-					}
-					r.Key = key
-					h := make(map[string]string, len(cur.Headers))
-					for k, v := range cur.Headers {
-						h[k] = v
-					}
-					h[sse.ObjectHeader] = r.Encode()
-					cur.Headers, changed = h, true
-					return nil
+					changed = ch
+					return err
 				})
 				if errors.Is(err, object.ErrNoSuchKey) {
 					continue
@@ -103,6 +100,35 @@ func (n *Node) Rewrap(ctx context.Context) (RewrapReport, error) {
 			}
 			after = page.NextAfter
 		}
+		// Noncurrent versions and the records snapshots and clones still
+		// see: dropping the old key would leave them unreadable.
+		scanned, changed, err := n.Layer.RewriteHistoryHeaders(ctx, b.Name, n.rewrapHeaders)
+		if err != nil {
+			return rep, err
+		}
+		rep.HistoryScanned += scanned
+		rep.History += changed
 	}
 	return rep, nil
+}
+
+// rewrapHeaders re-seals an SSE-S3 record's data key with the active
+// master key; ok is false when there is nothing to change (not SSE-S3, or
+// sealed with the active key already).
+func (n *Node) rewrapHeaders(headers map[string]string) (map[string]string, bool, error) {
+	r, err := sse.ParseObjectRecord(headers[sse.ObjectHeader])
+	if err != nil || r.Mode != sse.ModeS3 {
+		return nil, false, nil // not SSE-S3 (or overwritten meanwhile)
+	}
+	key, ch, err := n.Keys.Rewrap(sse.PurposeObjectKey, r.Key)
+	if err != nil || !ch {
+		return nil, false, err
+	}
+	r.Key = key
+	h := make(map[string]string, len(headers))
+	for k, v := range headers {
+		h[k] = v
+	}
+	h[sse.ObjectHeader] = r.Encode()
+	return h, true, nil
 }
