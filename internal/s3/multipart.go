@@ -138,6 +138,23 @@ func (b *Backend) uploadKey(ctx context.Context, up object.Upload) (*objectSSE, 
 	return rec, dk, nil
 }
 
+// showsChecksums reports whether the request may see checksums of rec's
+// plaintext: always for objects and uploads without SSE-C, and for SSE-C
+// only with the customer key (as AWS). The checksums are computed before
+// encryption; a caller without the key who saw them could confirm guesses
+// of the content, which SSE-C ETags (of the ciphertext) avoid.
+func showsChecksums(ctx context.Context, rec *objectSSE) bool {
+	if rec == nil || rec.Mode != modeC {
+		return true
+	}
+	req, err := parseSSERequest(ctx, hSSECPrefix)
+	if err != nil || req.mode != modeC || req.keyMD5 != rec.KeyMD5 {
+		return false
+	}
+	_, err = sse.OpenWithKEK(sse.CustomerKEK(req.customerKey), sse.PurposeObjectKey, rec.Key)
+	return err == nil
+}
+
 // UploadPart stores one part; its ETag is the part's MD5.
 func (b *Backend) UploadPart(ctx context.Context, in *s3.UploadPartInput) (*s3.UploadPartOutput, error) {
 	bucket, key, uploadID := deref(in.Bucket), deref(in.Key), deref(in.UploadId)
@@ -402,7 +419,7 @@ func (b *Backend) CompleteMultipartUpload(ctx context.Context, in *s3.CompleteMu
 		return res, "", b.uploadErr("CompleteMultipartUpload", err, bucket, uploadID)
 	}
 	setSSEResponse(ctx, rec)
-	return completeResult(bucket, key, info.Object), info.VersionID, nil
+	return completeResult(bucket, key, info.Object, showsChecksums(ctx, rec)), info.VersionID, nil
 }
 
 // completedBefore answers a CompleteMultipartUpload whose upload is gone
@@ -422,18 +439,23 @@ func (b *Backend) completedBefore(ctx context.Context, bucket, key string, in *s
 	if err != nil || info.ETag != want {
 		return s3response.CompleteMultipartUploadResult{}, false
 	}
-	if rec, err := sseOf(info.Headers); err == nil {
-		setSSEResponse(ctx, rec)
+	rec, err := sseOf(info.Headers)
+	if err != nil {
+		return s3response.CompleteMultipartUploadResult{}, false
 	}
-	return completeResult(bucket, key, info.Object), true
+	setSSEResponse(ctx, rec)
+	return completeResult(bucket, key, info.Object, showsChecksums(ctx, rec)), true
 }
 
 // completeResult is CompleteMultipartUpload's answer for a completed
 // object.
-func completeResult(bucket, key string, o object.Record) s3response.CompleteMultipartUploadResult {
+func completeResult(bucket, key string, o object.Record, withChecksums bool) s3response.CompleteMultipartUploadResult {
 	etag := quoteETag(o.ETag)
 	loc := "/" + bucket + "/" + key
 	res := s3response.CompleteMultipartUploadResult{Location: &loc, Bucket: &bucket, Key: &key, ETag: &etag}
+	if !withChecksums {
+		return res
+	}
 	cs := checksumOut(o.Headers)
 	res.ChecksumCRC32, res.ChecksumCRC32C, res.ChecksumCRC64NVME, res.ChecksumSHA1, res.ChecksumSHA256 = cs.CRC32, cs.CRC32C, cs.CRC64NVME, cs.SHA1, cs.SHA256
 	res.ChecksumSHA512, res.ChecksumMD5, res.ChecksumXXHASH64, res.ChecksumXXHASH3, res.ChecksumXXHASH128 = cs.SHA512, cs.MD5, cs.XXHASH64, cs.XXHASH3, cs.XXHASH128
@@ -503,8 +525,12 @@ func (b *Backend) ListParts(ctx context.Context, in *s3.ListPartsInput) (s3respo
 	if alg, typ := uploadChecksum(up.Headers); alg != "" {
 		out.ChecksumAlgorithm, out.ChecksumType = alg, typ
 	}
+	show := showsChecksums(ctx, rec)
 	for _, p := range parts {
-		cs := checksumOut(p.Attrs)
+		var cs checksumFields
+		if show {
+			cs = checksumOut(p.Attrs)
+		}
 		out.Parts = append(out.Parts, s3response.Part{
 			PartNumber: p.Num, ETag: quoteETag(p.ETag), Size: partPlainSize(p.Size, rec), LastModified: time.Unix(0, p.Mtime).UTC(),
 			ChecksumCRC32: cs.CRC32, ChecksumCRC32C: cs.CRC32C, ChecksumCRC64NVME: cs.CRC64NVME, ChecksumSHA1: cs.SHA1,
