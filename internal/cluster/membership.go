@@ -144,7 +144,22 @@ func (m *Membership) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("cluster: register node: %w", err)
 	}
-	if err := startRetry(ctx, func(ctx context.Context) error { return m.beat(ctx, 0) }); err != nil {
+	// The heartbeat key is only ever written under a lease: a key without
+	// one never expires, and a node that stopped or died before its
+	// heartbeat loop re-wrote it would be seen up by every node for good
+	// (its data never re-protected).
+	var lease clientv3.LeaseID
+	if err := startRetry(ctx, func(ctx context.Context) error {
+		g, err := m.c.Grant(ctx, int64(m.ttl/time.Second))
+		if err == nil {
+			lease = g.ID
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("cluster: heartbeat lease: %w", err)
+	}
+	if err := startRetry(ctx, func(ctx context.Context) error { return m.beat(ctx, lease) }); err != nil {
+		m.revoke(lease)
 		return fmt.Errorf("cluster: first heartbeat: %w", err)
 	}
 	var resp *clientv3.GetResponse
@@ -153,6 +168,7 @@ func (m *Membership) Start(ctx context.Context) error {
 		resp, err = m.c.Get(ctx, meta.PrefixCluster, clientv3.WithPrefix())
 		return err
 	}); err != nil {
+		m.revoke(lease)
 		return fmt.Errorf("cluster: load view: %w", err)
 	}
 	for _, kv := range resp.Kvs {
@@ -160,9 +176,19 @@ func (m *Membership) Start(ctx context.Context) error {
 	}
 	wc := m.c.Watch(ctx, meta.PrefixCluster, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 	m.wg.Add(2)
-	go m.heartbeatLoop(ctx)
+	go m.heartbeatLoop(ctx, lease)
 	go m.watchLoop(ctx, wc)
 	return nil
+}
+
+// revoke ends a heartbeat lease (a clean stop is seen as down at once).
+func (m *Membership) revoke(lease clientv3.LeaseID) {
+	if lease == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	m.c.Revoke(rctx, lease)
+	cancel()
 }
 
 // startRetryFor bounds how long start-up retries a transient etcd error.
@@ -245,17 +271,15 @@ func (m *Membership) beat(ctx context.Context, lease clientv3.LeaseID) error {
 		hb.Devices = append(hb.Devices, DeviceStats{ID: d.ID, Used: d.UsedBytes, Queue: d.QueueLen, Streams: d.ActiveStreams, Failed: d.State == model.DeviceFailed})
 	}
 	b, _ := json.Marshal(hb)
-	var opts []clientv3.OpOption
-	if lease != 0 {
-		opts = append(opts, clientv3.WithLease(lease))
+	if lease == 0 {
+		return errors.New("cluster: heartbeat without a lease")
 	}
-	_, err := m.c.Put(ctx, prefixHeartbeat+string(m.self.ID), string(b), opts...)
+	_, err := m.c.Put(ctx, prefixHeartbeat+string(m.self.ID), string(b), clientv3.WithLease(lease))
 	return err
 }
 
-func (m *Membership) heartbeatLoop(ctx context.Context) {
+func (m *Membership) heartbeatLoop(ctx context.Context, lease clientv3.LeaseID) {
 	defer m.wg.Done()
-	var lease clientv3.LeaseID
 	t := time.NewTicker(m.interval)
 	defer t.Stop()
 	for {
@@ -284,11 +308,7 @@ func (m *Membership) heartbeatLoop(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			if lease != 0 {
-				rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				m.c.Revoke(rctx, lease) // a clean shutdown is seen as down at once
-				cancel()
-			}
+			m.revoke(lease)
 			return
 		case <-t.C:
 		}
@@ -306,20 +326,56 @@ func (m *Membership) watchLoop(ctx context.Context, wc clientv3.WatchChan) {
 		if ctx.Err() != nil {
 			return
 		}
-		// The watch broke (compaction, leader change): reload and resume.
-		resp, err := m.c.Get(ctx, meta.PrefixCluster, clientv3.WithPrefix())
-		if err != nil {
-			time.Sleep(m.interval)
-			wc = m.c.Watch(ctx, meta.PrefixCluster, clientv3.WithPrefix())
-			continue
+		// The watch broke (compaction, leader change): reload, then resume
+		// from the reload's revision. Events of the gap are lost, so the
+		// watch never resumes without a reload (a node whose lease expired
+		// in the gap stayed up in this view for good).
+		var resp *clientv3.GetResponse
+		for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			var err error
+			if resp, err = m.c.Get(ctx, meta.PrefixCluster, clientv3.WithPrefix()); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			m.log.Warn("cluster view reload failed; retrying", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
-		m.mu.Lock()
-		m.nodes, m.beats, m.states = map[model.NodeID]NodeInfo{}, map[model.NodeID]Heartbeat{}, map[model.NodeID]NodeState{}
-		m.mu.Unlock()
-		for _, kv := range resp.Kvs {
-			m.apply(string(kv.Key), kv.Value, false)
-		}
+		m.reload(resp)
 		wc = m.c.Watch(ctx, meta.PrefixCluster, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+	}
+}
+
+// reload replaces the view with a full read of the cluster keys in one
+// step: readers never see a partial view (built in place, a scan
+// snapshot taken meanwhile missed nodes, and recovery planned for their
+// replicas as lost). Nodes that came or went since are reported.
+func (m *Membership) reload(resp *clientv3.GetResponse) {
+	next := &Membership{log: m.log, nodes: map[model.NodeID]NodeInfo{}, beats: map[model.NodeID]Heartbeat{}, states: map[model.NodeID]NodeState{}}
+	for _, kv := range resp.Kvs {
+		next.apply(string(kv.Key), kv.Value, false)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.beats
+	m.nodes, m.beats, m.states = next.nodes, next.beats, next.states
+	m.gen.Add(1)
+	for id := range old {
+		if _, ok := m.beats[id]; !ok {
+			m.log.Warn("node down (heartbeat gone at a view reload)", "node", id)
+			m.notify(Event{Node: id, Up: false, Time: time.Now()})
+		}
+	}
+	for id := range m.beats {
+		if _, ok := old[id]; !ok {
+			m.log.Info("node up", "node", id)
+			m.notify(Event{Node: id, Up: true, Time: time.Now()})
+		}
 	}
 }
 
