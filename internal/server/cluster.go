@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +38,7 @@ func (n *Node) openCluster(ctx context.Context) (meta.KV, object.ReplicaIO, obje
 	cp := &clusterParts{}
 	n.cluster = cp
 	endpoints := cfg.MetaEndpoints
-	if strings.Contains(","+cfg.InitialCluster, ","+cfg.NodeID+"=") {
+	if cfg.foundingMember() {
 		e, err := cluster.StartMember(cluster.MemberConfig{
 			Name: cfg.NodeID, DataDir: cfg.DataDir, PeerURL: cfg.EtcdPeerURL, ClientURL: cfg.EtcdClientURL,
 			AdvertisePeerURL: cfg.EtcdAdvertisePeerURL, InitialCluster: cfg.InitialCluster,

@@ -191,6 +191,12 @@ type Config struct {
 	FaultInjection bool `yaml:"fault_injection"`
 }
 
+// foundingMember reports whether this node is named in InitialCluster (an
+// etcd member): a whole "ID=" entry, so node n1 is not taken for n11.
+func (c *Config) foundingMember() bool {
+	return strings.Contains(","+c.InitialCluster, ","+c.NodeID+"=")
+}
+
 // Clustered reports whether the node runs as part of a multi-node cluster.
 func (c *Config) Clustered() bool { return c.InitialCluster != "" || len(c.MetaEndpoints) > 0 }
 
@@ -544,7 +550,7 @@ func (c *Config) Validate() ([]device.Spec, error) {
 		if c.RPCAddress == "" {
 			return nil, fmt.Errorf("server: cluster mode needs --rpc-address")
 		}
-		if strings.Contains(c.InitialCluster, c.NodeID+"=") && (c.EtcdPeerURL == "" || c.EtcdClientURL == "") {
+		if c.foundingMember() && (c.EtcdPeerURL == "" || c.EtcdClientURL == "") {
 			return nil, fmt.Errorf("server: node %s is an etcd member in --initial-cluster; set --etcd-peer-url and --etcd-client-url", c.NodeID)
 		}
 	}

@@ -63,6 +63,15 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 			t.Errorf("%s: got %v, want an error containing %q", b.name, err, b.want)
 		}
 	}
+	// Node "node1" joining a cluster whose founders are "a-node1" and
+	// "b-node1" is not a founding member: it needs no etcd URLs (a
+	// substring match said it did).
+	j := Config{NodeID: "node1", InitialCluster: "a-node1=http://127.0.0.1:2380,b-node1=http://127.0.0.1:2381", RPCAddress: "127.0.0.1:7000",
+		ClusterSecret: strings.Repeat("s", 16)}
+	j.EnsureDefaults()
+	if _, err := j.Validate(); err != nil {
+		t.Fatalf("joining node node1 of founders a-node1, b-node1: %v", err)
+	}
 }
 
 func TestConfigFileEnvPrecedence(t *testing.T) {
