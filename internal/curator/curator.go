@@ -636,6 +636,11 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	}
 	if full {
 		c.reduceClones(ctx, rec)
+		if n, err := c.layer.CollectOrphanParts(ctx); err != nil {
+			rec.addErr(fmt.Errorf("collect orphan upload parts: %w", err))
+		} else if n > 0 {
+			rec.Done["collect-orphan-parts"] += n
+		}
 	}
 	for _, t := range tasks {
 		rec.Planned[string(t.Kind)]++

@@ -1,6 +1,7 @@
 package object
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -516,24 +517,115 @@ func (l *Layer) unfenceUpload(ctx context.Context, bucket, uploadID string, urev
 	_, _ = l.kv.Commit(context.WithoutCancel(ctx), &t)
 }
 
-// deletePartRecords removes part records after complete/abort. A crash
-// in between leaves orphan part records that reference extents the object
-// also references; the Curator removes orphans whose upload is gone.
+// deletePartRecords removes part records after complete/abort. It runs
+// past the caller's cancellation (a client that hangs up right after the
+// upload record went must not leave the parts behind); a crash or a
+// metadata error still can, and then the parts reference extents nobody
+// reads: the Curator's full scan removes part records whose upload is
+// gone (CollectOrphanParts).
 func (l *Layer) deletePartRecords(ctx context.Context, bucket, uploadID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	p := append(meta.UploadKey(bucket, uploadID), 0)
 	for {
 		items, err := l.kv.Scan(ctx, p, meta.PrefixEnd(p), meta.MaxTxnOps)
-		if err != nil || len(items) == 0 {
+		if err == nil && len(items) == 0 {
 			return
 		}
-		var t meta.Txn
-		for _, it := range items {
-			t.Del(it.Key)
+		if err == nil {
+			var t meta.Txn
+			for _, it := range items {
+				t.Del(it.Key)
+			}
+			_, err = l.kv.Commit(ctx, &t)
 		}
-		if _, err := l.kv.Commit(ctx, &t); err != nil {
+		if err != nil {
+			l.opts.Logger.Warn("multipart: part records left for the Curator", "bucket", bucket, "upload", uploadID, "err", err)
 			return
 		}
 	}
+}
+
+// CollectOrphanParts removes part records whose upload record is gone (a
+// complete or abort cut off between its two commits): they hold
+// references to extents nobody can read, list or abort, so the space
+// would never come back. A part commit compares its upload record, so no
+// part can appear for a gone upload; each removal compares the part's
+// revision and the upload's absence. It returns how many it removed.
+func (l *Layer) CollectOrphanParts(ctx context.Context) (int, error) {
+	const page = 1000
+	start, end := []byte(meta.PrefixUpload), meta.PrefixEnd([]byte(meta.PrefixUpload))
+	var lastUpload []byte // the last upload record seen (its parts follow it)
+	removed := 0
+	var pending []meta.Item
+	var pendingUpload []byte
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		for len(pending) > 0 {
+			n := min(len(pending), (meta.MaxTxnOps-1)/2)
+			var t meta.Txn
+			t.If(pendingUpload, 0) // still gone
+			for _, it := range pending[:n] {
+				t.If(it.Key, it.ModRev)
+				t.Del(it.Key)
+			}
+			_, err := l.kv.Commit(ctx, &t)
+			if err != nil && !errors.Is(err, meta.ErrConflict) {
+				return err
+			}
+			if err == nil {
+				removed += n
+			}
+			pending = pending[n:]
+		}
+		return nil
+	}
+	for {
+		items, err := l.kv.Scan(ctx, start, end, page)
+		if err != nil {
+			return removed, err
+		}
+		for _, it := range items {
+			upload, ok := partUpload(it.Key)
+			if !ok {
+				lastUpload = append(lastUpload[:0], it.Key...)
+				continue // an upload record
+			}
+			if bytes.Equal(upload, lastUpload) {
+				continue
+			}
+			if !bytes.Equal(upload, pendingUpload) {
+				if err := flush(); err != nil {
+					return removed, err
+				}
+				pendingUpload = upload
+			}
+			pending = append(pending, it)
+		}
+		if len(items) < page {
+			break
+		}
+		start = append(append([]byte(nil), items[len(items)-1].Key...), 0)
+	}
+	if err := flush(); err != nil {
+		return removed, err
+	}
+	if removed > 0 {
+		l.opts.Logger.Warn("multipart: removed part records whose upload was gone", "parts", removed)
+	}
+	return removed, nil
+}
+
+// partUpload returns the upload key of a part key (u/bucket\0upload\0NNNNN);
+// ok is false for an upload key.
+func partUpload(k []byte) ([]byte, bool) {
+	i := bytes.LastIndexByte(k, 0)
+	if i < 0 || bytes.IndexByte(k[len(meta.PrefixUpload):i], 0) < 0 {
+		return nil, false
+	}
+	return append([]byte(nil), k[:i]...), true
 }
 
 // AbortUpload discards an upload; its parts' bytes become garbage.

@@ -749,3 +749,57 @@ func TestPutStageHistogram(t *testing.T) {
 		t.Fatalf("observed %d data and %d commit stages for 3 PUTs", d, c)
 	}
 }
+
+// TestCollectOrphanPartsKeepsLiveUploads: only part records whose upload
+// record is gone are removed; a live upload's parts (in another bucket,
+// and in the same bucket, sorted on both sides of the orphan) stay and
+// the upload still completes.
+func TestCollectOrphanPartsKeepsLiveUploads(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, b := range []string{"bkt", "bkt2"} {
+		if err := e.l.CreateBucket(ctx, b, "", model.Vector{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type upl struct{ bucket, id, etag string }
+	var ups []upl
+	for _, b := range []string{"bkt", "bkt", "bkt", "bkt2"} {
+		id, err := e.l.CreateUpload(ctx, b, "k", PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := payload(uint64(len(ups)), 1000)
+		pi, err := e.l.UploadPart(ctx, b, id, 1, bytes.NewReader(p), int64(len(p)), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ups = append(ups, upl{b, id, pi.ETag})
+	}
+	// The second upload's record goes without its parts (a complete or
+	// abort cut off between its two commits).
+	orphan := ups[1]
+	var tx meta.Txn
+	tx.Del(meta.UploadKey(orphan.bucket, orphan.id))
+	if _, err := e.kv.Commit(ctx, &tx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.l.CollectOrphanParts(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("collected %d, %v; want the orphan's one part", n, err)
+	}
+	if _, err := e.kv.Get(ctx, meta.PartKey(orphan.bucket, orphan.id, 1)); !errors.Is(err, meta.ErrNotFound) {
+		t.Fatalf("orphan part: %v", err)
+	}
+	for i, u := range ups {
+		if i == 1 {
+			continue
+		}
+		if _, err := e.l.CompleteUpload(ctx, u.bucket, u.id, []CompletePart{{1, u.etag}}, nil); err != nil {
+			t.Fatalf("live upload %d after the collection: %v", i, err)
+		}
+	}
+	if n, err := e.l.CollectOrphanParts(ctx); err != nil || n != 0 {
+		t.Fatalf("second pass: %d, %v", n, err)
+	}
+}
