@@ -111,51 +111,39 @@ func (o *orphanEnv) extentsAfterFullScans(t *testing.T) (extents, parts int) {
 	return len(xs), len(ps)
 }
 
-// TestAbortedUploadLeavesNoPartRecords: an abort whose part deletion does
-// not happen — the client hangs up right after the upload record went
-// (the deletion ran on the request's context), or the metadata store
-// fails then (the deletion gave up silently) — must not leave the parts
-// and their extents for good: nobody can list, abort or read them, and
-// nothing collected them.
-func TestAbortedUploadLeavesNoPartRecords(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		failParts int
-	}{{"client hangs up", 0}, {"metadata error", 1}} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := newOrphanEnv(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			o.akv.after, o.akv.failParts = cancel, tc.failParts
-			if err := o.l.AbortUpload(ctx, "bkt", o.up); err != nil {
-				t.Fatalf("abort: %v", err)
-			}
-			if x, p := o.extentsAfterFullScans(t); x != 0 || p != 0 {
-				t.Fatalf("after the abort and 3 full scans: %d extent records, %d part records left (leak)", x, p)
-			}
-		})
-	}
-}
-
-// TestCompletedUploadLeavesNoPartRecords: the same after a complete: left
-// part records kept the object's extents after the object was deleted.
-func TestCompletedUploadLeavesNoPartRecords(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		failParts int
-	}{{"client hangs up", 0}, {"metadata error", 1}} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := newOrphanEnv(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			o.akv.after, o.akv.failParts = cancel, tc.failParts
+// TestFinishedUploadLeavesNoPartRecords: an abort or complete whose part
+// deletion does not happen — the client hangs up right after the upload
+// record went (the deletion ran on the request's context), or the
+// metadata store fails then (the deletion gave up silently) — must not
+// leave the parts and their extents for good: nobody can list, abort or
+// read them, after a complete they kept the object's extents once the
+// object was deleted, and nothing collected them.
+func TestFinishedUploadLeavesNoPartRecords(t *testing.T) {
+	finish := map[string]func(o *orphanEnv, ctx context.Context) error{
+		"abort": func(o *orphanEnv, ctx context.Context) error { return o.l.AbortUpload(ctx, "bkt", o.up) },
+		"complete": func(o *orphanEnv, ctx context.Context) error {
 			if _, err := o.l.CompleteUpload(ctx, "bkt", o.up, []object.CompletePart{{Num: 1, ETag: o.etg}}, nil); err != nil {
-				t.Fatalf("complete: %v", err)
+				return err
 			}
-			if err := o.l.Delete(context.Background(), "bkt", "m"); err != nil {
-				t.Fatal(err)
-			}
-			if x, p := o.extentsAfterFullScans(t); x != 0 || p != 0 {
-				t.Fatalf("object deleted, and after 3 full scans: %d extent records, %d part records left (leak)", x, p)
-			}
-		})
+			return o.l.Delete(context.Background(), "bkt", "m")
+		},
+	}
+	for _, op := range []string{"abort", "complete"} {
+		for _, tc := range []struct {
+			name      string
+			failParts int
+		}{{"client hangs up", 0}, {"metadata error", 1}} {
+			t.Run(op+"/"+tc.name, func(t *testing.T) {
+				o := newOrphanEnv(t)
+				ctx, cancel := context.WithCancel(context.Background())
+				o.akv.after, o.akv.failParts = cancel, tc.failParts
+				if err := finish[op](o, ctx); err != nil {
+					t.Fatalf("%s: %v", op, err)
+				}
+				if x, p := o.extentsAfterFullScans(t); x != 0 || p != 0 {
+					t.Fatalf("after the %s and 3 full scans: %d extent records, %d part records left (leak)", op, x, p)
+				}
+			})
+		}
 	}
 }
