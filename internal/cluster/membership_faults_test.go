@@ -122,9 +122,8 @@ func (w *breakableWatcher) breakAll() {
 // as the watch broke).
 type flakyKV struct {
 	clientv3.KV
-	fail  atomic.Bool
-	gets  atomic.Int64
-	delay atomic.Int64
+	fail atomic.Bool
+	gets atomic.Int64
 }
 
 func (k *flakyKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
