@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"net/http"
-	"strings"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/versity/versitygw/auth"
@@ -66,30 +65,21 @@ func aclIsPublic(raw []byte) bool {
 	return false
 }
 
-// policyIsPublic reports whether a bucket policy allows anyone ("*").
+// policyIsPublic reports whether a bucket policy has an Allow statement
+// for anyone: Principal "*", {"AWS": "*"} or a list naming "*". It
+// decides from the policy as versitygw parses it, so whitespace and JSON
+// escapes make no difference. An unparsable policy is not public (versitygw
+// refuses it before it is stored).
 func policyIsPublic(raw []byte) bool {
-	var doc struct {
-		Statement json.RawMessage
-	}
-	if json.Unmarshal(raw, &doc) != nil {
+	doc, err := auth.ParsePolicyDocument(raw)
+	if err != nil {
 		return false
 	}
-	var stmts []map[string]json.RawMessage
-	if json.Unmarshal(doc.Statement, &stmts) != nil {
-		var one map[string]json.RawMessage
-		if json.Unmarshal(doc.Statement, &one) != nil {
-			return false
-		}
-		stmts = []map[string]json.RawMessage{one}
-	}
-	for _, s := range stmts {
-		var effect string
-		_ = json.Unmarshal(s["Effect"], &effect)
-		if effect != "Allow" {
+	for _, s := range doc.Statement {
+		if s.Effect != auth.BucketPolicyAccessTypeAllow {
 			continue
 		}
-		p := strings.ReplaceAll(string(s["Principal"]), " ", "")
-		if p == `"*"` || strings.Contains(p, `"AWS":"*"`) || strings.Contains(p, `"*"]`) || strings.Contains(p, `["*"`) {
+		if _, ok := s.Principals["*"]; ok {
 			return true
 		}
 	}
