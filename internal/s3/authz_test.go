@@ -53,3 +53,30 @@ func TestPolicyIsPublic(t *testing.T) {
 		}
 	}
 }
+
+// A request is anonymous exactly when versitygw treats it so: no
+// Authorization header and no non-empty presigned-URL parameter. An empty
+// X-Amz-Signature does not make it signed (and so does not get it past
+// RestrictPublicBuckets).
+func TestRestrictPublicBucketsEmptyPresignParams(t *testing.T) {
+	ctx := context.Background()
+	_, ac, _ := newUser(t, false)
+	b := newBucket(t, ac)
+	put(t, ac, b, "page", []byte("secret-ish"))
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":["s3:GetObject","s3:ListBucket"],"Resource":["arn:aws:s3:::` + b + `/*","arn:aws:s3:::` + b + `"]}]}`
+	if _, err := ac.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: &b, Policy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	c := types.PublicAccessBlockConfiguration{RestrictPublicBuckets: aws.Bool(true)}
+	if _, err := ac.PutPublicAccessBlock(ctx, &s3.PutPublicAccessBlockInput{Bucket: &b, PublicAccessBlockConfiguration: &c}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"", "?X-Amz-Signature=", "?X-Amz-Signature=&X-Amz-Credential=", "?Signature=&Expires="} {
+		if st, body := anon(t, http.MethodGet, "/"+b+"/page"+q, nil); st != 403 {
+			t.Errorf("anonymous read %q of a restricted bucket: %d %q", q, st, body)
+		}
+		if st, body := anon(t, http.MethodGet, "/"+b+q, nil); st != 403 {
+			t.Errorf("anonymous list %q of a restricted bucket: %d %.200q", q, st, body)
+		}
+	}
+}

@@ -178,10 +178,12 @@ func (b *Backend) requestTarget(ctx fiber.Ctx) (bucket, key string, err error) {
 	return bucket, key, nil
 }
 
-// isAnonymous reports whether a request carries no credentials (neither
-// an Authorization header nor a presigned URL's signature).
+// isAnonymous reports whether a request carries no credentials, exactly as
+// versitygw's AuthorizePublicBucketAccess decides it: no Authorization
+// header and no presigned-URL authentication (a query auth parameter with a
+// value: an empty X-Amz-Signature does not count).
 func isAnonymous(ctx fiber.Ctx) bool {
-	return len(ctx.Request().Header.Peek("Authorization")) == 0 && !ctx.Request().URI().QueryArgs().Has("X-Amz-Signature")
+	return ctx.Get("Authorization") == "" && !utils.IsPresignedURLAuth(ctx)
 }
 
 // sendS3Error answers a request with an S3 error document.
@@ -458,7 +460,9 @@ func (e routeEnv) signatureCheck() func(fiber.Ctx) (signer, s3err.S3Error) {
 		if isAnonymous(c) {
 			return signer{}, nil
 		}
-		isPresigned := c.Request().URI().QueryArgs().Has("X-Amz-Signature")
+		// versitygw's presigned-URL middleware runs first and, when it
+		// applies, its header-signature middleware does not.
+		isPresigned := utils.IsPresignedURLAuth(c)
 		// versitygw verifies signatures after its DecodeURL middleware
 		// replaced the request path with its unescaped form (the canonical
 		// request re-escapes it); do the same here, and restore the path
