@@ -80,3 +80,86 @@ func TestRestrictPublicBucketsEmptyPresignParams(t *testing.T) {
 		}
 	}
 }
+
+// Switching a bucket to BucketOwnerEnforced is refused while its ACL grants
+// anyone but the owner (AWS's InvalidBucketAclWithObjectOwnership); once
+// the ACL is private the switch goes through. A BucketOwnerEnforced bucket
+// whose ACL still names others (stored before this check) does not grant
+// them anything.
+func TestOwnerEnforcedDisablesBucketACL(t *testing.T) {
+	ctx := context.Background()
+	_, ac, _ := newUser(t, false)
+	bob, bc, _ := newUser(t, false)
+	b := fmt.Sprintf("t%d-enforced-later", bucketSeq.Add(1))
+	if _, err := ac.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &b, ObjectOwnership: types.ObjectOwnershipObjectWriter}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, ac, b, "doc", []byte("v"))
+	enforce := func() error {
+		_, err := ac.PutBucketOwnershipControls(ctx, &s3.PutBucketOwnershipControlsInput{Bucket: &b, OwnershipControls: &types.OwnershipControls{
+			Rules: []types.OwnershipControlsRule{{ObjectOwnership: types.ObjectOwnershipBucketOwnerEnforced}}}})
+		return err
+	}
+	for _, grant := range []*s3.PutBucketAclInput{
+		{Bucket: &b, ACL: types.BucketCannedACLPublicReadWrite},
+		{Bucket: &b, GrantRead: aws.String(`id="` + bob + `"`)},
+	} {
+		if _, err := ac.PutBucketAcl(ctx, grant); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "switch to BucketOwnerEnforced with a granting ACL", enforce(), "InvalidBucketAclWithObjectOwnership", 400)
+	}
+	if _, err := bc.GetObject(ctx, &s3.GetObjectInput{Bucket: &b, Key: aws.String("doc")}); err != nil {
+		t.Fatalf("ObjectWriter bucket: bob's ACL grant: %v", err)
+	}
+	rawACL, err := srv.be.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: &b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: &b, ACL: types.BucketCannedACLPrivate}); err != nil {
+		t.Fatal(err)
+	}
+	if err := enforce(); err != nil {
+		t.Fatalf("switch to BucketOwnerEnforced with a private ACL: %v", err)
+	}
+	// A granting ACL left from before (put back under the record's feet).
+	if err := srv.be.putAttr(ctx, "test", b, attrACL, rawACL); err != nil {
+		t.Fatal(err)
+	}
+	_, err = bc.GetObject(ctx, &s3.GetObjectInput{Bucket: &b, Key: aws.String("doc")})
+	wantErr(t, "BucketOwnerEnforced bucket: bob reads through an old ACL grant", err, "AccessDenied", 403)
+	if got, _ := get(t, ac, b, "doc"); string(got) != "v" {
+		t.Errorf("owner reads %q", got)
+	}
+	out, err := ac.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: &b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range out.Grants {
+		if g.Grantee != nil && aws.ToString(g.Grantee.ID) == bob {
+			t.Errorf("BucketOwnerEnforced bucket: GetBucketAcl shows bob's old grant")
+		}
+	}
+}
+
+// An old public-read-write ACL does not let anonymous requests into a
+// BucketOwnerEnforced bucket.
+func TestOwnerEnforcedIgnoresOldPublicACL(t *testing.T) {
+	ctx := context.Background()
+	alice, ac, _ := newUser(t, false)
+	b := newBucket(t, ac)
+	put(t, ac, b, "doc", []byte("v"))
+	acl := []byte(`{"Owner":"` + alice + `","Grantees":[{"Permission":"READ","Access":"all-users","Type":"Group"},{"Permission":"WRITE","Access":"all-users","Type":"Group"}]}`)
+	if err := srv.be.putAttr(ctx, "test", b, attrACL, acl); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := anon(t, http.MethodGet, "/"+b+"/doc", nil); st != 403 {
+		t.Errorf("BucketOwnerEnforced bucket: anonymous read through an old public ACL: %d %q", st, body)
+	}
+	if st, body := anon(t, http.MethodPut, "/"+b+"/anon", []byte("x")); st != 403 {
+		t.Errorf("BucketOwnerEnforced bucket: anonymous write through an old public ACL: %d %q", st, body)
+	}
+	if got, _ := get(t, ac, b, "doc"); string(got) != "v" {
+		t.Errorf("owner reads %q", got)
+	}
+}

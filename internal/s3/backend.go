@@ -385,12 +385,63 @@ func (b *Backend) putAttr(ctx context.Context, op, bucket, key string, val []byt
 }
 
 // GetBucketAcl returns the stored ACL (empty: owned by root, no grants).
+// A BucketOwnerEnforced bucket's ACL grants only its owner: grants to
+// anyone else (stored before the switch was refused for them) are left
+// out, so that versitygw, which authorizes from this answer, never
+// honours them.
 func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
-	return b.getAttr(ctx, "GetBucketAcl", *in.Bucket, attrACL, nil)
+	bk, _, err := b.layer.GetBucket(ctx, *in.Bucket)
+	if err != nil {
+		return nil, b.mapErr("GetBucketAcl", err, *in.Bucket)
+	}
+	raw := bk.Attrs[attrACL]
+	if !ownerEnforced(bk) || !aclGrantsOthers(raw, bucketOwner(bk)) {
+		return raw, nil
+	}
+	acl, err := auth.ParseACL(raw)
+	if err != nil {
+		return nil, b.mapErr("GetBucketAcl", err, *in.Bucket)
+	}
+	owner := bucketOwner(bk)
+	grantees := []auth.Grantee{}
+	for _, g := range acl.Grantees {
+		if g.Type != types.TypeGroup && g.Access == owner {
+			grantees = append(grantees, g)
+		}
+	}
+	acl.Grantees = grantees
+	return json.Marshal(acl)
 }
 
+// ownerEnforced reports whether a bucket's ownership controls are
+// explicitly BucketOwnerEnforced (what makes versitygw refuse ACLs).
+func ownerEnforced(bk object.BucketRecord) bool {
+	return types.ObjectOwnership(bk.Attrs[attrOwnership]) == types.ObjectOwnershipBucketOwnerEnforced
+}
+
+// aclGrantsOthers reports whether a bucket ACL (auth.ACL JSON) grants
+// anything to anyone but owner. An unparsable ACL counts as granting.
+func aclGrantsOthers(raw []byte, owner string) bool {
+	if len(raw) == 0 {
+		return false
+	}
+	acl, err := auth.ParseACL(raw)
+	if err != nil {
+		return true
+	}
+	for _, g := range acl.Grantees {
+		if g.Type == types.TypeGroup || g.Access != owner {
+			return true
+		}
+	}
+	return false
+}
+
+var errACLWithEnforcedOwnership = s3err.GetAPIError(s3err.ErrInvalidBucketAclWithObjectOwnership)
+
 // PutBucketAcl stores an ACL (grantees in AWS's syntax normalized to
-// identities).
+// identities). versitygw refuses ACLs on BucketOwnerEnforced buckets; the
+// refusal is made again here, with the write, against a concurrent switch.
 func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, data []byte) error {
 	data, err := normalizeACL(data)
 	if err != nil {
@@ -399,7 +450,14 @@ func (b *Backend) PutBucketAcl(ctx context.Context, bucket string, data []byte) 
 	if err := b.checkPublicACL(ctx, bucket, data); err != nil {
 		return err
 	}
-	return b.putAttr(ctx, "PutBucketAcl", bucket, attrACL, data)
+	err = b.layer.UpdateBucket(ctx, bucket, func(bk *object.BucketRecord) error {
+		if ownerEnforced(*bk) && aclGrantsOthers(data, bucketOwner(*bk)) {
+			return errACLNotSupported
+		}
+		setAttr(bk, attrACL, data)
+		return nil
+	})
+	return b.mapErr("PutBucketAcl", err, bucket)
 }
 
 // PutBucketPolicy stores a bucket policy (versitygw validated it); a
@@ -427,9 +485,19 @@ func (b *Backend) DeleteBucketPolicy(ctx context.Context, bucket string) error {
 	return b.putAttr(ctx, "DeleteBucketPolicy", bucket, attrPolicy, nil)
 }
 
-// PutBucketOwnershipControls stores the object-ownership setting.
+// PutBucketOwnershipControls stores the object-ownership setting. As on
+// AWS, a bucket whose ACL grants anyone but its owner is not switched to
+// BucketOwnerEnforced (which disables ACLs): InvalidBucketAclWithObjectOwnership
+// until the ACL is made private.
 func (b *Backend) PutBucketOwnershipControls(ctx context.Context, bucket string, o types.ObjectOwnership) error {
-	return b.putAttr(ctx, "PutBucketOwnershipControls", bucket, attrOwnership, []byte(o))
+	err := b.layer.UpdateBucket(ctx, bucket, func(bk *object.BucketRecord) error {
+		if o == types.ObjectOwnershipBucketOwnerEnforced && aclGrantsOthers(bk.Attrs[attrACL], bucketOwner(*bk)) {
+			return errACLWithEnforcedOwnership
+		}
+		setAttr(bk, attrOwnership, []byte(o))
+		return nil
+	})
+	return b.mapErr("PutBucketOwnershipControls", err, bucket)
 }
 
 // GetBucketOwnershipControls returns the object-ownership setting.
