@@ -163,3 +163,47 @@ func TestOwnerEnforcedIgnoresOldPublicACL(t *testing.T) {
 		t.Errorf("owner reads %q", got)
 	}
 }
+
+// With IgnorePublicAcls, an anonymous request is decided by the bucket
+// policy alone: a public policy allowing some of the bucket does not let
+// the public ACL grant the rest.
+func TestIgnorePublicAclsPolicyAlone(t *testing.T) {
+	ctx := context.Background()
+	_, ac, _ := newUser(t, false)
+	b := fmt.Sprintf("t%d-ignore-acls", bucketSeq.Add(1))
+	if _, err := ac.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &b, ObjectOwnership: types.ObjectOwnershipObjectWriter}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, ac, b, "public/page", []byte("hello"))
+	put(t, ac, b, "private/doc", []byte("not for anyone"))
+	if _, err := ac.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: &b, ACL: types.BucketCannedACLPublicReadWrite}); err != nil {
+		t.Fatal(err)
+	}
+	policy := `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::` + b + `/public/*"}]}`
+	if _, err := ac.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: &b, Policy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	c := types.PublicAccessBlockConfiguration{IgnorePublicAcls: aws.Bool(true)}
+	if _, err := ac.PutPublicAccessBlock(ctx, &s3.PutPublicAccessBlockInput{Bucket: &b, PublicAccessBlockConfiguration: &c}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := anon(t, http.MethodGet, "/"+b+"/public/page", nil); st != 200 {
+		t.Fatalf("anonymous read allowed by the public policy: %d %q", st, body)
+	}
+	if st, body := anon(t, http.MethodGet, "/"+b+"/private/doc", nil); st != 403 {
+		t.Errorf("IgnorePublicAcls: anonymous read granted only by the public ACL: %d %q", st, body)
+	}
+	if st, body := anon(t, http.MethodGet, "/"+b, nil); st != 403 {
+		t.Errorf("IgnorePublicAcls: anonymous listing granted only by the public ACL: %d %.300q", st, body)
+	}
+	if st, body := anon(t, http.MethodPut, "/"+b+"/public/new", []byte("x")); st != 403 {
+		t.Errorf("IgnorePublicAcls: anonymous write granted only by the public ACL: %d %.300q", st, body)
+	}
+	// The ACL itself is unchanged: without the block it grants again.
+	if _, err := ac.DeletePublicAccessBlock(ctx, &s3.DeletePublicAccessBlockInput{Bucket: &b}); err != nil {
+		t.Fatal(err)
+	}
+	if st, body := anon(t, http.MethodGet, "/"+b+"/private/doc", nil); st != 200 {
+		t.Errorf("no public access block: anonymous read through the public ACL: %d %q", st, body)
+	}
+}

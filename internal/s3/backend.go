@@ -388,13 +388,19 @@ func (b *Backend) putAttr(ctx context.Context, op, bucket, key string, val []byt
 // A BucketOwnerEnforced bucket's ACL grants only its owner: grants to
 // anyone else (stored before the switch was refused for them) are left
 // out, so that versitygw, which authorizes from this answer, never
-// honours them.
+// honours them. An anonymous request to a bucket with IgnorePublicAcls
+// gets the ACL without its public grants (publicAccessGate).
 func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
 	bk, _, err := b.layer.GetBucket(ctx, *in.Bucket)
 	if err != nil {
 		return nil, b.mapErr("GetBucketAcl", err, *in.Bucket)
 	}
 	raw := bk.Attrs[attrACL]
+	if len(raw) > 0 && ignoringPublicACLs(ctx) {
+		if raw, err = withoutPublicGrants(raw); err != nil {
+			return nil, b.mapErr("GetBucketAcl", err, *in.Bucket)
+		}
+	}
 	if !ownerEnforced(bk) || !aclGrantsOthers(raw, bucketOwner(bk)) {
 		return raw, nil
 	}

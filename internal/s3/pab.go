@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"net/http"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/gofiber/fiber/v3"
 	"github.com/versity/versitygw/auth"
 	"github.com/versity/versitygw/metrics"
@@ -101,11 +102,39 @@ func (b *Backend) checkPublicACL(ctx context.Context, bucket string, raw []byte)
 	return nil
 }
 
+// localIgnorePublicACLs marks an anonymous request to a bucket with
+// IgnorePublicAcls (a fiber local, which the request's context.Context
+// answers too): GetBucketAcl answers it without the public grants.
+const localIgnorePublicACLs = "terrace-ignore-public-acls"
+
+// ignoringPublicACLs reports whether ctx is such a request's.
+func ignoringPublicACLs(ctx context.Context) bool {
+	v, _ := ctx.Value(localIgnorePublicACLs).(bool)
+	return v
+}
+
+// withoutPublicGrants returns an ACL (auth.ACL JSON) without its grants to
+// groups (AllUsers, AuthenticatedUsers).
+func withoutPublicGrants(raw []byte) ([]byte, error) {
+	acl, err := auth.ParseACL(raw)
+	if err != nil {
+		return nil, err
+	}
+	grantees := []auth.Grantee{}
+	for _, g := range acl.Grantees {
+		if g.Type != types.TypeGroup {
+			grantees = append(grantees, g)
+		}
+	}
+	acl.Grantees = grantees
+	return json.Marshal(acl)
+}
+
 // publicAccessGate refuses anonymous requests the bucket's public access
 // block rules out, before versitygw grants them through a public ACL or
 // policy: RestrictPublicBuckets refuses all of them; IgnorePublicAcls
-// refuses those only a public ACL could allow (the bucket policy is not
-// public).
+// refuses them all when the bucket policy is not public, and otherwise
+// marks the request so that versitygw decides it from the policy alone.
 func (b *Backend) publicAccessGate() fiber.Handler {
 	return func(ctx fiber.Ctx) error {
 		if !isAnonymous(ctx) {
@@ -132,6 +161,12 @@ func (b *Backend) publicAccessGate() fiber.Handler {
 			e := s3err.GetAPIError(s3err.ErrAccessDenied)
 			ctx.Response().Header.SetContentType("application/xml")
 			return ctx.Status(e.HTTPStatusCode).Send(e.XMLBody("", ""))
+		}
+		if p.IgnorePublicAcls {
+			// The policy is public, but may allow only part of what is
+			// asked: versitygw decides from the policy, and GetBucketAcl
+			// leaves the public grants out of its ACL fallback.
+			ctx.Locals(localIgnorePublicACLs, true)
 		}
 		return ctx.Next()
 	}
