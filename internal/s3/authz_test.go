@@ -207,3 +207,45 @@ func TestIgnorePublicAclsPolicyAlone(t *testing.T) {
 		t.Errorf("no public access block: anonymous read through the public ACL: %d %q", st, body)
 	}
 }
+
+// The source of CopyObject and UploadPartCopy is authorized for the bare
+// key: naming a version (?versionId=) does not escape a Deny on the
+// object's ARN.
+func TestCopySourceVersionIdAuthorizedForKey(t *testing.T) {
+	ctx := context.Background()
+	_, ac, _ := newUser(t, false)
+	bob, bc, _ := newUser(t, false)
+	b := newBucket(t, ac)
+	put(t, ac, b, "secret", []byte("top secret"))
+	put(t, ac, b, "open", []byte("fine"))
+	policy := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[
+	 {"Effect":"Allow","Principal":{"AWS":[%q]},"Action":["s3:GetObject","s3:GetObjectVersion"],"Resource":"arn:aws:s3:::%s/*"},
+	 {"Effect":"Deny","Principal":{"AWS":[%q]},"Action":["s3:GetObject","s3:GetObjectVersion"],"Resource":"arn:aws:s3:::%s/secret"}]}`, bob, b, bob, b)
+	if _, err := ac.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: &b, Policy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bc.GetObject(ctx, &s3.GetObjectInput{Bucket: &b, Key: aws.String("secret")})
+	wantErr(t, "bob reads the denied object", err, "AccessDenied", 403)
+	mine := newBucket(t, bc)
+	_, err = bc.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &mine, Key: aws.String("c0"), CopySource: aws.String(b + "/secret")})
+	wantErr(t, "bob copies the denied object", err, "AccessDenied", 403)
+	_, err = bc.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &mine, Key: aws.String("c1"), CopySource: aws.String(b + "/secret?versionId=null")})
+	wantErr(t, "bob copies the denied object naming its null version", err, "AccessDenied", 403)
+	up, err := bc.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &mine, Key: aws.String("c2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bc.UploadPartCopy(ctx, &s3.UploadPartCopyInput{Bucket: &mine, Key: aws.String("c2"), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), CopySource: aws.String(b + "/secret?versionId=null")})
+	wantErr(t, "bob part-copies the denied object naming its null version", err, "AccessDenied", 403)
+	// What the policy allows still copies, with or without a version; the
+	// owner is not affected.
+	for _, src := range []string{b + "/open", b + "/open?versionId=null"} {
+		if _, err := bc.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &mine, Key: aws.String("ok"), CopySource: aws.String(src)}); err != nil {
+			t.Errorf("bob copies %s: %v", src, err)
+		}
+	}
+	if _, err := ac.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &b, Key: aws.String("copy"), CopySource: aws.String(b + "/secret?versionId=null")}); err != nil {
+		t.Errorf("owner copies its own object naming a version: %v", err)
+	}
+}

@@ -140,7 +140,8 @@ func Serve(ctx context.Context, be *Backend, cfg ServeConfig) error {
 	}
 	env := routeEnv{be: be, root: middlewares.RootUserConfig{Access: cfg.RootUser, Secret: cfg.RootPassword}, iam: iam, region: cfg.Region}
 	opts := []s3api.Option{s3api.WithMiddleware("/", be.drainRefused()), s3api.WithMiddleware("/", be.publicAccessGate()),
-		s3api.WithMiddleware("/", env.spoolChunked()), s3api.WithMiddleware("/", be.aclResponses())}
+		s3api.WithMiddleware("/", env.spoolChunked()), s3api.WithMiddleware("/", env.copySourceCheck()),
+		s3api.WithMiddleware("/", be.aclResponses())}
 	opts = append(opts, env.expectOptions(be.log)...)
 	for _, r := range be.routes(env) {
 		opts = append(opts, env.option(r))
