@@ -1207,3 +1207,10 @@ func (l *Layer) rewriteHistoryRecord(ctx context.Context, it meta.Item, fn func(
 	}
 	return false, fmt.Errorf("object: history record %q: too much contention", it.Key)
 }
+
+// SnapshotOf tells whether name is the read-only bucket a snapshot is
+// served as ("photos--snap-monday"), and if so of which bucket and
+// snapshot. It does not check that the snapshot exists.
+func SnapshotOf(name string) (bucket, snapshot string, ok bool) {
+	return splitSnapshotName(name)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -247,5 +248,74 @@ func TestCopySourceVersionIdAuthorizedForKey(t *testing.T) {
 	}
 	if _, err := ac.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &b, Key: aws.String("copy"), CopySource: aws.String(b + "/secret?versionId=null")}); err != nil {
 		t.Errorf("owner copies its own object naming a version: %v", err)
+	}
+}
+
+// A snapshot is read under its source bucket's policy: a Deny on part of
+// the bucket also denies it in the snapshot (whoever the ACL lets read the
+// bucket), and an Allow also allows it there.
+func TestSnapshotFollowsBucketPolicy(t *testing.T) {
+	ctx := context.Background()
+	_, ac, _ := newUser(t, false)
+	bob, bc, _ := newUser(t, false)
+	b := fmt.Sprintf("t%d-snap-policy", bucketSeq.Add(1))
+	if _, err := ac.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &b, ObjectOwnership: types.ObjectOwnershipObjectWriter}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, ac, b, "public/page", []byte("hello"))
+	put(t, ac, b, "secret/doc", []byte("not for anyone"), func(in *s3.PutObjectInput) { in.ACL = types.ObjectCannedACLPublicRead })
+	put(t, ac, b, "shared/doc", []byte("for bob"))
+	if _, err := ac.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: &b, ACL: types.BucketCannedACLPublicRead}); err != nil {
+		t.Fatal(err)
+	}
+	policy := `{"Version":"2012-10-17","Statement":[` +
+		`{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::` + b + `/secret/*"},` +
+		`{"Effect":"Allow","Principal":{"AWS":["` + bob + `"]},"Action":["s3:GetObject"],"Resource":["arn:aws:s3:::` + b + `/shared/*"]}]}`
+	if _, err := ac.PutBucketPolicy(ctx, &s3.PutBucketPolicyInput{Bucket: &b, Policy: &policy}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := srv.layer.CreateSnapshot(ctx, b, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bucket := range []string{b, snap.Served} {
+		if st, body := anon(t, http.MethodGet, "/"+bucket+"/public/page", nil); st != 200 {
+			t.Errorf("%s: anonymous read the public ACL grants: %d %q", bucket, st, body)
+		}
+		if st, body := anon(t, http.MethodGet, "/"+bucket+"/secret/doc", nil); st != 403 {
+			t.Errorf("%s: anonymous read the policy denies: %d %q", bucket, st, body)
+		}
+		_, err := bc.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("secret/doc")})
+		wantErr(t, bucket+": bob reads what the policy denies", err, "AccessDenied", 403)
+		if _, err := bc.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("shared/doc")}); err != nil {
+			t.Errorf("%s: bob reads what the policy allows him: %v", bucket, err)
+		}
+	}
+	// The policy the snapshot answers with names the snapshot's bucket.
+	got, err := ac.GetBucketPolicy(ctx, &s3.GetBucketPolicyInput{Bucket: &snap.Served})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := aws.ToString(got.Policy); !strings.Contains(p, "arn:aws:s3:::"+snap.Served+"/secret/*") || strings.Contains(p, "arn:aws:s3:::"+b+"/") {
+		t.Errorf("a snapshot's policy: %s", p)
+	}
+}
+
+func TestSnapshotPolicyRenames(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"Statement":{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::p/*"}}`,
+			`{"Statement":{"Action":"s3:*","Effect":"Deny","Principal":"*","Resource":"arn:aws:s3:::p--snap-x/*"}}`},
+		{`{"Statement":[{"Resource":["arn:aws:s3:::p","arn:aws:s3:::p*","arn:aws:s3:::pq/a","arn:aws:s3:::p/a"],"Condition":{"NumericLessThan":{"s3:max-keys":10.50}}}]}`,
+			`{"Statement":[{"Condition":{"NumericLessThan":{"s3:max-keys":10.50}},"Resource":["arn:aws:s3:::p--snap-x","arn:aws:s3:::p--snap-x*","arn:aws:s3:::pq/a","arn:aws:s3:::p--snap-x/a"]}]}`},
+	} {
+		got, err := snapshotPolicy([]byte(c.in), "p", "p--snap-x")
+		if err != nil || string(got) != c.want {
+			t.Errorf("snapshotPolicy(%s) = %s, %v; want %s", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{`not json`, `{"Statement":"x"}`, `{"Statement":[{"Resource":7}]}`, `{"Statement":[{"Resource":["a",7]}]}`, `{"Statement":[7]}`} {
+		if got, err := snapshotPolicy([]byte(bad), "p", "p--snap-x"); err == nil {
+			t.Errorf("snapshotPolicy(%s) = %s, want an error", bad, got)
+		}
 	}
 }

@@ -481,9 +481,22 @@ func (b *Backend) PutBucketPolicy(ctx context.Context, bucket string, policy []b
 	return b.putAttr(ctx, "PutBucketPolicy", bucket, attrPolicy, policy)
 }
 
-// GetBucketPolicy returns the bucket policy or NoSuchBucketPolicy.
+// GetBucketPolicy returns the bucket policy or NoSuchBucketPolicy. A
+// snapshot's read-only bucket answers with its source bucket's policy,
+// its resources renamed to the snapshot's bucket (snapshotPolicy): this is
+// also the policy versitygw authorizes requests on the snapshot with.
 func (b *Backend) GetBucketPolicy(ctx context.Context, bucket string) ([]byte, error) {
-	return b.getAttr(ctx, "GetBucketPolicy", bucket, attrPolicy, s3err.GetAPIError(s3err.ErrNoSuchBucketPolicy))
+	raw, err := b.getAttr(ctx, "GetBucketPolicy", bucket, attrPolicy, s3err.GetAPIError(s3err.ErrNoSuchBucketPolicy))
+	if err != nil {
+		return nil, err
+	}
+	if base, _, ok := object.SnapshotOf(bucket); ok {
+		if raw, err = snapshotPolicy(raw, base, bucket); err != nil {
+			b.log.Error("GetBucketPolicy: a snapshot's policy", "bucket", bucket, "err", err)
+			return nil, s3err.GetAPIError(s3err.ErrInternalError)
+		}
+	}
+	return raw, nil
 }
 
 // DeleteBucketPolicy removes the bucket policy.
