@@ -469,12 +469,14 @@ func (b *Backend) aclResponses() fiber.Handler {
 		if bucket == "" {
 			return nil
 		}
+		// The document shows the stored ACL, public grants included, even
+		// when IgnorePublicAcls kept them out of the authorization.
 		rctx := ctx.RequestCtx()
 		var acl auth.ACL
 		var aerr error
 		if key == "" {
 			var raw []byte
-			if raw, aerr = b.GetBucketAcl(rctx, &s3.GetBucketAclInput{Bucket: &bucket}); aerr == nil {
+			if raw, aerr = b.bucketACL(rctx, bucket, false); aerr == nil {
 				acl, aerr = auth.ParseACL(raw)
 			}
 			if acl.Owner == "" {

@@ -319,3 +319,54 @@ func TestSnapshotPolicyRenames(t *testing.T) {
 		}
 	}
 }
+
+// IgnorePublicAcls ignores grants to AllUsers for signed requests too: a
+// signed-in user the ACL names only through the public grant is refused,
+// a user granted by name, the owner and the policy still decide, and the
+// ACL document still shows the public grant.
+func TestIgnorePublicAclsSignedRequests(t *testing.T) {
+	ctx := context.Background()
+	owner, ac, _ := newUser(t, false)
+	_, bc, _ := newUser(t, false)
+	carol, cc, _ := newUser(t, false)
+	b := fmt.Sprintf("t%d-ignore-signed", bucketSeq.Add(1))
+	if _, err := ac.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &b, ObjectOwnership: types.ObjectOwnershipObjectWriter}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, ac, b, "doc", []byte("hello"))
+	grant := fmt.Sprintf("uri=%q, id=%q", "http://acs.amazonaws.com/groups/global/AllUsers", carol)
+	if _, err := ac.PutBucketAcl(ctx, &s3.PutBucketAclInput{Bucket: &b, GrantRead: &grant, GrantFullControl: aws.String(fmt.Sprintf("id=%q", owner))}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(c *s3.Client) error {
+		_, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: &b, Key: aws.String("doc")})
+		return err
+	}
+	if err := read(bc); err != nil {
+		t.Fatalf("no block: bob reads through the public grant: %v", err)
+	}
+	c := types.PublicAccessBlockConfiguration{IgnorePublicAcls: aws.Bool(true)}
+	if _, err := ac.PutPublicAccessBlock(ctx, &s3.PutPublicAccessBlockInput{Bucket: &b, PublicAccessBlockConfiguration: &c}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "IgnorePublicAcls: bob reads through the public grant", read(bc), "AccessDenied", 403)
+	_, err := bc.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b})
+	wantErr(t, "IgnorePublicAcls: bob lists through the public grant", err, "AccessDenied", 403)
+	if err := read(cc); err != nil {
+		t.Errorf("IgnorePublicAcls: carol, granted by name: %v", err)
+	}
+	if err := read(ac); err != nil {
+		t.Errorf("IgnorePublicAcls: the owner: %v", err)
+	}
+	acl, err := ac.GetBucketAcl(ctx, &s3.GetBucketAclInput{Bucket: &b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := false
+	for _, g := range acl.Grants {
+		public = public || aws.ToString(g.Grantee.URI) == "http://acs.amazonaws.com/groups/global/AllUsers"
+	}
+	if !public {
+		t.Errorf("the owner's GetBucketAcl lost the public grant under IgnorePublicAcls: %+v", acl.Grants)
+	}
+}

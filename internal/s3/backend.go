@@ -389,16 +389,23 @@ func (b *Backend) putAttr(ctx context.Context, op, bucket, key string, val []byt
 // anyone else (stored before the switch was refused for them) are left
 // out, so that versitygw, which authorizes from this answer, never
 // honours them. An anonymous request to a bucket with IgnorePublicAcls
-// gets the ACL without its public grants (publicAccessGate).
+// (or a signed request there) gets the ACL without its public grants
+// (publicAccessGate).
 func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([]byte, error) {
-	bk, _, err := b.layer.GetBucket(ctx, *in.Bucket)
+	return b.bucketACL(ctx, *in.Bucket, ignoringPublicACLs(ctx))
+}
+
+// bucketACL is GetBucketAcl's answer, without the public grants when
+// ignorePublic.
+func (b *Backend) bucketACL(ctx context.Context, bucket string, ignorePublic bool) ([]byte, error) {
+	bk, _, err := b.layer.GetBucket(ctx, bucket)
 	if err != nil {
-		return nil, b.mapErr("GetBucketAcl", err, *in.Bucket)
+		return nil, b.mapErr("GetBucketAcl", err, bucket)
 	}
 	raw := bk.Attrs[attrACL]
-	if len(raw) > 0 && ignoringPublicACLs(ctx) {
+	if len(raw) > 0 && ignorePublic {
 		if raw, err = withoutPublicGrants(raw); err != nil {
-			return nil, b.mapErr("GetBucketAcl", err, *in.Bucket)
+			return nil, b.mapErr("GetBucketAcl", err, bucket)
 		}
 	}
 	if !ownerEnforced(bk) || !aclGrantsOthers(raw, bucketOwner(bk)) {
@@ -406,7 +413,7 @@ func (b *Backend) GetBucketAcl(ctx context.Context, in *s3.GetBucketAclInput) ([
 	}
 	acl, err := auth.ParseACL(raw)
 	if err != nil {
-		return nil, b.mapErr("GetBucketAcl", err, *in.Bucket)
+		return nil, b.mapErr("GetBucketAcl", err, bucket)
 	}
 	owner := bucketOwner(bk)
 	grantees := []auth.Grantee{}

@@ -102,9 +102,12 @@ func (b *Backend) checkPublicACL(ctx context.Context, bucket string, raw []byte)
 	return nil
 }
 
-// localIgnorePublicACLs marks an anonymous request to a bucket with
-// IgnorePublicAcls (a fiber local, which the request's context.Context
-// answers too): GetBucketAcl answers it without the public grants.
+// localIgnorePublicACLs marks a request to a bucket with IgnorePublicAcls
+// (a fiber local, which the request's context.Context answers too):
+// GetBucketAcl answers it without the public grants, which is what
+// versitygw then authorizes the request with. The ACL document a GET
+// ?acl returns is read without the mark (aclResponses): the block hides
+// public grants from authorization, it does not delete them.
 const localIgnorePublicACLs = "terrace-ignore-public-acls"
 
 // ignoringPublicACLs reports whether ctx is such a request's.
@@ -130,16 +133,18 @@ func withoutPublicGrants(raw []byte) ([]byte, error) {
 	return json.Marshal(acl)
 }
 
-// publicAccessGate refuses anonymous requests the bucket's public access
-// block rules out, before versitygw grants them through a public ACL or
-// policy: RestrictPublicBuckets refuses all of them; IgnorePublicAcls
+// publicAccessGate applies the bucket's public access block before
+// versitygw grants a request through a public ACL or policy. Anonymous
+// requests: RestrictPublicBuckets refuses all of them; IgnorePublicAcls
 // refuses them all when the bucket policy is not public, and otherwise
 // marks the request so that versitygw decides it from the policy alone.
+// Signed requests: IgnorePublicAcls marks them too, so that a grant to
+// AllUsers or AuthenticatedUsers lets no signed-in user in either (AWS
+// ignores public ACLs for every request); grants to named users, the
+// owner's access and the policy still decide.
 func (b *Backend) publicAccessGate() fiber.Handler {
 	return func(ctx fiber.Ctx) error {
-		if !isAnonymous(ctx) {
-			return ctx.Next()
-		}
+		anonymous := isAnonymous(ctx)
 		bucket, _, err := b.requestTarget(ctx)
 		if err != nil || bucket == "" {
 			return ctx.Next()
@@ -155,6 +160,12 @@ func (b *Backend) publicAccessGate() fiber.Handler {
 		}
 		var p publicAccessBlock
 		if json.Unmarshal(raw, &p) != nil {
+			return ctx.Next()
+		}
+		if !anonymous {
+			if p.IgnorePublicAcls {
+				ctx.Locals(localIgnorePublicACLs, true)
+			}
 			return ctx.Next()
 		}
 		if p.RestrictPublicBuckets || (p.IgnorePublicAcls && !policyIsPublic(bk.Attrs[attrPolicy])) {
