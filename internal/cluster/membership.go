@@ -61,7 +61,13 @@ type DeviceInfo struct {
 
 // Heartbeat carries a node's live device statistics.
 type Heartbeat struct {
-	Time    int64         `json:"t"`
+	// Time is when the node wrote it, by its own clock (for display:
+	// clocks of different nodes are not compared).
+	Time int64 `json:"t"`
+	// Seen is when this node received it, by this node's clock (ns; not
+	// published): what freshness is judged by, so a node whose clock is
+	// off neither has its figures ignored nor kept for good.
+	Seen    int64         `json:"-"`
 	Conns   int           `json:"c"`
 	Devices []DeviceStats `json:"d"`
 	// LatRecent and LatBase are the node's recent client latency and its
@@ -135,6 +141,12 @@ func (m *Membership) Start(ctx context.Context) error {
 		m.self.Devices = append(m.self.Devices, DeviceInfo{ID: d.ID, Tier: d.Tier, CapacityBytes: d.CapacityBytes, ReadBps: d.ReadBps, WriteBps: d.WriteBps})
 	}
 	b, _ := json.Marshal(m.self)
+	// Before anything is written: registering would overwrite a live
+	// node's address, and two heartbeats under one key would each make
+	// the node look up while the other is down.
+	if err := m.refuseDuplicate(ctx); err != nil {
+		return err
+	}
 	// Each step is idempotent (the same key and value again), and a node
 	// starting while etcd elects a leader or while its connection to a
 	// member drops must not exit for it: retry transient errors a while.
@@ -179,6 +191,53 @@ func (m *Membership) Start(ctx context.Context) error {
 	go m.heartbeatLoop(ctx, lease)
 	go m.watchLoop(ctx, wc)
 	return nil
+}
+
+// ErrNodeIDInUse: another live process heartbeats under this node's ID.
+var ErrNodeIDInUse = errors.New("cluster: node ID in use by another live process")
+
+// refuseDuplicate fails Start when another live process runs under this
+// node's ID. A heartbeat under the ID is either a previous instance's
+// (killed without revoking its lease; the key expires within the TTL) or
+// another live process's, which rewrites it every interval: it watches
+// the key for two and a half intervals, and a rewrite means a duplicate.
+// A restart after a crash so waits that long; one after a clean stop (the
+// lease revoked) does not wait. A live duplicate whose heartbeats stall
+// longer than that (etcd unavailable) is not detected.
+func (m *Membership) refuseDuplicate(ctx context.Context) error {
+	key := prefixHeartbeat + string(m.self.ID)
+	var resp *clientv3.GetResponse
+	if err := startRetry(ctx, func(ctx context.Context) error {
+		var err error
+		resp, err = m.c.Get(ctx, key)
+		return err
+	}); err != nil {
+		return fmt.Errorf("cluster: check node ID %s: %w", m.self.ID, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	m.log.Info("a heartbeat under this node's ID exists: waiting to see whether another process uses the ID",
+		"node", m.self.ID, "for", 5*m.interval/2)
+	wctx, cancel := context.WithTimeout(ctx, 5*m.interval/2)
+	defer cancel()
+	for wr := range m.c.Watch(wctx, key, clientv3.WithRev(resp.Kvs[0].ModRevision+1)) {
+		for _, ev := range wr.Events {
+			if ev.Type != clientv3.EventTypePut {
+				return nil // the previous instance's lease expired
+			}
+			var other NodeInfo
+			if r, err := m.c.Get(ctx, prefixNode+string(m.self.ID)); err == nil && len(r.Kvs) > 0 {
+				_ = json.Unmarshal(r.Kvs[0].Value, &other)
+			}
+			return fmt.Errorf("%w: %s (registered with RPC address %q, started %s); give every node its own node_id",
+				ErrNodeIDInUse, m.self.ID, other.RPCAddress, time.Unix(0, other.Started).UTC().Format(time.RFC3339))
+		}
+		if wr.Err() != nil {
+			break
+		}
+	}
+	return ctx.Err()
 }
 
 // revoke ends a heartbeat lease (a clean stop is seen as down at once).
@@ -228,7 +287,8 @@ func (m *Membership) SetLatency(f func() (recent, baseline time.Duration)) { m.l
 
 // ClusterLatency returns the recent client latency and baseline of the node
 // whose clients suffer most now (the highest recent/baseline ratio), from
-// this node's own figures and the other nodes' latest heartbeats: the
+// this node's own figures and the other nodes' heartbeats received within
+// the last three intervals (by this node's clock: see Heartbeat.Seen): the
 // actuator's back-off signal, since clients may enter at any node while
 // the Curator master moves data from another.
 func (m *Membership) ClusterLatency() (recent, baseline time.Duration) {
@@ -247,7 +307,7 @@ func (m *Membership) ClusterLatency() (recent, baseline time.Duration) {
 	stale := time.Now().Add(-3 * m.interval).UnixNano()
 	m.mu.RLock()
 	for id, hb := range m.beats {
-		if id != m.self.ID && hb.Time >= stale {
+		if id != m.self.ID && hb.Seen >= stale {
 			consider(time.Duration(hb.LatRecent), time.Duration(hb.LatBase))
 		}
 	}
@@ -414,6 +474,7 @@ func (m *Membership) apply(key string, val []byte, deleted bool) {
 		}
 		var hb Heartbeat
 		if json.Unmarshal(val, &hb) == nil {
+			hb.Seen = time.Now().UnixNano()
 			m.beats[id] = hb
 			if !wasUp {
 				m.gen.Add(1)

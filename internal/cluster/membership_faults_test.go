@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,5 +274,57 @@ func TestStopRightAfterStartLeavesNoHeartbeat(t *testing.T) {
 	}
 	if len(resp.Kvs) != 0 {
 		t.Fatalf("n1 stopped; its heartbeat key is still there with lease %x (0: never expires)", resp.Kvs[0].Lease)
+	}
+}
+
+// TestDuplicateNodeIDRefused: a second process started with a live node's
+// ID is refused before it writes anything (it would overwrite the node's
+// registered address and share its heartbeat key); a restart after a
+// crash, whose previous heartbeat has not expired yet, is not.
+func TestDuplicateNodeIDRefused(t *testing.T) {
+	newClient := startEtcd(t)
+	first := NewMembership(newClient(), NodeInfo{ID: "n1", RPCAddress: "127.0.0.1:1"}, devs("n1"), quietLog())
+	first.interval = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	var started []*Membership
+	defer func() {
+		cancel()
+		for _, m := range started {
+			m.Wait()
+		}
+	}()
+	if err := first.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	started = append(started, first)
+	dup := NewMembership(newClient(), NodeInfo{ID: "n1", RPCAddress: "127.0.0.1:9"}, devs("n1"), quietLog())
+	dup.interval = 200 * time.Millisecond
+	err := dup.Start(ctx)
+	if !errors.Is(err, ErrNodeIDInUse) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("a second process with a live node's ID: %v, want ErrNodeIDInUse naming the live node's address", err)
+	}
+	if n, ok := first.Node("n1"); !ok || n.RPCAddress != "127.0.0.1:1" {
+		t.Fatalf("the refused duplicate changed the live node's registration: %+v", n)
+	}
+
+	// A crashed instance: its heartbeat is there under a lease nobody
+	// keeps alive. A restart waits a little, then takes the ID over.
+	c := newClient()
+	g, err := c.Grant(context.Background(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(context.Background(), prefixHeartbeat+"n2", `{"t":1}`, clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	restarted := NewMembership(newClient(), NodeInfo{ID: "n2", RPCAddress: "127.0.0.1:2"}, devs("n2"), quietLog())
+	restarted.interval = 200 * time.Millisecond
+	if err := restarted.Start(ctx); err != nil {
+		t.Fatalf("a restart over a crashed instance's heartbeat: %v", err)
+	}
+	started = append(started, restarted)
+	resp, err := c.Get(context.Background(), prefixHeartbeat+"n2")
+	if err != nil || len(resp.Kvs) != 1 || clientv3.LeaseID(resp.Kvs[0].Lease) == g.ID {
+		t.Fatalf("the restarted node's heartbeat: %v %+v, want it under its own lease", err, resp)
 	}
 }
