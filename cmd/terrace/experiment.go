@@ -75,6 +75,7 @@ write curator_onoff.csv, two PNG plots and summary.md to --out.`,
 	f.IntVar(&o.BasePort, "base-port", 19500, "first port of the clusters")
 	f.StringVar(&ssd, "ssd", "48MiB", "ssd capacity per node")
 	f.StringVar(&hdd, "hdd", "1GiB", "hdd capacity per node")
+	f.StringVar(&o.HDDProfile, "hdd-profile", "", "hdd emulation profile instead of the tier's own: hdd/K is an hdd with 1/K of its bandwidth (slow the hdd in step with the scaled-down data)")
 	f.StringVar(&egroup, "egroup", "", "servers' egroup size (default 1/48 of --ssd, at least 256KiB)")
 	f.StringVar(&data, "data", "", "data section size (default 75% of the cluster's ssd capacity)")
 	f.DurationVar(&o.Exec, "exec", 0, "execution phase length (default 60s)")

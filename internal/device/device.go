@@ -116,8 +116,8 @@ func ParseSpec(s string) (Spec, error) {
 		return Spec{}, fmt.Errorf("device: spec %q: tier %s needs a directory path", s, sp.Tier)
 	}
 	if len(parts) == 4 {
-		if _, ok := Profiles[parts[3]]; !ok && parts[3] != "none" {
-			return Spec{}, fmt.Errorf("device: spec %q: unknown emulation profile %q (have %s)", s, parts[3], profileNames())
+		if _, ok := LookupProfile(parts[3]); !ok && parts[3] != "none" {
+			return Spec{}, fmt.Errorf("device: spec %q: unknown emulation profile %q (have %s, each also as NAME/K: its bandwidth divided by K ≥ 1)", s, parts[3], profileNames())
 		}
 		sp.Profile = parts[3]
 	}
@@ -239,7 +239,7 @@ func Open(id model.DeviceID, spec Spec) (*Device, error) {
 		be = d
 	}
 	d := &Device{id: id, tier: spec.Tier, capacity: spec.Capacity, spec: spec, be: be}
-	if p, ok := Profiles[spec.Profile]; ok {
+	if p, ok := LookupProfile(spec.Profile); ok {
 		d.throttle = NewThrottle(p)
 	}
 	used, err := be.usedBytes()

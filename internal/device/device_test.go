@@ -21,6 +21,7 @@ func TestParseSpec(t *testing.T) {
 		"mem::2GiB":                    {Tier: "mem", Capacity: 2 << 30},
 		"hdd:/d/h:200GiB:hdd":          {Tier: "hdd", Path: "/d/h", Capacity: 200 << 30, Profile: "hdd"},
 		"hdd:rel/dir:1.5G:none":        {Tier: "hdd", Path: "rel/dir", Capacity: 3 << 29, Profile: "none"},
+		"hdd:/d/h:1GiB:hdd/6":          {Tier: "hdd", Path: "/d/h", Capacity: 1 << 30, Profile: "hdd/6"},
 		"archive:/a:1TB":               {Tier: "archive", Path: "/a", Capacity: 1e12},
 		"remote:http://h:9000/b/p:1TB": {Tier: "remote", Path: "http://h:9000/b/p", Capacity: 1e12},
 	}
@@ -36,7 +37,7 @@ func TestParseSpec(t *testing.T) {
 	}
 	bad := []string{
 		"", "ssd", "ssd:/x", "ssd:/x:", "ssd:/x:abc", "ssd:/x:0", "ssd:/x:-1G", "ssd:/x:NaN",
-		"ssd:/x:1G:nosuchprofile", "a:b:c:d:e", "any:/x:1G", ":/x:1G", "Bad Tier:/x:1G",
+		"ssd:/x:1G:nosuchprofile", "hdd:/x:1G:hdd/0.5", "hdd:/x:1G:hdd/0", "hdd:/x:1G:hdd/-2", "hdd:/x:1G:hdd/x", "hdd:/x:1G:hdd/NaN", "hdd:/x:1G:hdd/Inf", "hdd:/x:1G:nope/2", "hdd:/x:1G:hdd/", "a:b:c:d:e", "any:/x:1G", ":/x:1G", "Bad Tier:/x:1G",
 		"mem:/path:1G", "ssd::1G", "hdd::1G", "ssd:/x:1e300", "remote:s3://b:0", "remote:nota-url://:1G:extra",
 	}
 	for _, in := range bad {
@@ -441,5 +442,18 @@ func TestActiveStreamsAreFilesBeingAccessed(t *testing.T) {
 	}
 	if st := d.Stats(); st.ActiveStreams != 0 || st.QueueLen != 0 {
 		t.Fatalf("after the reads: %d streams, %d queued", st.ActiveStreams, st.QueueLen)
+	}
+}
+
+func TestLookupProfileScaled(t *testing.T) {
+	p, ok := LookupProfile("hdd/6")
+	if !ok || p.BytesPerSec != Profiles["hdd"].BytesPerSec/6 || p.OpLatency != Profiles["hdd"].OpLatency || !p.Serial || p.Name != "hdd/6" {
+		t.Fatalf("hdd/6 = %+v, %v; want hdd with a sixth of its bandwidth", p, ok)
+	}
+	if p, ok := LookupProfile("ssd"); !ok || p != Profiles["ssd"] {
+		t.Fatalf("ssd = %+v, %v", p, ok)
+	}
+	if Profiles["hdd"].BytesPerSec != 150e6 {
+		t.Fatal("scaling a profile changed the built-in one")
 	}
 }

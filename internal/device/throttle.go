@@ -1,7 +1,9 @@
 package device
 
 import (
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +35,27 @@ var Profiles = map[string]Profile{
 	"nvme":   {Name: "nvme", BytesPerSec: 2e9, OpLatency: 20 * time.Microsecond},
 	"mem":    {Name: "mem", BytesPerSec: 8e9, OpLatency: 0},
 	"remote": {Name: "remote", BytesPerSec: 50e6, OpLatency: 30 * time.Millisecond},
+}
+
+// LookupProfile returns the emulation profile a device spec names: a
+// built-in one ("hdd"), or one with its bandwidth divided by a factor of at
+// least 1 ("hdd/6": an hdd with a sixth of the bandwidth and the same
+// per-operation latency — a busier disk, or an hdd slowed in step with a
+// scaled-down experiment, whose data and moves are a few hundred times
+// smaller than the real ones while the device would stay as fast).
+func LookupProfile(name string) (Profile, bool) {
+	base, factor, scaled := strings.Cut(name, "/")
+	p, ok := Profiles[base]
+	if !ok || !scaled {
+		return p, ok
+	}
+	f, err := strconv.ParseFloat(factor, 64)
+	if err != nil || !(f >= 1) || math.IsInf(f, 0) {
+		return Profile{}, false
+	}
+	p.Name = name
+	p.BytesPerSec /= f
+	return p, true
 }
 
 func profileNames() string {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/devcluster"
+	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/server"
 )
 
@@ -31,6 +32,12 @@ type Options struct {
 	Nodes    int
 	// SSDBytes and HDDBytes size each node's devices.
 	SSDBytes, HDDBytes int64
+	// HDDProfile, when set, is the hdds' emulation profile instead of the
+	// tier's own (device.LookupProfile: "hdd/6" is an hdd with a sixth of
+	// the bandwidth). The experiment scales data and ssd down a few
+	// hundred times from the paper's; slowing the hdd in step makes
+	// background moves take the share of its time they would take there.
+	HDDProfile string
 	// EgroupBytes is the servers' egroup size (both modes). Default: 1/48
 	// of the ssd rounded down to a power of two, at least 256 KiB (1 MiB
 	// for the default 48 MiB ssd). The Curator moves whole egroups, so on
@@ -135,6 +142,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("onoff: execution phase %s must be positive", o.Exec)
 	case o.Warmup < 0 || o.Warmup >= o.Exec:
 		return fmt.Errorf("onoff: warm-up %s must be at least 0 and shorter than the execution phase %s", o.Warmup, o.Exec)
+	case o.HDDProfile != "" && !validProfile(o.HDDProfile):
+		return fmt.Errorf("onoff: hdd emulation profile %q unknown (a built-in name such as hdd, or NAME/K for its bandwidth divided by K ≥ 1)", o.HDDProfile)
 	case o.EgroupBytes < 256<<10:
 		return fmt.Errorf("onoff: egroup size %d below 256 KiB", o.EgroupBytes)
 	}
@@ -402,6 +411,21 @@ func tierUse(hc *http.Client, admin string) (ssdUsed, ssdCap, hddUsed, hddCap in
 	return
 }
 
+// validProfile reports whether name is an emulation profile.
+func validProfile(name string) bool {
+	_, ok := device.LookupProfile(name)
+	return ok
+}
+
+// hddSpec is each node's hdd device, with its emulation profile when set.
+func hddSpec(o Options) string {
+	spec := fmt.Sprintf("hdd:hdd0:%d", o.HDDBytes)
+	if o.HDDProfile != "" {
+		spec += ":" + o.HDDProfile
+	}
+	return spec
+}
+
 // curatorConfig is the YAML for each mode. ON uses short schedules so a
 // few minutes show the steady state the paper reaches in hours.
 func curatorConfig(mode string, egroupBytes int64) string {
@@ -466,7 +490,7 @@ func runMode(ctx context.Context, o Options, mode string, port int) (ModeResult,
 	cl, err := devcluster.Start(ctx, devcluster.Options{
 		Binary: o.Binary, Dir: filepath.Join(dir, "cluster"), Nodes: o.Nodes, BasePort: port, Emulate: o.Emulate,
 		DefaultVector: "any=2",
-		Devices:       []string{fmt.Sprintf("ssd:ssd0:%d", o.SSDBytes), fmt.Sprintf("hdd:hdd0:%d", o.HDDBytes)},
+		Devices:       []string{fmt.Sprintf("ssd:ssd0:%d", o.SSDBytes), hddSpec(o)},
 		ExtraArgs:     []string{"--config", cfgPath},
 	})
 	if err != nil {

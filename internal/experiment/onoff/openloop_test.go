@@ -61,6 +61,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"one node", func(o *Options) { o.Nodes = 1 }, "at least 2"},
 		{"bad mode", func(o *Options) { o.Modes = []string{"on", "maybe"} }, "unknown mode"},
 		{"tiny egroups", func(o *Options) { o.EgroupBytes = 4096 }, "egroup"},
+		{"unknown hdd profile", func(o *Options) { o.HDDProfile = "floppy" }, "hdd emulation profile"},
+		{"hdd sped up", func(o *Options) { o.HDDProfile = "hdd/0.5" }, "hdd emulation profile"},
 	} {
 		o := Options{}
 		c.set(&o)
@@ -74,5 +76,9 @@ func TestOptionsValidate(t *testing.T) {
 	o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		t.Fatalf("the documented run: %v", err)
+	}
+	o.HDDProfile = "hdd/6"
+	if err := o.Validate(); err != nil || hddSpec(o) != "hdd:hdd0:1073741824:hdd/6" {
+		t.Fatalf("a slowed hdd: %v, spec %q", err, hddSpec(o))
 	}
 }

@@ -87,8 +87,12 @@ func plotSeries(o Options, res *Result, name, ylabel string, val func(Sample) fl
 func summary(o Options, res *Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Curator ON/OFF experiment\n\n")
-	fmt.Fprintf(&b, "%d nodes; per node ssd %d MiB and hdd %d MiB (emulated: %v); egroups of %d KiB; data section %d MiB of 8 KiB (90 %%) / 32 KiB (10 %%) objects, vector any=2;\n",
-		o.Nodes, o.SSDBytes>>20, o.HDDBytes>>20, o.Emulate, o.EgroupBytes>>10, o.DataBytes>>20)
+	emulated := fmt.Sprint(o.Emulate)
+	if o.HDDProfile != "" {
+		emulated += ", hdd profile " + o.HDDProfile
+	}
+	fmt.Fprintf(&b, "%d nodes; per node ssd %d MiB and hdd %d MiB (emulated: %s); egroups of %d KiB; data section %d MiB of 8 KiB (90 %%) / 32 KiB (10 %%) objects, vector any=2;\n",
+		o.Nodes, o.SSDBytes>>20, o.HDDBytes>>20, emulated, o.EgroupBytes>>10, o.DataBytes>>20)
 	load := fmt.Sprintf("%d closed-loop clients", o.Concurrency)
 	if o.Rate > 0 {
 		load = fmt.Sprintf("an open-loop load of %.0f operations/s (Poisson arrivals, at most %d in flight; latency from arrival)", o.Rate, o.MaxInFlight)
