@@ -149,18 +149,9 @@ func (l *Layer) anyLive(ctx context.Context, from, end []byte) (bool, error) {
 // view sees. It is slower than a plain listing (a lookup per key); snapshot
 // tree reduction turns a clone back into a plain bucket.
 func (l *Layer) listView(ctx context.Context, name string, v view, o ListOptions) (ListResult, error) {
-	// The buckets whose object maps hold candidate keys.
-	chain := []string{v.bucket}
-	for b := v.bucket; len(chain) <= maxCloneDepth; {
-		rec, _, err := l.GetBucket(ctx, b)
-		if err != nil {
-			return ListResult{}, err
-		}
-		if rec.Parent == nil {
-			break
-		}
-		b = rec.Parent.Bucket
-		chain = append(chain, b)
+	chain, err := l.viewChain(ctx, v.bucket)
+	if err != nil {
+		return ListResult{}, err
 	}
 	var res ListResult
 	cursor := o.After
@@ -168,37 +159,11 @@ func (l *Layer) listView(ctx context.Context, name string, v view, o ListOptions
 	// under it) skips the prefix's keys, as List does, instead of listing
 	// the prefix again.
 	skip := commonPrefixOf(o.After, o.Prefix, o.Delimiter)
-	const batch = 256
 	for {
-		var keys []string
-		bound := "" // keys beyond it may be missing from a truncated stream
-		seen := map[string]bool{}
-		for _, b := range chain {
-			start := meta.ObjectPrefix(b, o.Prefix)
-			if cursor != "" {
-				if after := append(meta.ObjectPrefix(b, cursor), 0); string(after) > string(start) {
-					start = after
-				}
-			}
-			items, err := l.kv.Scan(ctx, start, meta.PrefixEnd(meta.ObjectPrefix(b, o.Prefix)), batch)
-			if err != nil {
-				return ListResult{}, err
-			}
-			for _, it := range items {
-				_, k, _ := meta.SplitObjectKey(it.Key)
-				if !seen[k] {
-					seen[k] = true
-					keys = append(keys, k)
-				}
-			}
-			if len(items) == batch {
-				_, last, _ := meta.SplitObjectKey(items[len(items)-1].Key)
-				if bound == "" || last < bound {
-					bound = last
-				}
-			}
+		keys, bound, err := l.viewKeys(ctx, chain, o.Prefix, cursor, false)
+		if err != nil {
+			return ListResult{}, err
 		}
-		sort.Strings(keys)
 		if len(keys) == 0 {
 			return res, nil
 		}
@@ -252,4 +217,62 @@ func (l *Layer) listView(ctx context.Context, name string, v view, o ListOptions
 		}
 		cursor = bound
 	}
+}
+
+// viewChain is the buckets whose object maps hold the keys a view of
+// bucket may show: bucket and its ancestors.
+func (l *Layer) viewChain(ctx context.Context, bucket string) ([]string, error) {
+	chain := []string{bucket}
+	for b := bucket; len(chain) <= maxCloneDepth; {
+		rec, _, err := l.GetBucket(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		if rec.Parent == nil {
+			break
+		}
+		b = rec.Parent.Bucket
+		chain = append(chain, b)
+	}
+	return chain, nil
+}
+
+// viewKeys returns, sorted, the next keys under prefix after cursor (from
+// it, when inclusive) that the buckets of chain have records of. Keys
+// beyond bound ("" if none) may be missing: a bucket's scan stopped
+// there; the caller continues after it.
+func (l *Layer) viewKeys(ctx context.Context, chain []string, prefix, cursor string, inclusive bool) (keys []string, bound string, err error) {
+	const batch = 256
+	seen := map[string]bool{}
+	for _, b := range chain {
+		start := meta.ObjectPrefix(b, prefix)
+		if cursor != "" {
+			from := meta.ObjectPrefix(b, cursor)
+			if !inclusive {
+				from = append(from, 0)
+			}
+			if string(from) > string(start) {
+				start = from
+			}
+		}
+		items, err := l.kv.Scan(ctx, start, meta.PrefixEnd(meta.ObjectPrefix(b, prefix)), batch)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, it := range items {
+			_, k, _ := meta.SplitObjectKey(it.Key)
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+		if len(items) == batch {
+			_, last, _ := meta.SplitObjectKey(items[len(items)-1].Key)
+			if bound == "" || last < bound {
+				bound = last
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys, bound, nil
 }

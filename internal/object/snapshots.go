@@ -452,6 +452,15 @@ func (l *Layer) reducePass(ctx context.Context, bucket string, budget int) (copi
 				// the clone's own snapshots seeing it once the parent is
 				// gone.
 				rec.From, rec.Seq = 1, 0
+				if rec.VersionID != "" {
+					// A version of a versioned parent: its S3 record
+					// (every current version has one) keeps it a version
+					// of the clone, read by ID and listed, and kept when
+					// the clone writes over it, as historyOps keeps the
+					// version a clone inherited.
+					rec.Seq = parentHistorySeq
+					putNew(&t, meta.VersionKey(bucket, o.Key, parentHistorySeq), meta.Version{Object: rec, S3: true})
+				}
 				t.Put(meta.ObjectKey(bucket, o.Key), meta.Encode(rec))
 			} else {
 				// The clone's own record (or tombstone) wins, but its

@@ -30,8 +30,11 @@ import (
 //
 // A clone is a bucket with a parent (bucket, revision): a key the clone
 // has no record of is read from the parent as of that revision; deleting
-// such a key writes a tombstone in the clone. Snapshot tree reduction
-// copies the parent's records into the clone so reads stop walking up.
+// such a key writes a tombstone in the clone. Of each key the clone
+// inherits one version, the parent's record at that revision; a versioned
+// clone writing the key keeps it as its own S3 record. Snapshot tree
+// reduction copies the parent's records into the clone so reads stop
+// walking up.
 
 // Versioning states of a bucket.
 const (
@@ -235,6 +238,22 @@ func (l *Layer) historyOps(ctx context.Context, t *meta.Txn, bv bucketView, buck
 	}
 	switch bv.Versioning {
 	case VersioningEnabled, VersioningSuspended:
+		if curRev == 0 && bv.Parent != nil {
+			// A key the clone reads through to: the version it inherited
+			// is a version of the clone (read by ID, listed), and this
+			// write makes it noncurrent, as in any versioned bucket. Keep
+			// it as the clone's own S3 record, as reduction copies it:
+			// once written over, reads no longer reach the parent's, and
+			// a reduced clone has no parent. A suspended bucket's new
+			// null version replaces an inherited null one instead.
+			inh, found, err := l.inherited(ctx, *bv.Parent, key)
+			if err != nil {
+				return err
+			}
+			if found && !(bv.Versioning == VersioningSuspended && inh.VersionID == NullVersion) {
+				putNew(t, meta.VersionKey(bucket, key, parentHistorySeq), meta.Version{Object: inh, S3: true})
+			}
+		}
 		// curS3From is where cur's own S3 record starts.
 		curS3From := curFrom
 		switch {
@@ -426,12 +445,26 @@ func (l *Layer) lookup(ctx context.Context, bucket, key, versionID string) (reco
 	if err := checkKey(key); err != nil {
 		return record{}, err
 	}
-	v, _, err := l.resolve(ctx, bucket)
+	v, b, err := l.resolve(ctx, bucket)
 	if err != nil {
 		return record{}, err
 	}
 	if versionID != "" && v.live() {
-		return l.lookupVersion(ctx, v.bucket, key, versionID)
+		rec, err := l.lookupVersion(ctx, v.bucket, key, versionID)
+		if b.Parent == nil || !errors.Is(err, ErrNoSuchVersion) {
+			return rec, err
+		}
+		// A clone with no record of the key reads through to its parent
+		// as of the clone point: the version seen there is the clone's
+		// (current) one, and none other of the parent's — not those it
+		// wrote later, nor older ones, which it may remove at any time (a
+		// snapshot's point in time). Once the clone writes the key, the
+		// inherited version is its own record (historyOps).
+		if _, curRev, cerr := l.current(ctx, v.bucket, key); cerr != nil || curRev != 0 {
+			return record{}, errors.Join(err, cerr)
+		}
+		rec, _, perr := l.visibleAt(ctx, b.Parent.Bucket, key, b.Parent.Rev, 1)
+		return pointVersion(rec, perr, bucket, key, versionID, "not in the clone's history")
 	}
 	rec, found, err := l.visibleAt(ctx, v.bucket, key, v.rev, 0)
 	if versionID != "" {
@@ -439,19 +472,7 @@ func (l *Layer) lookup(ctx context.Context, bucket, key, versionID string) (reco
 		// current at its revision, and no other (not the versions written
 		// after it, nor older ones, which S3 lifecycle or a delete by ID
 		// may remove from the bucket at any time).
-		id := rec.VersionID
-		if id == "" && rec.key != nil && !rec.DeleteMarker {
-			id = NullVersion // written while the bucket was unversioned
-		}
-		switch {
-		case err != nil:
-			return record{}, err
-		case id != versionID:
-			return record{}, fmt.Errorf("%w: %s/%s version %s (not the version at the snapshot's point in time)", ErrNoSuchVersion, bucket, key, versionID)
-		case rec.DeleteMarker:
-			return rec, &markerError{bucket: bucket, key: key, version: versionID}
-		}
-		return rec, nil
+		return pointVersion(rec, err, bucket, key, versionID, "not the version at the snapshot's point in time")
 	}
 	switch {
 	case err != nil:
@@ -462,6 +483,45 @@ func (l *Layer) lookup(ctx context.Context, bucket, key, versionID string) (reco
 		return rec, &markerError{bucket: bucket, key: key, version: rec.VersionID}
 	}
 	return rec, fmt.Errorf("%w: %s/%s", ErrNoSuchKey, bucket, key)
+}
+
+// pointVersion serves versionID of a key whose only version in view is
+// rec, as visibleAt returned it (with err): a snapshot's, or what a clone
+// reads through to. why says, in an ErrNoSuchVersion, why another ID is
+// not there.
+func pointVersion(rec record, err error, bucket, key, versionID, why string) (record, error) {
+	id := rec.VersionID
+	if id == "" && rec.key != nil && !rec.DeleteMarker {
+		id = NullVersion // written while the bucket was unversioned
+	}
+	switch {
+	case err != nil:
+		return record{}, err
+	case id != versionID:
+		return record{}, fmt.Errorf("%w: %s/%s version %s (%s)", ErrNoSuchVersion, bucket, key, versionID, why)
+	case rec.DeleteMarker:
+		return rec, &markerError{bucket: bucket, key: key, version: versionID}
+	}
+	return rec, nil
+}
+
+// inherited returns the version of key a clone with parent p inherited:
+// the object p showed at the clone point, as a record of the clone's
+// history (S3 version ID "null" for one written unversioned; visible from
+// 1 and numbered parentHistorySeq, as reduction copies it). found is
+// false when the parent showed no object (a delete marker is no version
+// the clone keeps: reduction does not copy it either).
+func (l *Layer) inherited(ctx context.Context, p meta.BucketParent, key string) (meta.Object, bool, error) {
+	rec, found, err := l.visibleAt(ctx, p.Bucket, key, p.Rev, 1)
+	if err != nil || !found {
+		return meta.Object{}, false, err
+	}
+	inh := rec.Object
+	if inh.VersionID == "" {
+		inh.VersionID = NullVersion
+	}
+	inh.From, inh.Seq = 1, parentHistorySeq
+	return inh, true, nil
 }
 
 // lookupVersion finds one S3 version of bucket/key.
@@ -789,7 +849,13 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 			keepHidden(t, bucket, key, cur, curFrom, seq)
 			seq++
 		}
-		if pinned || len(vs) > 0 {
+		end := pinned || len(vs) > 0
+		if !end {
+			if end, err = l.parentShows(ctx, bv, key); err != nil {
+				return res, false, err
+			}
+		}
+		if end {
 			t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
 		} else {
 			dropCurrent(t, bv, bucket, key)
@@ -808,6 +874,20 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 		}
 	}
 	if at < 0 {
+		if curRev == 0 && bv.Parent != nil {
+			// The version a clone reads through to is its current one:
+			// deleting it leaves the clone without the key (a tombstone:
+			// no version, as after any delete by ID of the last one); the
+			// parent keeps it.
+			inh, found, err := l.inherited(ctx, *bv.Parent, key)
+			if err != nil {
+				return res, false, err
+			}
+			if found && inh.VersionID == versionID {
+				t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: l.seqAfterVersions(cur, vs), Mtime: l.opts.Now().UnixNano()}))
+				return res, false, nil
+			}
+		}
 		return res, true, nil // no such version: nothing to do
 	}
 	v := vs[at]
@@ -845,13 +925,33 @@ func (l *Layer) deleteVersionOps(ctx context.Context, t *meta.Txn, bv bucketView
 			return res, false, nil
 		}
 	}
-	if pinnedBetween(bv.Snapshots, v.from, math.MaxInt64) || len(vs) > 1 {
-		// Hidden history remains: end it with a tombstone.
+	end := pinnedBetween(bv.Snapshots, v.from, math.MaxInt64) || len(vs) > 1 // hidden history remains
+	if !end {
+		if end, err = l.parentShows(ctx, bv, key); err != nil {
+			return res, false, err
+		}
+	}
+	if end {
 		t.Put(okey, meta.Encode(meta.Object{DeleteMarker: true, Seq: seq, Mtime: l.opts.Now().UnixNano()}))
 	} else {
 		dropCurrent(t, bv, bucket, key)
 	}
 	return res, false, nil
+}
+
+// parentShows reports whether bv is a clone whose parent shows an object
+// at key as of the clone point. A delete by version ID of the clone's last
+// version of such a key ends it with a tombstone: without a record the
+// clone would read through to the parent again and show the version it
+// inherited, which is no longer in the clone's history (deleted by ID or
+// replaced; a clone writing the key keeps the inherited version as its
+// own record while it is one of its versions, see historyOps).
+func (l *Layer) parentShows(ctx context.Context, bv bucketView, key string) (bool, error) {
+	if bv.Parent == nil {
+		return false, nil
+	}
+	_, found, err := l.visibleAt(ctx, bv.Parent.Bucket, key, bv.Parent.Rev, 1)
+	return found, err
 }
 
 // dropCurrent removes bucket/key's current record for a delete by version
@@ -899,7 +999,8 @@ type VersionListResult struct {
 // written before versioning was enabled are their "null" version.
 func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOptions) (VersionListResult, error) {
 	var res VersionListResult
-	if _, _, err := l.GetBucket(ctx, bucket); err != nil {
+	b, _, err := l.GetBucket(ctx, bucket)
+	if err != nil {
 		return res, err
 	}
 	if o.MaxKeys <= 0 || o.MaxKeys > maxListKeys {
@@ -907,6 +1008,9 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 	}
 	if _, _, ok := splitSnapshotName(bucket); ok {
 		return l.listSnapshotVersions(ctx, bucket, o)
+	}
+	if b.Parent != nil {
+		return l.listCloneVersions(ctx, bucket, *b.Parent, o)
 	}
 	count := 0
 	full := func() bool { return count >= o.MaxKeys }
@@ -947,22 +1051,9 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 			if err := meta.Decode(it.Value, &cur); err != nil {
 				return res, err
 			}
-			var entries []VersionInfo
-			if cur.VersionID == "" && !cur.DeleteMarker {
-				legacy := cur
-				legacy.VersionID = NullVersion
-				entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: legacy}, IsLatest: true})
-			}
-			vs, err := l.keyVersions(ctx, bucket, key)
+			entries, err := l.keyVersionEntries(ctx, bucket, key, cur)
 			if err != nil {
 				return res, err
-			}
-			for _, v := range vs {
-				if !v.S3 {
-					continue
-				}
-				latest := cur.VersionID != "" && v.seq == cur.Seq
-				entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: v.Object}, IsLatest: latest})
 			}
 			for _, e := range entries {
 				if skipVersionsUntil != "" && key == o.KeyMarker {
@@ -988,6 +1079,114 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 		if start == nil || (end != nil && string(start) >= string(end)) {
 			return res, nil
 		}
+	}
+}
+
+// keyVersionEntries lists the S3 versions bucket has of key, whose
+// current record is cur: newest first, the pre-versioning object as its
+// "null" version.
+func (l *Layer) keyVersionEntries(ctx context.Context, bucket, key string, cur meta.Object) ([]VersionInfo, error) {
+	var entries []VersionInfo
+	if cur.VersionID == "" && !cur.DeleteMarker {
+		legacy := cur
+		legacy.VersionID = NullVersion
+		entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: legacy}, IsLatest: true})
+	}
+	vs, err := l.keyVersions(ctx, bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		if !v.S3 {
+			continue
+		}
+		latest := cur.VersionID != "" && v.seq == cur.Seq
+		entries = append(entries, VersionInfo{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: v.Object}, IsLatest: latest})
+	}
+	return entries, nil
+}
+
+// listCloneVersions is ListVersions of a clone: its own versions of the
+// keys it has records of, and for a key it reads through to, the version
+// it inherited (as lookup serves it by ID), the latest. Keys come from
+// the clone and its ancestors, as in listView.
+func (l *Layer) listCloneVersions(ctx context.Context, bucket string, parent meta.BucketParent, o VersionListOptions) (VersionListResult, error) {
+	var res VersionListResult
+	chain, err := l.viewChain(ctx, bucket)
+	if err != nil {
+		return res, err
+	}
+	count := 0
+	skipVersionsUntil := o.VersionMarker // within KeyMarker
+	skip := commonPrefixOf(o.KeyMarker, o.Prefix, o.Delimiter)
+	cursor, inclusive := o.KeyMarker, o.VersionMarker != ""
+	for {
+		keys, bound, err := l.viewKeys(ctx, chain, o.Prefix, cursor, inclusive)
+		if err != nil {
+			return res, err
+		}
+		inclusive = false
+		for _, key := range keys {
+			if bound != "" && key > bound {
+				break
+			}
+			cursor = key
+			cp := commonPrefixOf(key, o.Prefix, o.Delimiter)
+			if cp != "" && (cp == skip || len(res.CommonPrefixes) > 0 && res.CommonPrefixes[len(res.CommonPrefixes)-1] == cp) {
+				continue
+			}
+			cur, curRev, err := l.current(ctx, bucket, key)
+			if err != nil {
+				return res, err
+			}
+			var entries []VersionInfo
+			if curRev != 0 {
+				entries, err = l.keyVersionEntries(ctx, bucket, key, cur)
+			} else {
+				var inh meta.Object
+				var found bool
+				inh, found, err = l.inherited(ctx, parent, key)
+				if found {
+					entries = []VersionInfo{{ObjectInfo: ObjectInfo{Bucket: bucket, Key: key, Object: inh}, IsLatest: true}}
+				}
+			}
+			if err != nil {
+				return res, err
+			}
+			if len(entries) == 0 {
+				continue
+			}
+			if cp != "" {
+				if count >= o.MaxKeys {
+					res.Truncated = true
+					return res, nil
+				}
+				res.CommonPrefixes = append(res.CommonPrefixes, cp)
+				res.NextKeyMarker, res.NextVersionMarker = cp, ""
+				count++
+				continue
+			}
+			for _, e := range entries {
+				if skipVersionsUntil != "" && key == o.KeyMarker {
+					if e.VersionID == skipVersionsUntil {
+						skipVersionsUntil = ""
+					}
+					continue
+				}
+				if count >= o.MaxKeys {
+					res.Truncated = true
+					return res, nil
+				}
+				res.Versions = append(res.Versions, e)
+				res.NextKeyMarker, res.NextVersionMarker = key, e.VersionID
+				count++
+			}
+			skipVersionsUntil = ""
+		}
+		if bound == "" {
+			return res, nil
+		}
+		cursor = bound
 	}
 }
 

@@ -835,3 +835,213 @@ func TestCloneChainDepthIsBounded(t *testing.T) {
 		t.Fatalf("refused clone exists: %v", err)
 	}
 }
+
+// versionList renders a version listing as key@version/latest entries
+// (markers with "<marker>"), and its common prefixes.
+func (e *env) versionList(bucket string, o VersionListOptions) string {
+	e.t.Helper()
+	var out []string
+	for range 100 {
+		lv, err := e.l.ListVersions(context.Background(), bucket, o)
+		if err != nil {
+			e.t.Fatalf("list versions %s: %v", bucket, err)
+		}
+		for _, v := range lv.Versions {
+			s := fmt.Sprintf("%s@%s/%v", v.Key, v.VersionID, v.IsLatest)
+			if v.DeleteMarker {
+				s += "<marker>"
+			}
+			out = append(out, s)
+		}
+		for _, cp := range lv.CommonPrefixes {
+			out = append(out, cp)
+		}
+		if !lv.Truncated {
+			break
+		}
+		o.KeyMarker, o.VersionMarker = lv.NextKeyMarker, lv.NextVersionMarker
+	}
+	return strings.Join(out, " ")
+}
+
+// TestCloneVersionReadsAreItsHistory: a read by version ID on a live
+// clone looked at the clone's own records only, so the version it
+// inherited from its parent (current there when the clone was made) was
+// NoSuchVersion although a plain GET served it, and, once the clone
+// overwrote the key, that version was gone from its history. A clone's
+// history of a key is the inherited version followed by its own: reads
+// by ID serve those (before and after reduction) and nothing else — not
+// what the parent wrote after the clone point, nor the parent's older
+// versions (as a snapshot's point in time).
+func TestCloneVersionReadsAreItsHistory(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "n", "n0") // the null version
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	v0 := e.putS("bkt", "k", "v0")
+	v1 := e.putS("bkt", "k", "v1")
+	j1 := e.putS("bkt", "j", "j1")
+	if _, err := e.l.Clone(ctx, "bkt", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	v2 := e.putS("bkt", "k", "v2")
+	check := func(when string, cases []struct{ key, version, want string }) {
+		t.Helper()
+		for _, c := range cases {
+			if got := e.read("cln", c.key, c.version); got != c.want {
+				t.Errorf("%s: clone serves %s version %s as %q, want %q", when, c.key, c.version, got, c.want)
+			}
+		}
+	}
+	type rc = struct{ key, version, want string }
+	check("fresh clone", []rc{
+		{"k", v1.VersionID, "v1"},       // inherited, current in the clone
+		{"k", v2.VersionID, "<absent>"}, // written to the parent after the clone point
+		{"k", v0.VersionID, "<absent>"}, // older than the clone point
+		{"n", NullVersion, "n0"},
+		{"j", j1.VersionID, "j1"},
+	})
+	c1 := e.putS("cln", "k", "c1")
+	check("after the clone overwrote k", []rc{
+		{"k", "", "c1"},
+		{"k", c1.VersionID, "c1"},
+		{"k", v1.VersionID, "v1"}, // noncurrent now, still the clone's
+		{"k", v2.VersionID, "<absent>"},
+	})
+	// Deleting the clone's own version makes the inherited one current
+	// again, as in any versioned bucket.
+	if _, err := e.l.DeleteObject(ctx, "cln", "k", c1.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	check("after deleting the clone's version", []rc{{"k", "", "v1"}, {"k", v1.VersionID, "v1"}})
+	// Deleting an inherited version by ID removes it from the clone
+	// (it was a silent no-op), and not from the parent.
+	if _, err := e.l.DeleteObject(ctx, "cln", "j", j1.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	check("after deleting j's inherited version", []rc{{"j", "", "<absent>"}, {"j", j1.VersionID, "<absent>"}})
+	if got := e.read("bkt", "j", j1.VersionID); got != "j1" {
+		t.Errorf("the parent serves j version %s as %q after the clone deleted it", j1.VersionID, got)
+	}
+	e.putS("cln", "k", "c2")
+	if _, done, err := e.l.ReduceClone(ctx, "cln", 1000); err != nil || !done {
+		t.Fatalf("reduce: done %v, %v", done, err)
+	}
+	check("after reduction", []rc{
+		{"k", v1.VersionID, "v1"},
+		{"k", v2.VersionID, "<absent>"},
+		{"n", NullVersion, "n0"},
+		{"j", "", "<absent>"},
+	})
+	// The inherited version, deleted by ID as the clone's last version of
+	// the key, does not show from the parent again.
+	e.putS("bkt", "m", "m1")
+	if _, err := e.l.Clone(ctx, "bkt", "", "cln2"); err != nil {
+		t.Fatal(err)
+	}
+	d2 := e.putS("cln2", "m", "d2")
+	mv, err := e.l.Head(ctx, "bkt", "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{d2.VersionID, mv.VersionID} {
+		if _, err := e.l.DeleteObject(ctx, "cln2", "m", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.read("cln2", "m", ""); got != "<absent>" {
+		t.Errorf("after deleting every version of m the clone reads %q", got)
+	}
+	// Likewise the null version an unversioned clone wrote over the one
+	// it inherited (which that write replaced).
+	if err := e.l.CreateBucket(ctx, "plain", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("plain", "p", "p0")
+	if _, err := e.l.Clone(ctx, "plain", "", "cln3"); err != nil {
+		t.Fatal(err)
+	}
+	check3 := func(when, version, want string) {
+		t.Helper()
+		if got := e.read("cln3", "p", version); got != want {
+			t.Errorf("%s: unversioned clone serves p version %q as %q, want %q", when, version, got, want)
+		}
+	}
+	check3("fresh", NullVersion, "p0")
+	e.putS("cln3", "p", "p1")
+	if err := e.l.SetVersioning(ctx, "cln3", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	check3("written over", NullVersion, "p1")
+	if _, err := e.l.DeleteObject(ctx, "cln3", "p", NullVersion); err != nil {
+		t.Fatal(err)
+	}
+	check3("null version deleted", "", "<absent>")
+	if got := e.versionList("cln3", VersionListOptions{}); got != "" {
+		t.Errorf("unversioned clone lists %q after its only version went", got)
+	}
+}
+
+// TestCloneListVersionsInherits: ListVersions on a clone listed the
+// clone's own records only: the versions it inherited from its parent were
+// missing, while GET served them. It lists the clone's history: the
+// inherited version of each key (as of the clone point) as the latest
+// while the clone reads through to it, noncurrent once the clone wrote or
+// deleted the key, and nothing the parent wrote after the clone point.
+func TestCloneListVersionsInherits(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "n", "n0")
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "a", "a0")
+	a1 := e.putS("bkt", "a", "a1")
+	b1 := e.putS("bkt", "b", "b1")
+	d1 := e.putS("bkt", "d/x", "x1")
+	e.putS("bkt", "gone", "g1")
+	if _, err := e.l.DeleteObject(ctx, "bkt", "gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.Clone(ctx, "bkt", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("bkt", "a", "a2")   // after the clone point
+	e.putS("bkt", "new", "z1") // likewise
+	want := fmt.Sprintf("a@%s/true b@%s/true d/x@%s/true n@null/true", a1.VersionID, b1.VersionID, d1.VersionID)
+	if got := e.versionList("cln", VersionListOptions{}); got != want {
+		t.Fatalf("fresh clone lists\n %s\nwant\n %s", got, want)
+	}
+	c1 := e.putS("cln", "a", "c1")
+	del, err := e.l.DeleteObject(ctx, "cln", "b", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := e.putS("cln", "c", "own")
+	want = fmt.Sprintf("a@%s/true a@%s/false b@%s/true<marker> b@%s/false c@%s/true d/x@%s/true n@null/true",
+		c1.VersionID, a1.VersionID, del.VersionID, b1.VersionID, own.VersionID, d1.VersionID)
+	if got := e.versionList("cln", VersionListOptions{}); got != want {
+		t.Fatalf("clone after its writes lists\n %s\nwant\n %s", got, want)
+	}
+	// Paged one entry at a time, and rolled up by a delimiter.
+	if got := e.versionList("cln", VersionListOptions{MaxKeys: 1}); got != want {
+		t.Errorf("clone paged one at a time lists\n %s\nwant\n %s", got, want)
+	}
+	if got, w := e.versionList("cln", VersionListOptions{Delimiter: "/", Prefix: "d"}), "d/"; got != w {
+		t.Errorf("clone with delimiter lists %q, want %q", got, w)
+	}
+	if _, done, err := e.l.ReduceClone(ctx, "cln", 1000); err != nil || !done {
+		t.Fatalf("reduce: done %v, %v", done, err)
+	}
+	if got := e.versionList("cln", VersionListOptions{}); got != want {
+		t.Fatalf("reduced clone lists\n %s\nwant\n %s", got, want)
+	}
+}
