@@ -23,6 +23,9 @@
 //   - Jobs: a list of tasks with progress, checkpointed in the metadata
 //     store (JobStore) so that a job outlives the scan or plan that made
 //     it and a new Curator master resumes it after a failover (Runner).
+//     Checkpoints are fenced on the job header's revision: once a new
+//     master has claimed a job, the old one can no longer write it
+//     (ErrJobTakenOver) and stops running it.
 //
 // # What it must not do
 //

@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +55,13 @@ type Job struct {
 	bytes    int64 // moved so far
 	errs     []string
 	dirty    map[int]bool // batches changed since the last checkpoint
+	// rev is the header's mod revision as this instance last read or
+	// wrote it (0: never stored); every write is guarded by it, so a
+	// runner whose job another runner has taken over cannot write it.
+	rev int64
+	// run names this instance's writes in the header, so that its own
+	// write whose commit reported an error but landed is recognised.
+	run string
 }
 
 // NewJob returns a job over tasks.
@@ -151,6 +159,12 @@ func (j *Job) set(i int, s TaskState, moved int64, err error) {
 
 // --- persistence ---
 
+// ErrJobTakenOver is returned by a checkpoint or save of a job whose record
+// another runner has taken over since this one last wrote it (a new
+// Curator master resumed it), or that was removed: the job is no longer
+// this runner's to write or run.
+var ErrJobTakenOver = errors.New("actuate: job taken over by another owner")
+
 // batchSize is how many tasks one metadata record holds (well under
 // etcd's 1.5 MiB value limit).
 const batchSize = 256
@@ -172,6 +186,7 @@ type jobHeader struct {
 	Started  time.Time `json:"started,omitzero"`
 	Finished time.Time `json:"finished,omitzero"`
 	Owner    string    `json:"owner,omitempty"`
+	Run      string    `json:"run,omitempty"` // which run of Owner wrote it
 	Tasks    int       `json:"tasks"`
 	Batches  int       `json:"batches"`
 	Bytes    int64     `json:"bytes"`
@@ -196,14 +211,19 @@ func NewJobStore(kv meta.KV) *JobStore { return &JobStore{kv: kv, Keep: 50} }
 func (s *JobStore) header(j *Job) jobHeader {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.run == "" {
+		j.run = rand.Text()
+	}
 	return jobHeader{ID: j.ID, Kind: j.Kind, Trigger: j.Trigger, Seed: j.Seed, Created: j.Created, Deadline: j.Deadline,
-		Started: j.started, Finished: j.finished, Owner: j.owner, Tasks: len(j.Tasks),
+		Started: j.started, Finished: j.finished, Owner: j.owner, Run: j.run, Tasks: len(j.Tasks),
 		Batches: (len(j.Tasks) + batchSize - 1) / batchSize, Bytes: j.bytes, Errors: append([]string(nil), j.errs...)}
 }
 
 // Save writes a whole job: batches first, the header (which names them)
 // last, so a crash in between leaves no header pointing at missing
-// batches.
+// batches. Like Checkpoint it writes only the job as this instance last
+// read or wrote it (a job never stored must not exist yet): it fails
+// with ErrJobTakenOver if another runner has written the job since.
 func (s *JobStore) Save(ctx context.Context, j *Job) error {
 	h := s.header(j)
 	all := map[int]bool{}
@@ -213,7 +233,9 @@ func (s *JobStore) Save(ctx context.Context, j *Job) error {
 	return s.write(ctx, j, h, all)
 }
 
-// Checkpoint writes the batches whose tasks changed and the header.
+// Checkpoint writes the batches whose tasks changed and the header. It
+// fails with ErrJobTakenOver, writing nothing, once another runner has
+// taken the job over (see write).
 func (s *JobStore) Checkpoint(ctx context.Context, j *Job) error {
 	j.mu.Lock()
 	dirty := j.dirty
@@ -230,7 +252,51 @@ func (s *JobStore) Checkpoint(ctx context.Context, j *Job) error {
 	return nil
 }
 
+// write puts the given batches, then the header. Every transaction of it
+// — the batches' as well as the header's — compares the header's mod
+// revision with the one this instance last read or wrote (j.rev), so once
+// another runner has taken the job over (claim rewrites the header) not
+// one record of a deposed runner's checkpoint lands: a new master's task
+// states, owner and finish are never overwritten by an old one's.
 func (s *JobStore) write(ctx context.Context, j *Job, h jobHeader, batches map[int]bool) error {
+	for tries := 0; ; tries++ {
+		j.mu.Lock()
+		rev := j.rev
+		j.mu.Unlock()
+		err := s.writeAt(ctx, j, h, batches, rev)
+		if !errors.Is(err, meta.ErrConflict) {
+			return err
+		}
+		it, err := s.kv.Get(ctx, jobKey(j.ID))
+		if errors.Is(err, meta.ErrNotFound) {
+			return fmt.Errorf("%w: job %s was removed (this owner %s)", ErrJobTakenOver, j.ID, h.Owner)
+		}
+		if err != nil {
+			return fmt.Errorf("actuate: checkpoint job %s: %w", j.ID, err)
+		}
+		var cur jobHeader
+		if err := meta.Decode(it.Value, &cur); err != nil {
+			return fmt.Errorf("actuate: checkpoint job %s: %w", j.ID, err)
+		}
+		if cur.Run == h.Run && tries < 3 {
+			// This instance's own header write landed though its commit
+			// reported an error: the job is still ours, as of that write.
+			j.mu.Lock()
+			j.rev = max(j.rev, it.ModRev)
+			j.mu.Unlock()
+			continue
+		}
+		by := cur.Owner
+		if by == h.Owner {
+			by = "another run of " + by
+		}
+		return fmt.Errorf("%w: job %s is owned by %s now (this owner %s)", ErrJobTakenOver, j.ID, by, h.Owner)
+	}
+}
+
+// writeAt is write guarded by the header's mod revision rev (0: the
+// header must not exist).
+func (s *JobStore) writeAt(ctx context.Context, j *Job, h jobHeader, batches map[int]bool, rev int64) error {
 	keys := make([]int, 0, len(batches))
 	for b := range batches {
 		keys = append(keys, b)
@@ -240,6 +306,7 @@ func (s *JobStore) write(ctx context.Context, j *Job, h jobHeader, batches map[i
 	for len(keys) > 0 {
 		n := min(perTxn, len(keys))
 		var t meta.Txn
+		t.If(jobKey(j.ID), rev)
 		for _, b := range keys[:n] {
 			lo, hi := b*batchSize, min((b+1)*batchSize, len(j.Tasks))
 			j.mu.Lock()
@@ -257,20 +324,113 @@ func (s *JobStore) write(ctx context.Context, j *Job, h jobHeader, batches map[i
 		keys = keys[n:]
 	}
 	var t meta.Txn
+	t.If(jobKey(j.ID), rev)
 	t.Put(jobKey(j.ID), meta.Encode(h))
-	if _, err := s.kv.Commit(ctx, &t); err != nil {
+	newRev, err := s.kv.Commit(ctx, &t)
+	if err != nil {
 		return fmt.Errorf("actuate: checkpoint job %s: %w", j.ID, err)
 	}
+	j.mu.Lock()
+	j.rev = max(j.rev, newRev)
+	j.mu.Unlock()
+	return nil
+}
+
+// claim makes this instance of j, owned by owner, the one whose writes the
+// store takes: every other runner's checkpoints of the job fail from then
+// on. A job never stored is saved (it must not exist yet). A stored job's
+// header is rewritten with a compare on its current revision, whoever
+// wrote it last; then the task states the previous owner checkpointed
+// since this instance was loaded are taken over (a task it finished stays
+// finished) and the whole job is saved. It reports done, writing nothing,
+// if the stored job has finished meanwhile (j then holds its final state).
+func (s *JobStore) claim(ctx context.Context, j *Job, owner string) (done bool, err error) {
+	j.mu.Lock()
+	j.owner = owner
+	j.run = rand.Text()
+	rev := j.rev
+	j.mu.Unlock()
+	if rev == 0 {
+		return false, s.Save(ctx, j)
+	}
+	for tries := 0; ; tries++ {
+		it, err := s.kv.Get(ctx, jobKey(j.ID))
+		if errors.Is(err, meta.ErrNotFound) {
+			return false, fmt.Errorf("%w: job %s was removed (this owner %s)", ErrJobTakenOver, j.ID, owner)
+		}
+		if err != nil {
+			return false, fmt.Errorf("actuate: claim job %s: %w", j.ID, err)
+		}
+		var cur jobHeader
+		if err := meta.Decode(it.Value, &cur); err != nil {
+			return false, fmt.Errorf("actuate: claim job %s: %w", j.ID, err)
+		}
+		if !cur.Finished.IsZero() {
+			if err := s.merge(ctx, j, cur); err != nil {
+				return false, err
+			}
+			j.mu.Lock()
+			j.owner, j.finished = cur.Owner, cur.Finished
+			j.mu.Unlock()
+			return true, nil
+		}
+		var t meta.Txn
+		t.If(jobKey(j.ID), it.ModRev)
+		t.Put(jobKey(j.ID), meta.Encode(s.header(j)))
+		newRev, err := s.kv.Commit(ctx, &t)
+		if errors.Is(err, meta.ErrConflict) && tries < 10 {
+			continue // the previous owner checkpointed meanwhile
+		}
+		if err != nil {
+			return false, fmt.Errorf("actuate: claim job %s: %w", j.ID, err)
+		}
+		j.mu.Lock()
+		j.rev = newRev
+		j.mu.Unlock()
+		if err := s.merge(ctx, j, cur); err != nil {
+			return false, err
+		}
+		return false, s.Save(ctx, j)
+	}
+}
+
+// merge takes into j what the stored job (header h) records beyond it:
+// tasks pending in j but settled in the store, and the bytes and errors.
+func (s *JobStore) merge(ctx context.Context, j *Job, h jobHeader) error {
+	if h.Tasks != len(j.Tasks) {
+		return fmt.Errorf("actuate: job %s holds %d tasks, header says %d", j.ID, len(j.Tasks), h.Tasks)
+	}
+	for b := 0; b < h.Batches; b++ {
+		var rec jobBatch
+		if _, err := meta.GetRecord(ctx, s.kv, batchKey(j.ID, b), &rec); err != nil {
+			return fmt.Errorf("actuate: job %s batch %d: %w", j.ID, b, err)
+		}
+		j.mu.Lock()
+		for k, st := range rec.State {
+			if i := b*batchSize + k; i < len(j.State) && j.State[i] == Pending && st != Pending {
+				j.State[i] = st
+			}
+		}
+		j.mu.Unlock()
+	}
+	j.mu.Lock()
+	j.bytes = max(j.bytes, h.Bytes)
+	if len(h.Errors) > len(j.errs) {
+		j.errs = append([]string(nil), h.Errors...)
+	}
+	j.mu.Unlock()
 	return nil
 }
 
 // Load reads a job.
 func (s *JobStore) Load(ctx context.Context, id string) (*Job, error) {
 	var h jobHeader
-	if _, err := meta.GetRecord(ctx, s.kv, jobKey(id), &h); err != nil {
+	rev, err := meta.GetRecord(ctx, s.kv, jobKey(id), &h)
+	if err != nil {
 		return nil, fmt.Errorf("actuate: job %s: %w", id, err)
 	}
 	j := NewJob(h.ID, h.Kind, h.Trigger, h.Seed, h.Created, nil)
+	j.rev = rev
 	j.Deadline, j.started, j.finished, j.owner, j.bytes, j.errs = h.Deadline, h.Started, h.Finished, h.Owner, h.Bytes, h.Errors
 	for b := 0; b < h.Batches; b++ {
 		var rec jobBatch
@@ -465,6 +625,12 @@ type TaskObserver func(t Task, s TaskState, r Result, err error)
 // Run executes a job's pending tasks until they are all done, stale,
 // failed or deferred, or ctx ends (a cancelled job stays resumable).
 // observe, if set, hears about this job's tasks (after OnTask).
+//
+// With a Store, Run first claims the job (the owner is this runner; see
+// JobStore.claim). If another runner takes the job over later, this run's
+// next checkpoint fails: it then starts no further task of the job (one in
+// flight has its context cancelled), writes nothing more and returns an
+// error wrapping ErrJobTakenOver.
 func (r *Runner) Run(ctx context.Context, j *Job, observe TaskObserver) error {
 	r.defaults()
 	r.mu.Lock()
@@ -489,10 +655,14 @@ func (r *Runner) Run(ctx context.Context, j *Job, observe TaskObserver) error {
 	j.owner = r.Owner
 	j.mu.Unlock()
 	if r.Store != nil {
-		if err := r.Store.Save(ctx, j); err != nil {
+		done, err := r.Store.claim(ctx, j, r.Owner)
+		if err != nil || done {
 			return err
 		}
 	}
+	// jctx ends with ctx, or when a checkpoint finds the job taken over.
+	jctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	queues := map[model.NodeID][]int{}
 	var order []model.NodeID
 	for i, t := range j.Tasks {
@@ -519,6 +689,11 @@ func (r *Runner) Run(ctx context.Context, j *Job, observe TaskObserver) error {
 					return
 				case <-tk.C:
 					if err := r.Store.Checkpoint(context.WithoutCancel(ctx), j); err != nil {
+						if errors.Is(err, ErrJobTakenOver) {
+							r.Log.Warn("job taken over: stopping it here", "job", j.ID, "err", err)
+							stop(err)
+							return
+						}
 						r.Log.Warn("job checkpoint failed", "job", j.ID, "err", err)
 					}
 				}
@@ -534,12 +709,15 @@ func (r *Runner) Run(ctx context.Context, j *Job, observe TaskObserver) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r.runQueue(ctx, j, q, observe)
+			r.runQueue(jctx, j, q, observe)
 		}()
 	}
 	wg.Wait()
 	close(stopCheckpoints)
 	cpWG.Wait()
+	if cause := context.Cause(jctx); errors.Is(cause, ErrJobTakenOver) {
+		return cause
+	}
 	if ctx.Err() == nil && j.Finished() {
 		j.mu.Lock()
 		j.finished = r.Now()
@@ -627,7 +805,10 @@ func (r *Runner) ResumeUnfinished(ctx context.Context) error {
 			continue
 		}
 		r.Log.Info("resuming job", "job", id, "kind", j.Kind, "trigger", j.Trigger, "pending", j.Progress(r.Now()).States["pending"])
-		if err := r.Run(ctx, j, nil); err != nil {
+		if err := r.Run(ctx, j, nil); errors.Is(err, ErrJobTakenOver) && ctx.Err() == nil {
+			r.Log.Warn("resumed job taken over by another runner", "job", id, "err", err)
+			continue
+		} else if err != nil {
 			return err
 		}
 	}

@@ -244,6 +244,8 @@ type Curator struct {
 	// order: where the next full scan cuts that map (ownerPartitions).
 	ownerCuts map[string][]string
 	tier      tierState
+	// lastJobID is the latest job ID issued (jobID).
+	lastJobID int64
 }
 
 // New returns a Curator. kv is the metadata store the layer runs on: the
@@ -364,6 +366,21 @@ func (c *Curator) resume(ctx context.Context) {
 	if err := c.runner.ResumeUnfinished(ctx); err != nil && ctx.Err() == nil {
 		c.log.Warn("resuming unfinished jobs", "err", err)
 	}
+}
+
+// jobID returns the ID of a new job: the time in nanoseconds, raised above
+// every ID this Curator issued before, so that two jobs never share an ID
+// — their history record and their actuator checkpoint — even if the
+// clock is coarse, stands still or steps back. (A job's first checkpoint
+// must not find its key taken: the JobStore refuses to write over another
+// job's record.)
+func (c *Curator) jobID() int64 {
+	n := c.now().UnixNano()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n = max(n, c.lastJobID+1)
+	c.lastJobID = n
+	return n
 }
 
 // Collectors returns Prometheus collectors.
@@ -562,7 +579,7 @@ func (c *Curator) RunJob(ctx context.Context, kind, trigger string) (*JobRecord,
 	defer c.runMu.Unlock()
 	ctx, cancel := c.whileLeader(ctx)
 	defer cancel()
-	rec := &JobRecord{ID: fmt.Sprintf("%d", c.now().UnixNano()), Kind: kind, Trigger: trigger, Start: c.now(),
+	rec := &JobRecord{ID: fmt.Sprintf("%d", c.jobID()), Kind: kind, Trigger: trigger, Start: c.now(),
 		Planned: map[string]int{}, Done: map[string]int{}}
 	c.mu.Lock()
 	rec.Seed = c.rng.Uint64()

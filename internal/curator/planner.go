@@ -437,7 +437,7 @@ func (c *Curator) ApplyPlan(ctx context.Context, rules string, wait bool) (*Plan
 	if err != nil {
 		return nil, actuate.Progress{}, err
 	}
-	id := fmt.Sprintf("plan-%d", c.now().UnixNano())
+	id := fmt.Sprintf("plan-%d", c.jobID())
 	job := actuate.NewJob(id, "plan", "operator: terrace plan apply", p.Seed, c.now(), p.Tasks)
 	if len(p.Tasks) == 0 {
 		return p, job.Progress(c.now()), nil

@@ -77,7 +77,7 @@ func (c *Curator) PromoteHot(ctx context.Context) (*JobRecord, error) {
 	defer c.runMu.Unlock()
 	ctx, cancel := c.whileLeader(ctx)
 	defer cancel()
-	rec := &JobRecord{ID: fmt.Sprintf("%d", c.now().UnixNano()), Kind: "promote", Trigger: fmt.Sprintf("%d hot egroup(s)", len(items)),
+	rec := &JobRecord{ID: fmt.Sprintf("%d", c.jobID()), Kind: "promote", Trigger: fmt.Sprintf("%d hot egroup(s)", len(items)),
 		Start: c.now(), Planned: map[string]int{}, Done: map[string]int{}}
 	c.mu.Lock()
 	rec.Seed = c.rng.Uint64()
