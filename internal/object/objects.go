@@ -296,6 +296,15 @@ func (l *Layer) inPlaceOps(ctx context.Context, t *meta.Txn, bucket, key string,
 	t.If(meta.ObjectKey(bucket, key), rev)
 	if rev == 0 {
 		o.From = 0
+		if o.VersionID != "" {
+			// The version the clone inherited, a version of the clone:
+			// it becomes its own S3 record as a write or reduction keeps
+			// it (visible from 1, sequence number parentHistorySeq), or
+			// it would be missing from the clone's history (by ID,
+			// listed, kept when written over).
+			o.From, o.Seq = 1, parentHistorySeq
+			putNew(t, meta.VersionKey(bucket, key, parentHistorySeq), meta.Version{Object: *o, S3: true})
+		}
 	} else {
 		o.From = effectiveFrom(info.Object, rev)
 		if info.VersionID != "" {

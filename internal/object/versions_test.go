@@ -1045,3 +1045,64 @@ func TestCloneListVersionsInherits(t *testing.T) {
 		t.Fatalf("reduced clone lists\n %s\nwant\n %s", got, want)
 	}
 }
+
+// TestCloneInPlaceChangeKeepsInheritedVersion: changing an inherited
+// object of a versioned clone in place (tags, a storage class transition,
+// replicas) made it the clone's own record without its S3 record: the
+// version the clone inherited was missing from ListVersions and NoSuchVersion
+// by ID, and a later delete or overwrite left nothing of it, so removing
+// the delete marker (or the newer version) by ID ended the key with a
+// tombstone instead of restoring it. It is kept as a write keeps it.
+func TestCloneInPlaceChangeKeepsInheritedVersion(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	v1 := e.putS("bkt", "k", "v1")
+	if _, err := e.l.Clone(ctx, "bkt", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	tag := func(o *meta.Object) error {
+		o.Tags = map[string]string{"t": "1"}
+		return nil
+	}
+	if err := e.l.UpdateObject(ctx, "cln", "k", tag); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read("cln", "k", v1.VersionID); got != "v1" {
+		t.Errorf("tagged inherited version %s reads %q by ID, want v1", v1.VersionID, got)
+	}
+	want := fmt.Sprintf("k@%s/true", v1.VersionID)
+	if got := e.versionList("cln", VersionListOptions{}); got != want {
+		t.Errorf("clone lists %q after tagging, want %q", got, want)
+	}
+	del, err := e.l.DeleteObject(ctx, "cln", "k", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf("k@%s/true<marker> k@%s/false", del.VersionID, v1.VersionID)
+	if got := e.versionList("cln", VersionListOptions{}); got != want {
+		t.Errorf("clone lists %q after the delete, want %q", got, want)
+	}
+	if _, err := e.l.DeleteObject(ctx, "cln", "k", del.VersionID); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.read("cln", "k", ""); got != "v1" {
+		t.Errorf("after removing the marker the clone reads %q, want v1", got)
+	}
+	if info, err := e.l.Head(ctx, "cln", "k"); err != nil || info.Tags["t"] != "1" || info.VersionID != v1.VersionID {
+		t.Errorf("restored %+v, %v: want version %s with its tags", info.Object, err, v1.VersionID)
+	}
+	c1 := e.putS("cln", "k", "c1")
+	if _, done, err := e.l.ReduceClone(ctx, "cln", 1000); err != nil || !done {
+		t.Fatalf("reduce: done %v, %v", done, err)
+	}
+	want = fmt.Sprintf("k@%s/true k@%s/false", c1.VersionID, v1.VersionID)
+	if got := e.versionList("cln", VersionListOptions{}); got != want {
+		t.Errorf("reduced clone lists %q, want %q", got, want)
+	}
+}
