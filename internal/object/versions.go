@@ -735,6 +735,11 @@ func (l *Layer) DeleteNoncurrent(ctx context.Context, bucket, key, versionID str
 		if curRev != 0 && (cur.VersionID == versionID || cur.VersionID == "" && versionID == NullVersion) {
 			return nil // current: not this rule's to delete
 		}
+		if curRev == 0 && bv.Parent != nil {
+			// The clone reads the key through to its parent: the only
+			// version it has is the inherited one, and it is current.
+			return nil
+		}
 		var t meta.Txn
 		t.If(meta.BucketGuardKey(bucket), bv.guardRev)
 		_, skip, err := l.deleteVersionOps(ctx, &t, bv, bucket, key, versionID, cur, curRev)

@@ -1106,3 +1106,28 @@ func TestCloneInPlaceChangeKeepsInheritedVersion(t *testing.T) {
 		t.Errorf("reduced clone lists %q, want %q", got, want)
 	}
 }
+
+// DeleteNoncurrent (lifecycle's noncurrent expiry) never deletes the
+// version a clone reads through to its parent: it is the clone's current
+// version, although the clone has no record of the key.
+func TestDeleteNoncurrentSparesCloneInheritedVersion(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	v1 := e.putS("bkt", "k", "v1")
+	if _, err := e.l.Clone(ctx, "bkt", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := e.l.DeleteNoncurrent(ctx, "cln", "k", v1.VersionID)
+	if err != nil || deleted {
+		t.Fatalf("DeleteNoncurrent of the inherited current version: deleted %v, %v", deleted, err)
+	}
+	if got := e.read("cln", "k", ""); got != "v1" {
+		t.Fatalf("the clone reads k as %q after a noncurrent expiry, want v1", got)
+	}
+}
