@@ -1039,6 +1039,18 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 		for _, it := range page {
 			_, key, _ := meta.SplitObjectKey(it.Key)
 			if cp := commonPrefixOf(key, o.Prefix, o.Delimiter); cp != "" {
+				// Jump over every key under the common prefix; it is
+				// listed only if some key under it has a version (not
+				// only the hidden tombstone a snapshot keeps).
+				cpEnd := meta.PrefixEnd(meta.ObjectPrefix(bucket, cp))
+				has, err := l.anyVersion(ctx, bucket, it.Key, cpEnd)
+				if err != nil {
+					return res, err
+				}
+				start, skipVersionsUntil, jumped = cpEnd, "", true
+				if !has {
+					break
+				}
 				if full() {
 					res.Truncated = true
 					return res, nil
@@ -1046,10 +1058,6 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 				res.CommonPrefixes = append(res.CommonPrefixes, cp)
 				res.NextKeyMarker, res.NextVersionMarker = cp, ""
 				count++
-				// Jump over every key under the common prefix.
-				start = meta.PrefixEnd(meta.ObjectPrefix(bucket, cp))
-				skipVersionsUntil = ""
-				jumped = true
 				break
 			}
 			var cur meta.Object
@@ -1084,6 +1092,41 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 		if start == nil || (end != nil && string(start) >= string(end)) {
 			return res, nil
 		}
+	}
+}
+
+// anyVersion reports whether some key of bucket's object map in
+// [from, end) has an S3 version. A current record that is an object or a
+// versioned delete marker is one; only a hidden tombstone (an unversioned
+// delete a snapshot needs) makes it look at the key's kept versions.
+func (l *Layer) anyVersion(ctx context.Context, bucket string, from, end []byte) (bool, error) {
+	const batch = 256
+	for {
+		items, err := l.kv.Scan(ctx, from, end, batch)
+		if err != nil {
+			return false, err
+		}
+		for _, it := range items {
+			var cur meta.Object
+			if err := meta.Decode(it.Value, &cur); err != nil {
+				return false, err
+			}
+			if cur.VersionID != "" || !cur.DeleteMarker {
+				return true, nil
+			}
+			_, key, _ := meta.SplitObjectKey(it.Key)
+			entries, err := l.keyVersionEntries(ctx, bucket, key, cur)
+			if err != nil {
+				return false, err
+			}
+			if len(entries) > 0 {
+				return true, nil
+			}
+		}
+		if len(items) < batch {
+			return false, nil
+		}
+		from = append(append([]byte(nil), items[len(items)-1].Key...), 0)
 	}
 }
 

@@ -1131,3 +1131,49 @@ func TestDeleteNoncurrentSparesCloneInheritedVersion(t *testing.T) {
 		t.Fatalf("the clone reads k as %q after a noncurrent expiry, want v1", got)
 	}
 }
+
+// A delimiter listing of versions lists a common prefix only if some key
+// under it has a version: a prefix holding only the hidden tombstone that
+// a snapshot keeps of a deleted unversioned object lists nothing.
+func TestListVersionsSkipsPrefixOfTombstones(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "tbk", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	e.putS("tbk", "a/1", "a")
+	e.putS("tbk", "e/x", "x")
+	e.putS("tbk", "z", "z")
+	if _, err := e.l.CreateSnapshot(ctx, "tbk", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.l.DeleteObject(ctx, "tbk", "e/x", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int{0, 1, 2} {
+		var prefixes, keys []string
+		o := VersionListOptions{Delimiter: "/", MaxKeys: max}
+		for pages := 0; ; pages++ {
+			page, err := e.l.ListVersions(ctx, "tbk", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prefixes = append(prefixes, page.CommonPrefixes...)
+			for _, v := range page.Versions {
+				keys = append(keys, v.Key)
+			}
+			if !page.Truncated || pages > 10 {
+				break
+			}
+			o.KeyMarker, o.VersionMarker = page.NextKeyMarker, page.NextVersionMarker
+		}
+		if fmt.Sprint(prefixes) != "[a/]" || fmt.Sprint(keys) != "[z]" {
+			t.Errorf("max-keys %d: prefixes %v, versions of %v; want [a/] and [z]", max, prefixes, keys)
+		}
+	}
+	// The snapshot still lists the deleted key.
+	snap, err := e.l.ListVersions(ctx, "tbk--snap-s1", VersionListOptions{Delimiter: "/"})
+	if err != nil || fmt.Sprint(snap.CommonPrefixes) != "[a/ e/]" {
+		t.Errorf("the snapshot's prefixes: %v, %v", snap.CommonPrefixes, err)
+	}
+}
