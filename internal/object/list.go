@@ -122,6 +122,14 @@ func (l *Layer) List(ctx context.Context, bucket string, o ListOptions) (ListRes
 // anyLive reports whether a record of the object map in [from, end) is
 // an object rather than a delete marker.
 func (l *Layer) anyLive(ctx context.Context, from, end []byte) (bool, error) {
+	return l.anyObject(ctx, from, end, func(_ []byte, obj meta.Object) (bool, error) {
+		return !obj.DeleteMarker, nil
+	})
+}
+
+// anyObject reports whether match holds for some record of the object
+// map in [from, end), scanning in batches until it does.
+func (l *Layer) anyObject(ctx context.Context, from, end []byte, match func(key []byte, obj meta.Object) (bool, error)) (bool, error) {
 	const batch = 256
 	for {
 		items, err := l.kv.Scan(ctx, from, end, batch)
@@ -133,8 +141,8 @@ func (l *Layer) anyLive(ctx context.Context, from, end []byte) (bool, error) {
 			if err := meta.Decode(it.Value, &obj); err != nil {
 				return false, err
 			}
-			if !obj.DeleteMarker {
-				return true, nil
+			if ok, err := match(it.Key, obj); ok || err != nil {
+				return ok, err
 			}
 		}
 		if len(items) < batch {

@@ -1100,34 +1100,14 @@ func (l *Layer) ListVersions(ctx context.Context, bucket string, o VersionListOp
 // versioned delete marker is one; only a hidden tombstone (an unversioned
 // delete a snapshot needs) makes it look at the key's kept versions.
 func (l *Layer) anyVersion(ctx context.Context, bucket string, from, end []byte) (bool, error) {
-	const batch = 256
-	for {
-		items, err := l.kv.Scan(ctx, from, end, batch)
-		if err != nil {
-			return false, err
+	return l.anyObject(ctx, from, end, func(k []byte, cur meta.Object) (bool, error) {
+		if cur.VersionID != "" || !cur.DeleteMarker {
+			return true, nil
 		}
-		for _, it := range items {
-			var cur meta.Object
-			if err := meta.Decode(it.Value, &cur); err != nil {
-				return false, err
-			}
-			if cur.VersionID != "" || !cur.DeleteMarker {
-				return true, nil
-			}
-			_, key, _ := meta.SplitObjectKey(it.Key)
-			entries, err := l.keyVersionEntries(ctx, bucket, key, cur)
-			if err != nil {
-				return false, err
-			}
-			if len(entries) > 0 {
-				return true, nil
-			}
-		}
-		if len(items) < batch {
-			return false, nil
-		}
-		from = append(append([]byte(nil), items[len(items)-1].Key...), 0)
-	}
+		_, key, _ := meta.SplitObjectKey(k)
+		entries, err := l.keyVersionEntries(ctx, bucket, key, cur)
+		return len(entries) > 0, err
+	})
 }
 
 // keyVersionEntries lists the S3 versions bucket has of key, whose
