@@ -1054,18 +1054,8 @@ func TestCloneListVersionsInherits(t *testing.T) {
 // the delete marker (or the newer version) by ID ended the key with a
 // tombstone instead of restoring it. It is kept as a write keeps it.
 func TestCloneInPlaceChangeKeepsInheritedVersion(t *testing.T) {
-	e := newEnv(t)
+	e, v1 := newVersionedClone(t)
 	ctx := context.Background()
-	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
-		t.Fatal(err)
-	}
-	v1 := e.putS("bkt", "k", "v1")
-	if _, err := e.l.Clone(ctx, "bkt", "", "cln"); err != nil {
-		t.Fatal(err)
-	}
 	tag := func(o *meta.Object) error {
 		o.Tags = map[string]string{"t": "1"}
 		return nil
@@ -1111,18 +1101,8 @@ func TestCloneInPlaceChangeKeepsInheritedVersion(t *testing.T) {
 // version a clone reads through to its parent: it is the clone's current
 // version, although the clone has no record of the key.
 func TestDeleteNoncurrentSparesCloneInheritedVersion(t *testing.T) {
-	e := newEnv(t)
+	e, v1 := newVersionedClone(t)
 	ctx := context.Background()
-	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
-		t.Fatal(err)
-	}
-	v1 := e.putS("bkt", "k", "v1")
-	if _, err := e.l.Clone(ctx, "bkt", "", "cln"); err != nil {
-		t.Fatal(err)
-	}
 	deleted, err := e.l.DeleteNoncurrent(ctx, "cln", "k", v1.VersionID)
 	if err != nil || deleted {
 		t.Fatalf("DeleteNoncurrent of the inherited current version: deleted %v, %v", deleted, err)
@@ -1176,4 +1156,23 @@ func TestListVersionsSkipsPrefixOfTombstones(t *testing.T) {
 	if err != nil || fmt.Sprint(snap.CommonPrefixes) != "[a/ e/]" {
 		t.Errorf("the snapshot's prefixes: %v, %v", snap.CommonPrefixes, err)
 	}
+}
+
+// newVersionedClone returns an environment with a versioned bucket "bkt"
+// holding k = "v1" (returned) and "cln", a clone of it made after.
+func newVersionedClone(t *testing.T) (*env, ObjectInfo) {
+	t.Helper()
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.l.CreateBucket(ctx, "bkt", "", model.Vector{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.l.SetVersioning(ctx, "bkt", VersioningEnabled); err != nil {
+		t.Fatal(err)
+	}
+	v1 := e.putS("bkt", "k", "v1")
+	if _, err := e.l.Clone(ctx, "bkt", "", "cln"); err != nil {
+		t.Fatal(err)
+	}
+	return e, v1
 }
