@@ -853,9 +853,7 @@ func (e *env) versionList(bucket string, o VersionListOptions) string {
 			}
 			out = append(out, s)
 		}
-		for _, cp := range lv.CommonPrefixes {
-			out = append(out, cp)
-		}
+		out = append(out, lv.CommonPrefixes...)
 		if !lv.Truncated {
 			break
 		}
