@@ -402,7 +402,10 @@ func (s *JobStore) merge(ctx context.Context, j *Job, h jobHeader) error {
 	}
 	for b := 0; b < h.Batches; b++ {
 		var rec jobBatch
-		if _, err := meta.GetRecord(ctx, s.kv, batchKey(j.ID, b), &rec); err != nil {
+		if _, err := meta.GetRecord(ctx, s.kv, batchKey(j.ID, b), &rec); errors.Is(err, meta.ErrNotFound) {
+			// Trimmed since its header was read: it had finished.
+			return fmt.Errorf("%w: job %s was removed (batch %d)", ErrJobTakenOver, j.ID, b)
+		} else if err != nil {
 			return fmt.Errorf("actuate: job %s batch %d: %w", j.ID, b, err)
 		}
 		j.mu.Lock()
