@@ -3,6 +3,7 @@ package actuate
 import (
 	"bytes"
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +86,34 @@ func TestResumeSurvivesJobTrimmedDuringClaim(t *testing.T) {
 	}
 	if p := y.Progress(time.Now()); p.Finished.IsZero() || p.Owner != "n2" {
 		t.Errorf("the next job was not resumed: owner %q, states %v", p.Owner, p.States)
+	}
+}
+
+// TestResumeGoesOnPastAJobAlreadyRunning: a job this runner is already
+// running (a plan job started outside mastership) fails its resume; the
+// later unfinished jobs are still resumed, and the failure is reported.
+func TestResumeGoesOnPastAJobAlreadyRunning(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	store := NewJobStore(e.kv)
+	now := time.Now()
+	for i, id := range []string{"job-a", "job-b"} {
+		j := NewJob(id, "plan", "test", uint64(i+1), now.Add(time.Duration(i)*time.Second),
+			[]Task{{Kind: KindSeal, Egroup: uint64(i + 1), ModRev: 1}})
+		if done, err := store.claim(ctx, j, "n1"); err != nil || done {
+			t.Fatalf("claim %s: %v, %v", id, done, err)
+		}
+	}
+	r := &Runner{Actuator: e.act, Store: store, Owner: "n2", CheckpointEvery: 10 * time.Millisecond}
+	r.running = map[string]*Job{"job-a": nil} // job-a is running here already
+	if err := r.ResumeUnfinished(ctx); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Errorf("ResumeUnfinished: %v, want job-a's failure reported", err)
+	}
+	b, err := store.Load(ctx, "job-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := b.Progress(time.Now()); p.Finished.IsZero() || p.Owner != "n2" {
+		t.Errorf("the job after the failing one was not resumed: owner %q, states %v", p.Owner, p.States)
 	}
 }

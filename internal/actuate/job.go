@@ -801,19 +801,33 @@ func (r *Runner) ResumeUnfinished(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One job that cannot run (taken over, already running here, a store
+	// error) must not keep the later ones waiting for the next election:
+	// each is tried, and the first failure is returned at the end.
+	var first error
 	for _, id := range ids {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		j, err := r.Store.Load(ctx, id)
 		if err != nil {
 			r.Log.Error("cannot resume job", "job", id, "err", err)
 			continue
 		}
 		r.Log.Info("resuming job", "job", id, "kind", j.Kind, "trigger", j.Trigger, "pending", j.Progress(r.Now()).States["pending"])
-		if err := r.Run(ctx, j, nil); errors.Is(err, ErrJobTakenOver) && ctx.Err() == nil {
-			r.Log.Warn("resumed job taken over by another runner", "job", id, "err", err)
-			continue
-		} else if err != nil {
+		err = r.Run(ctx, j, nil)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
 			return err
+		case errors.Is(err, ErrJobTakenOver):
+			r.Log.Warn("resumed job taken over by another runner", "job", id, "err", err)
+		default:
+			r.Log.Error("resumed job failed", "job", id, "err", err)
+			if first == nil {
+				first = err
+			}
 		}
 	}
-	return nil
+	return first
 }
