@@ -60,6 +60,10 @@ type tierState struct {
 	status    TieringStatus
 	saved     int64 // model updates at the last save
 	restored  bool  // the saved model was loaded since this node became master
+	// rev is the revision of the model record this node last read or
+	// wrote (0: none). A save is conditional on it, so a master deposed
+	// without knowing it yet cannot overwrite what the new master saved.
+	rev int64
 	// refused holds the hot egroups event-driven promotion left on a
 	// slower tier for lack of room (decide.Promotions), with when; they
 	// are forgotten a hot window later.
@@ -244,14 +248,27 @@ func (c *Curator) saveTieringModel(ma modelAgent) {
 		return
 	}
 	var t meta.Txn
+	// Only over the record this node restored or last saved: another
+	// master may have saved since (this node was deposed and its election
+	// session has not noticed yet, or it lost and regained mastership
+	// between two checks). An unconditional put would throw away what
+	// that master learned.
+	t.If([]byte(tieringModelKey), c.tier.rev)
 	t.Put([]byte(tieringModelKey), b)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := c.kv.Commit(ctx, &t); err != nil {
+	rev, err := c.kv.Commit(ctx, &t)
+	if errors.Is(err, meta.ErrConflict) {
+		// Someone else saved: reload theirs at the next check instead.
+		c.log.Warn("curator: tiering model changed in the store since this node read it (another master saved it); not overwriting, reloading at the next check")
+		c.tier.restored = false
+		return
+	}
+	if err != nil {
 		c.log.Warn("curator: tiering model not saved", "err", err)
 		return
 	}
-	c.tier.saved = m.Updates
+	c.tier.saved, c.tier.rev = m.Updates, rev
 }
 
 // restoreTieringModel loads the saved model into the learned scheduler's
@@ -269,12 +286,16 @@ func (c *Curator) restoreTieringModel() bool {
 	defer cancel()
 	it, err := c.kv.Get(ctx, []byte(tieringModelKey))
 	if errors.Is(err, meta.ErrNotFound) {
+		c.tier.rev = 0 // the first save creates the record
 		return true
 	}
 	if err != nil {
 		c.log.Warn("curator: reading the saved tiering model", "err", err)
 		return false
 	}
+	// Saves compare with this revision, also when the record is unusable
+	// and is to be replaced.
+	c.tier.rev = it.ModRev
 	m, err := learn.ParseModel(it.Value)
 	if err == nil {
 		if err = ma.Agent().SetModel(m); err == nil {

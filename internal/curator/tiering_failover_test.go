@@ -1,0 +1,83 @@
+package curator
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/terrace-storage/terrace/internal/curator/learn"
+)
+
+// learnedCurator opens a second Curator (another node, as far as the
+// learned scheduler goes) on e's metadata store, with a fresh agent that
+// decides at every check and observes latencyMs.
+func (e *tierEnv) learnedCurator(latencyMs float64) *Curator {
+	q := learned(e.t, -10)
+	q.Poll = time.Nanosecond
+	c := New(e.l, e.kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: q,
+		TierSignals: func() learn.Observation { return learn.Observation{LatencyMs: latencyMs, Ops: 100} }})
+	quiet(c)
+	return c
+}
+
+// quiet makes c's periodic scans not due, so due() reports only tiering
+// decisions.
+func quiet(c *Curator) {
+	now := time.Now()
+	c.mu.Lock()
+	c.last["full"], c.last["partial"] = now, now.Add(-time.Minute)
+	c.mu.Unlock()
+}
+
+func savedModel(t *testing.T, e *tierEnv) *learn.Model {
+	t.Helper()
+	it, err := e.kv.Get(context.Background(), []byte(tieringModelKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := learn.ParseModel(it.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A deposed master that does not know it yet (its election session has
+// not timed out locally) must not write its model over the one the new
+// master saved: the save is conditional on the record it last read or
+// wrote, and a conflict makes it reload instead.
+func TestTieringModelDeposedMasterDoesNotOverwrite(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	a := e.learnedCurator(4)
+	for range 3 { // two updates, saved
+		quiet(a)
+		a.due()
+	}
+	if m := savedModel(t, e); m.Updates != 2 {
+		t.Fatalf("old master saved a model with %d updates, want 2", m.Updates)
+	}
+	// The new master restores it and learns two more updates.
+	b := e.learnedCurator(40)
+	for range 3 {
+		quiet(b)
+		b.due()
+	}
+	want := savedModel(t, e)
+	if want.Updates != 4 {
+		t.Fatalf("new master saved a model with %d updates, want 4", want.Updates)
+	}
+	// The old master, still believing it leads, learns once more and saves.
+	quiet(a)
+	a.due()
+	if got := savedModel(t, e); got.String() != want.String() {
+		t.Fatalf("the deposed master overwrote the new master's model:\n%s\nwant:\n%s", got, want)
+	}
+	// At its next check it continues from the record in the store.
+	quiet(a)
+	a.due()
+	if n := a.scheduler().(modelAgent).Agent().Model().Updates; n < want.Updates {
+		t.Fatalf("after a conflicting save the old master's model has %d updates; want it reloaded (≥ %d)", n, want.Updates)
+	}
+}
