@@ -2,6 +2,7 @@ package curator
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,5 +80,46 @@ func TestTieringModelDeposedMasterDoesNotOverwrite(t *testing.T) {
 	a.due()
 	if n := a.scheduler().(modelAgent).Agent().Model().Updates; n < want.Updates {
 		t.Fatalf("after a conflicting save the old master's model has %d updates; want it reloaded (≥ %d)", n, want.Updates)
+	}
+}
+
+// switchLeader is a Leader the test switches on and off.
+type switchLeader struct{ on atomic.Bool }
+
+func (l *switchLeader) IsLeader() bool { return l.on.Load() }
+
+// A node that loses mastership and later wins it back must not credit its
+// last decision of the earlier term with the latency it observes on its
+// return: that interval was the other master's, whose decisions (and
+// model) it covers. Its first decision of the new term has no
+// predecessor, like a fresh master's: the model is the restored one
+// exactly.
+func TestTieringRegainedMasterCreditsNoStaleDecision(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	a := e.learnedCurator(4)
+	var la switchLeader
+	la.on.Store(true)
+	a.leader = &la
+	for range 2 { // one update, saved; a decision pending
+		quiet(a)
+		a.due()
+	}
+	la.on.Store(false)
+	quiet(a)
+	a.due() // a follower now
+	b := e.learnedCurator(40)
+	for range 3 {
+		quiet(b)
+		b.due()
+	}
+	want := savedModel(t, e)
+	// b is deposed; a wins the election again.
+	la.on.Store(true)
+	quiet(a)
+	a.due()
+	if got := a.scheduler().(modelAgent).Agent().Model(); got.String() != want.String() {
+		t.Fatalf("regained master's model after its first check:\n%s\nwant the restored one (its decision of the earlier term credited with nothing):\n%s", got, want)
 	}
 }

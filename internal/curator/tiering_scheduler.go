@@ -147,6 +147,20 @@ const tieringModelKey = meta.PrefixJob + "t/model"
 // modelAgent is a scheduler with a learning agent (tiersched.QLearning).
 type modelAgent interface{ Agent() *learn.Agent }
 
+// forgetter is a scheduler whose pending decision can be dropped
+// (tiersched.QLearning.Forget).
+type forgetter interface{ Forget() }
+
+// forgetPending drops the learning agent's pending decision: this node's
+// term as master ended (or another master saved the model meanwhile), so
+// the interval that would reward it was not this node's alone. Called
+// with c.mu held.
+func (c *Curator) forgetPending() {
+	if f, ok := c.scheduler().(forgetter); ok {
+		f.Forget()
+	}
+}
+
 // pendingFor bounds how long a check's options wait for the job it
 // started (a job whose scan failed must not hand them to a periodic scan
 // an hour later).
@@ -167,6 +181,9 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOp
 	// Only the master acts on the answer; a learning agent on another node
 	// would learn from jobs it did not run.
 	if !c.leader.IsLeader() {
+		// If this node wins mastership back later, its last decision of
+		// this term must not be credited with what it observes then.
+		c.forgetPending()
 		c.tier.restored = false
 		return false, ""
 	}
@@ -262,6 +279,7 @@ func (c *Curator) saveTieringModel(ma modelAgent) {
 		// Someone else saved: reload theirs at the next check instead.
 		c.log.Warn("curator: tiering model changed in the store since this node read it (another master saved it); not overwriting, reloading at the next check")
 		c.tier.restored = false
+		c.forgetPending()
 		return
 	}
 	if err != nil {

@@ -170,6 +170,17 @@ func (a *Agent) SetModel(m *Model) error {
 	return nil
 }
 
+// Forget drops the pending decision and the latency accumulated for its
+// reward: the next Step credits nothing and only decides. The Curator
+// calls it when its node stops being the master (or finds that another
+// master saved the model meanwhile): the interval after the pending
+// decision was then, at least in part, another master's, and crediting it
+// would teach the model a transition that never happened. The hold, the
+// model and the counters are kept.
+func (a *Agent) Forget() {
+	a.havePrev, a.latSum, a.latOps = false, 0, 0
+}
+
 // Last returns the last decision (zero before the first Step).
 func (a *Agent) Last() Decision { return a.last }
 

@@ -183,6 +183,15 @@ func NewQLearning(agent *learn.Agent) *QLearning {
 // Agent returns the learning agent (for status and persistence).
 func (q *QLearning) Agent() *learn.Agent { return q.agent }
 
+// Forget drops the agent's pending decision and the latency accumulated
+// for its reward (learn.Agent.Forget): the Curator calls it when its node
+// stops being the master, so a later term does not credit a decision of
+// an earlier one.
+func (q *QLearning) Forget() {
+	q.agent.Forget()
+	q.latSum, q.ops = 0, 0
+}
+
 // Name implements Scheduler.
 func (*QLearning) Name() string { return NameQLearning }
 
