@@ -2,11 +2,14 @@ package curator
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/curator/learn"
+	"github.com/terrace-storage/terrace/internal/model"
 )
 
 // learnedCurator opens a second Curator (another node, as far as the
@@ -121,5 +124,35 @@ func TestTieringRegainedMasterCreditsNoStaleDecision(t *testing.T) {
 	a.due()
 	if got := a.scheduler().(modelAgent).Agent().Model(); got.String() != want.String() {
 		t.Fatalf("regained master's model after its first check:\n%s\nwant the restored one (its decision of the earlier term credited with nothing):\n%s", got, want)
+	}
+}
+
+// The options of a run the agent decided are for the job that check
+// starts. If the node stops being the master before that job runs, they
+// must not be handed to a job of a later term (here a periodic scan after
+// it wins mastership back), which would shed the ssd on a decision the
+// other master's term has made moot.
+func TestTieringPendingRunDroppedWithMastership(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	var l switchLeader
+	l.on.Store(true)
+	e.c.leader = &l
+	e.c.opts.TieringScheduler = learned(t, 10) // always runs
+	e.quietSchedules()
+	if kind, why := e.c.due(); kind != "partial" || !strings.Contains(why, "q-learning: run") {
+		t.Fatalf("due %q (%s), want a run", kind, why)
+	}
+	// Deposed before the job starts; a follower's check; mastership back.
+	l.on.Store(false)
+	e.quietSchedules()
+	e.c.due()
+	l.on.Store(true)
+	before := e.tierUse(model.TierSSD)
+	rec := e.job() // a periodic scan of the new term
+	after := e.tierUse(model.TierSSD)
+	if n := rec.Done[string(decide.KindTierDown)]; n != 0 {
+		t.Fatalf("a periodic job of a later term applied the earlier term's run: demoted %d egroups, ssd %.1f%% -> %.1f%%", n, 100*before, 100*after)
 	}
 }

@@ -185,6 +185,10 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOp
 		// this term must not be credited with what it observes then.
 		c.forgetPending()
 		c.tier.restored = false
+		// Nor may a run decided in this term be carried out by a job of a
+		// later one (pendingFor is 10 minutes): the other master's term
+		// came between.
+		c.tier.pending = nil
 		return false, ""
 	}
 	if !c.tier.restored {
