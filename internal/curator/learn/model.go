@@ -166,6 +166,7 @@ func (m *Model) Validate() error {
 		return fmt.Errorf("learn: model has %d actions, want 2..%d", len(m.Actions), MaxActions)
 	}
 	names := map[string]bool{}
+	tiers := false
 	for _, a := range m.Actions {
 		if a.Name == "" || names[a.Name] {
 			return fmt.Errorf("learn: action names must be distinct and non-empty (got %q)", a.Name)
@@ -174,6 +175,13 @@ func (m *Model) Validate() error {
 		if !finite(a.Reduce) || a.Reduce < 0 || a.Reduce > 10 {
 			return fmt.Errorf("learn: action %s reduce=%v: want 0..10 (multiples of h)", a.Name, a.Reduce)
 		}
+		tiers = tiers || a.Reduce > 0
+	}
+	if !tiers {
+		// The scheduler's safety rules (the ceiling, promotion
+		// starvation) force the action that tiers the most; with none,
+		// they would force a skip and the fast tier could fill up.
+		return errors.New("learn: no action tiers (all have reduce 0): the safety ceiling could not force a run")
 	}
 	if len(m.Mean) != n || len(m.Scale) != n {
 		return fmt.Errorf("learn: mean/scale have %d/%d entries for %d features", len(m.Mean), len(m.Scale), n)
