@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -39,8 +40,30 @@ func tieringModel(path string) (*learn.Model, error) {
 	return m, nil
 }
 
-// validateTiering checks the scheduler name and, for qlearning, the model.
+// validateTiering checks the tiering thresholds, the scheduler name and,
+// for qlearning, the model.
 func (cc CuratorConfig) validateTiering() error {
+	// The thresholds are fractions of a tier's capacity (0: the default).
+	// Nothing downstream checks them: f = 75 (a percentage) would never
+	// be exceeded and h = 15 would shed a whole tier, also in the learned
+	// scheduler's forced runs, which shed to f − h.
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"tier_down_above", cc.TierDownAbove}, {"tier_dest_below", cc.TierDestBelow}, {"tier_reduce", cc.TierReduce},
+		{"balance_mean", cc.BalanceMean}, {"balance_spread", cc.BalanceSpread},
+	} {
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return fmt.Errorf("server: curator %s %v: want a fraction of the tier's capacity in [0, 1] (e.g. 0.75 for 75%%; 0 for the default)", f.name, f.v)
+		}
+	}
+	// Only zero means the default downstream: a negative interval, window
+	// or read count would be used as is (a negative promote_reads makes
+	// every egroup hot).
+	if cc.TierCheckInterval < 0 || cc.HotWindow < 0 || cc.PromoteReads < 0 {
+		return fmt.Errorf("server: curator tier_check_interval %v, hot_window %v, promote_reads %d: want ≥ 0 (0 for the default)", cc.TierCheckInterval, cc.HotWindow, cc.PromoteReads)
+	}
 	switch strings.ToLower(cc.TieringScheduler) {
 	case "", tiersched.NameThreshold:
 		if cc.TieringModel != "" {

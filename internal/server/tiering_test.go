@@ -88,3 +88,36 @@ func TestTieringSchedulerWiring(t *testing.T) {
 		t.Logf("no memory signal on this platform: %s", o)
 	}
 }
+
+// The tiering thresholds are fractions of a tier's capacity, and the
+// learned scheduler's safety rules shed to f − h: a value written as a
+// percentage (75 for 0.75) or a negative one must be refused, not turn
+// tiering off (f = 75 is never exceeded) or shed a whole tier (h = 15).
+func TestTieringThresholdConfig(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*CuratorConfig)
+		want string
+	}{
+		{"defaults", func(*CuratorConfig) {}, ""},
+		{"fractions", func(c *CuratorConfig) {
+			c.TierDownAbove, c.TierDestBelow, c.TierReduce, c.BalanceMean, c.BalanceSpread = 0.8, 0.9, 0.1, 0.3, 0.1
+		}, ""},
+		{"f as a percentage", func(c *CuratorConfig) { c.TierDownAbove = 75 }, "tier_down_above"},
+		{"h as a percentage", func(c *CuratorConfig) { c.TierReduce = 15 }, "tier_reduce"},
+		{"d above 1", func(c *CuratorConfig) { c.TierDestBelow = 90 }, "tier_dest_below"},
+		{"negative m", func(c *CuratorConfig) { c.BalanceMean = -0.1 }, "balance_mean"},
+		{"s above 1", func(c *CuratorConfig) { c.BalanceSpread = 2 }, "balance_spread"},
+		{"negative check interval", func(c *CuratorConfig) { c.TierCheckInterval = -time.Second }, "tier_check_interval"},
+		{"negative hot window", func(c *CuratorConfig) { c.HotWindow = -time.Minute }, "hot_window"},
+		{"negative promote reads", func(c *CuratorConfig) { c.PromoteReads = -1 }, "promote_reads"},
+	} {
+		cfg := Config{}
+		cfg.EnsureDefaults()
+		c.set(&cfg.Curator)
+		_, err := cfg.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
+		}
+	}
+}
