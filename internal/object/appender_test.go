@@ -659,3 +659,64 @@ func TestBatchDrainIsBounded(t *testing.T) {
 	}
 	checkTails(t, b.kv)
 }
+
+// unreachableKV fails every read and commit while fail is set, as a
+// metadata store does that this node cannot reach at all.
+type unreachableKV struct {
+	*meta.Pebble
+	fail atomic.Bool
+}
+
+var errUnreachable = errors.New("injected: metadata unreachable")
+
+func (k *unreachableKV) Get(ctx context.Context, key []byte) (meta.Item, error) {
+	if k.fail.Load() {
+		return meta.Item{}, errUnreachable
+	}
+	return k.Pebble.Get(ctx, key)
+}
+
+func (k *unreachableKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
+	if k.fail.Load() {
+		return nil, errUnreachable
+	}
+	return k.Pebble.Scan(ctx, start, end, limit)
+}
+
+func (k *unreachableKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
+	if k.fail.Load() {
+		return 0, errUnreachable
+	}
+	return k.Pebble.Commit(ctx, t)
+}
+
+// TestRetiredEgroupSealRetriedWhenReadsFail: as TestRetiredEgroupSealRetried,
+// but the store cannot even be read. A seal that could not read the record
+// has not learnt that the record changed: it is retried by the next
+// idle-seal round like any other failed seal, not given up.
+func TestRetiredEgroupSealRetriedWhenReadsFail(t *testing.T) {
+	var ukv *unreachableKV
+	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
+		ukv = &unreachableKV{Pebble: p}
+		return ukv
+	}, Options{})
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	e := b.l.pool.take(poolKey(b.vec, ""))
+	if e == nil || e.id != id {
+		t.Fatalf("the pool does not hold egroup %s", meta.FormatID(id))
+	}
+	ukv.fail.Store(true)
+	b.l.appenderFor(b.vec, "").retire(ctx, e)
+	ukv.fail.Store(false)
+	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupOpen {
+		t.Fatalf("egroup sealed while metadata was unreachable: %v", eg.State)
+	}
+	if _, err := b.l.SealIdle(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupSealed || eg.Size != extent.EncodedLen(4096) {
+		t.Fatalf("after the idle-seal round: state %v size %d, want sealed at %d", eg.State, eg.Size, extent.EncodedLen(4096))
+	}
+}

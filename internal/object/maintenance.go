@@ -90,10 +90,19 @@ func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 // sealOpen seals the open egroup id at length size if its record is still
 // at modRev, the revision its only writer last wrote; it reports false if
 // the record changed under the writer (e.g. a replica marked bad), and
-// leaves it. mtime is the writer's last commit: tiering ages data by it.
+// leaves it; an error if the record could not be read or written. mtime
+// is the writer's last commit: tiering ages data by it.
 func (l *Layer) sealOpen(ctx context.Context, id uint64, modRev, size, mtime int64) (bool, error) {
 	var eg meta.Egroup
 	rev, err := meta.GetRecord(ctx, l.kv, meta.EgroupKey(id), &eg)
+	if err != nil && !errors.Is(err, meta.ErrNotFound) {
+		// Not knowing the record is not learning that it changed: the
+		// caller keeps the egroup to seal later (sealRetired's retry).
+		// Reporting false here made it give the seal up instead, and the
+		// egroup stayed open, out of the Curator's reach, until a restart
+		// or an orphan sweep found it abandoned.
+		return false, err
+	}
 	if err != nil || rev != modRev {
 		return false, nil
 	}
