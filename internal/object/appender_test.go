@@ -720,3 +720,36 @@ func TestRetiredEgroupSealRetriedWhenReadsFail(t *testing.T) {
 		t.Fatalf("after the idle-seal round: state %v size %d, want sealed at %d", eg.State, eg.Size, extent.EncodedLen(4096))
 	}
 }
+
+// TestSealIdleKeepsWhatItCouldNotSeal: an idle-seal round that cannot
+// reach the metadata store has already taken the idle egroups out of the
+// pool. It keeps them for the next round instead of dropping them open,
+// where nothing would seal them (no writer holds them, and the Curator
+// leaves an open egroup of a live writer alone).
+func TestSealIdleKeepsWhatItCouldNotSeal(t *testing.T) {
+	var ukv *unreachableKV
+	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
+		ukv = &unreachableKV{Pebble: p}
+		return ukv
+	}, Options{})
+	ctx := context.Background()
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	ukv.fail.Store(true)
+	if _, err := b.l.SealIdle(ctx, 0); err == nil {
+		t.Fatal("an idle-seal round with the metadata store unreachable reported no error")
+	}
+	ukv.fail.Store(false)
+	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupOpen {
+		t.Fatalf("egroup sealed while metadata was unreachable: %v", eg.State)
+	}
+	if _, err := b.l.SealIdle(ctx, 0); err != nil {
+		t.Fatalf("the next idle-seal round: %v", err)
+	}
+	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupSealed || eg.Size != extent.EncodedLen(4096) {
+		t.Fatalf("after the next round: state %v size %d, want sealed at %d", eg.State, eg.Size, extent.EncodedLen(4096))
+	}
+	if got, err := readAll(t, b.l, "warm"); err != nil || !bytes.Equal(got, payload(0, 4096)) {
+		t.Fatalf("warm: %v", err)
+	}
+}

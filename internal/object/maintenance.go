@@ -70,7 +70,8 @@ func (l *Layer) Relocate(ctx context.Context, v, place model.Vector, moves []Ext
 func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 	l.sealUnsealed(ctx)
 	n := 0
-	for _, e := range l.pool.takeIdle(l.opts.Now().Add(-idle)) {
+	idles := l.pool.takeIdle(l.opts.Now().Add(-idle))
+	for i, e := range idles {
 		if e.modRev == 0 {
 			continue // never committed: nothing to seal
 		}
@@ -78,6 +79,17 @@ func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 		// egroup from the pool), so its committed length is exact.
 		sealed, err := l.sealOpen(ctx, e.id, e.modRev, e.committed, e.mtime)
 		if err != nil {
+			// They are out of the pool already: keep this one and the
+			// rest for the next round (sealUnsealed). Returning without
+			// them left them open with no writer, which the Curator does
+			// not seal while this node is up.
+			l.unsealedMu.Lock()
+			for _, e := range idles[i:] {
+				if e.modRev != 0 {
+					l.unsealed = append(l.unsealed, retiredEgroup{id: e.id, modRev: e.modRev, size: e.committed, mtime: e.mtime, replicas: e.modelReplicas()})
+				}
+			}
+			l.unsealedMu.Unlock()
 			return n, err
 		}
 		if sealed {
