@@ -753,3 +753,44 @@ func TestSealIdleKeepsWhatItCouldNotSeal(t *testing.T) {
 		t.Fatalf("warm: %v", err)
 	}
 }
+
+// TestSealIdleSealsAMarkedEgroup: a reader marks a replica of an egroup
+// bad while it sits idle in the pool. The idle-seal round must still seal
+// it (settling its tail, keeping the mark): open, it is its live writer's,
+// and the Curator would never repair the bad replica.
+func TestSealIdleSealsAMarkedEgroup(t *testing.T) {
+	b := newBatchEnv(t, nil, Options{})
+	ctx := context.Background()
+	if err := b.put("k01", 101); err != nil {
+		t.Fatal(err)
+	}
+	warm, _ := b.l.Locate(ctx, "bkt", "warm")
+	id := warm.Extents[0].Egroup
+	var hdd model.DeviceID
+	for _, r := range warm.Extents[0].Replicas {
+		if r.Tier == model.TierHDD {
+			hdd = r.Device
+		}
+	}
+	b.l.MarkReplicaBad(ctx, id, hdd)
+	if _, err := b.l.SealIdle(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	eg, _ := egroupRecord(t, b.kv, id)
+	if per := extent.EncodedLen(4096); eg.State != meta.EgroupSealed || eg.Size != 2*per {
+		t.Fatalf("marked idle egroup: state %v size %d, want sealed at %d", eg.State, eg.Size, 2*per)
+	}
+	marked := false
+	for _, r := range eg.Replicas {
+		marked = marked || r.Device == hdd && r.Bad
+	}
+	if !marked {
+		t.Fatalf("the bad mark on %s was lost: %+v", hdd, eg.Replicas)
+	}
+	checkTails(t, b.kv)
+	for key, seed := range map[string]uint64{"warm": 0, "k01": 101} {
+		if got, err := readAll(t, b.l, key); err != nil || !bytes.Equal(got, payload(seed, 4096)) {
+			t.Fatalf("%s: %v", key, err)
+		}
+	}
+}

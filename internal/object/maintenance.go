@@ -94,7 +94,13 @@ func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 		}
 		if sealed {
 			n++
+			continue
 		}
+		// Its record changed while it was idle (a reader marked a
+		// replica bad): seal it from the record, as sealRetired does.
+		// Left open it stayed its live writer's, and the Curator never
+		// repaired the bad replica.
+		l.sealDropped(ctx, e.id)
 	}
 	return n, nil
 }
