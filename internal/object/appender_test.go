@@ -554,51 +554,43 @@ func TestBatchRefusesAnUnreachableExtentID(t *testing.T) {
 	}
 }
 
-// failingCommitKV fails every commit while fail is set, as an unreachable
-// metadata store does.
-type failingCommitKV struct {
-	*meta.Pebble
-	fail atomic.Bool
-}
-
-func (k *failingCommitKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
-	if k.fail.Load() {
-		return 0, errors.New("injected: metadata unreachable")
-	}
-	return k.Pebble.Commit(ctx, t)
-}
-
 // TestRetiredEgroupSealRetried: sealing an egroup the appender retired
-// fails while the metadata store is unreachable; the next idle-seal round
-// seals it, so it does not stay open (out of the Curator's reach) until
-// the node restarts.
+// fails while the metadata store is unreachable (its commits only, or its
+// reads too); the next idle-seal round seals it, so it does not stay open
+// (out of the Curator's reach) until the node restarts. A seal that could
+// not read the record has not learnt that the record changed: it is
+// retried like any other failed seal, not given up.
 func TestRetiredEgroupSealRetried(t *testing.T) {
-	var fkv *failingCommitKV
-	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
-		fkv = &failingCommitKV{Pebble: p}
-		return fkv
-	}, Options{})
-	ctx := context.Background()
-	warm, _ := b.l.Locate(ctx, "bkt", "warm")
-	id := warm.Extents[0].Egroup
-	e := b.l.pool.take(poolKey(b.vec, ""))
-	if e == nil || e.id != id {
-		t.Fatalf("the pool does not hold egroup %s", meta.FormatID(id))
-	}
-	fkv.fail.Store(true)
-	b.l.appenderFor(b.vec, "").retire(ctx, e)
-	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupOpen {
-		t.Fatalf("egroup sealed while commits fail: %v", eg.State)
-	}
-	fkv.fail.Store(false)
-	if _, err := b.l.SealIdle(ctx, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupSealed || eg.Size != extent.EncodedLen(4096) {
-		t.Fatalf("after the idle-seal round: state %v size %d, want sealed at %d", eg.State, eg.Size, extent.EncodedLen(4096))
-	}
-	if got, err := readAll(t, b.l, "warm"); err != nil || !bytes.Equal(got, payload(0, 4096)) {
-		t.Fatalf("warm: %v", err)
+	for _, readsFail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reads fail %v", readsFail), func(t *testing.T) {
+			var ukv *unreachableKV
+			b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
+				ukv = &unreachableKV{Pebble: p, commitsOnly: !readsFail}
+				return ukv
+			}, Options{})
+			ctx := context.Background()
+			warm, _ := b.l.Locate(ctx, "bkt", "warm")
+			id := warm.Extents[0].Egroup
+			e := b.l.pool.take(poolKey(b.vec, ""))
+			if e == nil || e.id != id {
+				t.Fatalf("the pool does not hold egroup %s", meta.FormatID(id))
+			}
+			ukv.fail.Store(true)
+			b.l.appenderFor(b.vec, "").retire(ctx, e)
+			ukv.fail.Store(false)
+			if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupOpen {
+				t.Fatalf("egroup sealed while metadata was unreachable: %v", eg.State)
+			}
+			if _, err := b.l.SealIdle(ctx, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupSealed || eg.Size != extent.EncodedLen(4096) {
+				t.Fatalf("after the idle-seal round: state %v size %d, want sealed at %d", eg.State, eg.Size, extent.EncodedLen(4096))
+			}
+			if got, err := readAll(t, b.l, "warm"); err != nil || !bytes.Equal(got, payload(0, 4096)) {
+				t.Fatalf("warm: %v", err)
+			}
+		})
 	}
 }
 
@@ -661,23 +653,25 @@ func TestBatchDrainIsBounded(t *testing.T) {
 }
 
 // unreachableKV fails every read and commit while fail is set, as a
-// metadata store does that this node cannot reach at all.
+// metadata store does that this node cannot reach at all (commitsOnly:
+// only its commits fail).
 type unreachableKV struct {
 	*meta.Pebble
-	fail atomic.Bool
+	fail        atomic.Bool
+	commitsOnly bool
 }
 
 var errUnreachable = errors.New("injected: metadata unreachable")
 
 func (k *unreachableKV) Get(ctx context.Context, key []byte) (meta.Item, error) {
-	if k.fail.Load() {
+	if k.fail.Load() && !k.commitsOnly {
 		return meta.Item{}, errUnreachable
 	}
 	return k.Pebble.Get(ctx, key)
 }
 
 func (k *unreachableKV) Scan(ctx context.Context, start, end []byte, limit int) ([]meta.Item, error) {
-	if k.fail.Load() {
+	if k.fail.Load() && !k.commitsOnly {
 		return nil, errUnreachable
 	}
 	return k.Pebble.Scan(ctx, start, end, limit)
@@ -688,37 +682,6 @@ func (k *unreachableKV) Commit(ctx context.Context, t *meta.Txn) (int64, error) 
 		return 0, errUnreachable
 	}
 	return k.Pebble.Commit(ctx, t)
-}
-
-// TestRetiredEgroupSealRetriedWhenReadsFail: as TestRetiredEgroupSealRetried,
-// but the store cannot even be read. A seal that could not read the record
-// has not learnt that the record changed: it is retried by the next
-// idle-seal round like any other failed seal, not given up.
-func TestRetiredEgroupSealRetriedWhenReadsFail(t *testing.T) {
-	var ukv *unreachableKV
-	b := newBatchEnv(t, func(p *meta.Pebble) meta.KV {
-		ukv = &unreachableKV{Pebble: p}
-		return ukv
-	}, Options{})
-	ctx := context.Background()
-	warm, _ := b.l.Locate(ctx, "bkt", "warm")
-	id := warm.Extents[0].Egroup
-	e := b.l.pool.take(poolKey(b.vec, ""))
-	if e == nil || e.id != id {
-		t.Fatalf("the pool does not hold egroup %s", meta.FormatID(id))
-	}
-	ukv.fail.Store(true)
-	b.l.appenderFor(b.vec, "").retire(ctx, e)
-	ukv.fail.Store(false)
-	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupOpen {
-		t.Fatalf("egroup sealed while metadata was unreachable: %v", eg.State)
-	}
-	if _, err := b.l.SealIdle(ctx, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if eg, _ := egroupRecord(t, b.kv, id); eg.State != meta.EgroupSealed || eg.Size != extent.EncodedLen(4096) {
-		t.Fatalf("after the idle-seal round: state %v size %d, want sealed at %d", eg.State, eg.Size, extent.EncodedLen(4096))
-	}
 }
 
 // TestSealIdleKeepsWhatItCouldNotSeal: an idle-seal round that cannot
