@@ -602,9 +602,7 @@ func (l *Layer) sealRetired(ctx context.Context, e retiredEgroup) {
 	switch {
 	case err != nil:
 		l.opts.Logger.Warn("sealing a retired egroup failed; retrying with the idle seals", "egroup", meta.FormatID(e.id), "err", err)
-		l.unsealedMu.Lock()
-		l.unsealed = append(l.unsealed, e)
-		l.unsealedMu.Unlock()
+		l.keepUnsealed(e)
 	case !sealed:
 		l.sealDropped(ctx, e.id)
 	}
@@ -612,6 +610,14 @@ func (l *Layer) sealRetired(ctx context.Context, e retiredEgroup) {
 
 // sealTimeout bounds sealing one retired egroup.
 const sealTimeout = 30 * time.Second
+
+// keepUnsealed queues egroups whose seal failed for the next idle-seal
+// round (sealUnsealed).
+func (l *Layer) keepUnsealed(es ...retiredEgroup) {
+	l.unsealedMu.Lock()
+	l.unsealed = append(l.unsealed, es...)
+	l.unsealedMu.Unlock()
+}
 
 // sealUnsealed retries the seals of retired egroups that failed.
 func (l *Layer) sealUnsealed(ctx context.Context) {

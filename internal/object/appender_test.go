@@ -123,6 +123,22 @@ func (b *batchEnv) put(key string, seed uint64) error {
 	return err
 }
 
+// warmHDD returns the egroup of the warm-up write and its hdd replica.
+func (b *batchEnv) warmHDD(t *testing.T) (uint64, model.DeviceID) {
+	t.Helper()
+	warm, err := b.l.Locate(context.Background(), "bkt", "warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range warm.Extents[0].Replicas {
+		if r.Tier == model.TierHDD {
+			return warm.Extents[0].Egroup, r.Device
+		}
+	}
+	t.Fatal("the warm-up write has no hdd replica")
+	return 0, ""
+}
+
 // queued is how many writers wait behind the batch being written.
 func (b *batchEnv) queued() int {
 	a := b.l.appenderFor(b.vec, "")
@@ -223,14 +239,7 @@ func TestBatchSharesOneAppend(t *testing.T) {
 func TestBatchReplicaFailsMidBatch(t *testing.T) {
 	b := newBatchEnv(t, nil, Options{})
 	ctx := context.Background()
-	warm, _ := b.l.Locate(ctx, "bkt", "warm")
-	id := warm.Extents[0].Egroup
-	var hdd model.DeviceID
-	for _, r := range warm.Extents[0].Replicas {
-		if r.Tier == model.TierHDD {
-			hdd = r.Device
-		}
-	}
+	id, hdd := b.warmHDD(t)
 	b.g.failBatchesOn = hdd
 	const n = 15
 	for i, err := range b.putHeldBatch(t, n, nil) {
@@ -727,14 +736,7 @@ func TestSealIdleSealsAMarkedEgroup(t *testing.T) {
 	if err := b.put("k01", 101); err != nil {
 		t.Fatal(err)
 	}
-	warm, _ := b.l.Locate(ctx, "bkt", "warm")
-	id := warm.Extents[0].Egroup
-	var hdd model.DeviceID
-	for _, r := range warm.Extents[0].Replicas {
-		if r.Tier == model.TierHDD {
-			hdd = r.Device
-		}
-	}
+	id, hdd := b.warmHDD(t)
 	b.l.MarkReplicaBad(ctx, id, hdd)
 	if _, err := b.l.SealIdle(ctx, 0); err != nil {
 		t.Fatal(err)

@@ -83,13 +83,11 @@ func (l *Layer) SealIdle(ctx context.Context, idle time.Duration) (int, error) {
 			// rest for the next round (sealUnsealed). Returning without
 			// them left them open with no writer, which the Curator does
 			// not seal while this node is up.
-			l.unsealedMu.Lock()
 			for _, e := range idles[i:] {
 				if e.modRev != 0 {
-					l.unsealed = append(l.unsealed, retiredEgroup{id: e.id, modRev: e.modRev, size: e.committed, mtime: e.mtime, replicas: e.modelReplicas()})
+					l.keepUnsealed(retiredEgroup{id: e.id, modRev: e.modRev, size: e.committed, mtime: e.mtime, replicas: e.modelReplicas()})
 				}
 			}
-			l.unsealedMu.Unlock()
 			return n, err
 		}
 		if sealed {
