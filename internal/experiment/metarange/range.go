@@ -326,10 +326,18 @@ func (r *Range) persist(rd raft.Ready) error {
 		}
 	}
 	if n := len(rd.Entries); n > 0 {
-		// New entries replace any the log held from their first index on
-		// (a deposed leader's tail): drop what lies past the last.
-		if err := b.DeleteRange(logKey(rd.Entries[n-1].GetIndex()+1), logEnd, nil); err != nil {
+		// New entries that start at or before the end of the log replace
+		// its tail from there on (a deposed leader's entries): drop what
+		// lies past the last new one. Only then: a range deletion per
+		// Ready would pile up tombstones that every read must step over.
+		last, err := r.ms.LastIndex()
+		if err != nil {
 			return err
+		}
+		if rd.Entries[0].GetIndex() <= last {
+			if err := b.DeleteRange(logKey(rd.Entries[n-1].GetIndex()+1), logEnd, nil); err != nil {
+				return err
+			}
 		}
 	}
 	if hasState {

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/terrace-storage/terrace/internal/meta"
 )
@@ -397,5 +400,43 @@ func TestSnapshotsUnsupportedIsNotSilent(t *testing.T) {
 	var kv meta.KV = (*Range)(nil)
 	if _, ok := kv.(meta.Snapshotter); ok {
 		t.Fatal("Range claims snapshots it does not implement")
+	}
+}
+
+// TestPersistReplacesADeposedTail: entries that start inside the stored
+// log replace its tail (a deposed leader's uncommitted entries), in
+// Pebble as in memory, so a restart loads the log raft decided.
+func TestPersistReplacesADeposedTail(t *testing.T) {
+	db, err := pebble.Open(t.TempDir(), &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := &Range{db: db, ms: raft.NewMemoryStorage()}
+	ents := func(term uint64, from, to uint64) []*pb.Entry {
+		var out []*pb.Entry
+		for i := from; i <= to; i++ {
+			out = append(out, &pb.Entry{Term: proto.Uint64(term), Index: proto.Uint64(i), Data: []byte{byte(term)}})
+		}
+		return out
+	}
+	if err := r.persist(raft.Ready{Entries: ents(1, 1, 5), MustSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.persist(raft.Ready{Entries: ents(2, 3, 4), HardState: &pb.HardState{Term: proto.Uint64(2), Commit: proto.Uint64(2)}, MustSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &Range{db: db, ms: raft.NewMemoryStorage()}
+	if _, err := fresh.load(); err != nil {
+		t.Fatal(err)
+	}
+	last, _ := fresh.ms.LastIndex()
+	if last != 4 {
+		t.Fatalf("reloaded log ends at %d, want 4", last)
+	}
+	for i, want := range map[uint64]uint64{1: 1, 2: 1, 3: 2, 4: 2} {
+		if term, err := fresh.ms.Term(i); err != nil || term != want {
+			t.Fatalf("entry %d term %d (%v), want %d", i, term, err, want)
+		}
 	}
 }
