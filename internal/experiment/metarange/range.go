@@ -68,8 +68,10 @@ type Range struct {
 	appliedCh chan struct{}
 	failed    error
 
-	stop chan struct{}
-	done chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type commitResult struct {
@@ -722,15 +724,13 @@ func (r *Range) Watch(ctx context.Context, prefix []byte) <-chan meta.Event {
 // Close stops the member and closes its Pebble. The data stays for a
 // restart with the same Dir.
 func (r *Range) Close() error {
-	select {
-	case <-r.stop:
-		return nil
-	default:
-	}
-	close(r.stop)
-	<-r.done
-	r.tr.close()
-	return r.db.Close()
+	r.closeOnce.Do(func() {
+		close(r.stop)
+		<-r.done
+		r.tr.close()
+		r.closeErr = r.db.Close()
+	})
+	return r.closeErr
 }
 
 type quietLogger struct{}
