@@ -350,9 +350,13 @@ func (a *appender) write(ctx context.Context, batch []*appendReq) {
 		}
 		// Undo the partial append where it landed; earlier batches'
 		// bytes stay, and the egroup is sealed once their writers are out.
+		// On a context of its own: a replica that hung until the batch's
+		// ran out is exactly when the others must be cut back.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sealTimeout)
 		for _, r := range e.replicas {
-			_ = l.rio.Truncate(ctx, r.Replica(), e.id, off)
+			_ = l.rio.Truncate(uctx, r.Replica(), e.id, off)
 		}
+		cancel()
 		a.mu.Lock()
 		e.broken = true
 		a.mu.Unlock()

@@ -32,7 +32,18 @@ type gatedIO struct {
 	// failBatchesOn fails appends of more than one small extent to this
 	// device.
 	failBatchesOn model.DeviceID
+	// hangBatchesOn holds appends of more than one small extent to this
+	// device until their context ends (a peer that stopped answering).
+	hangBatchesOn model.DeviceID
 	appends       atomic.Int64
+}
+
+// Truncate refuses an ended context, as a remote replica's RPC does.
+func (g *gatedIO) Truncate(ctx context.Context, r model.Replica, id uint64, size int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return g.Local.Truncate(ctx, r, id, size)
 }
 
 func (g *gatedIO) AppendSync(ctx context.Context, r model.Replica, id uint64, off int64, enc []byte) error {
@@ -46,6 +57,13 @@ func (g *gatedIO) AppendSync(ctx context.Context, r model.Replica, id uint64, of
 	}
 	if r.Device == fail && int64(len(enc)) > extent.EncodedLen(4096) {
 		return errors.New("injected batch append failure")
+	}
+	g.mu.Lock()
+	hang := g.hangBatchesOn
+	g.mu.Unlock()
+	if r.Device == hang && int64(len(enc)) > extent.EncodedLen(4096) {
+		<-ctx.Done()
+		return fmt.Errorf("injected hung append: %w", ctx.Err())
 	}
 	return g.Local.AppendSync(ctx, r, id, off, enc)
 }
@@ -271,6 +289,51 @@ func TestBatchReplicaFailsMidBatch(t *testing.T) {
 	b.checkAll(t, b.l, n)
 	l2 := restartLayer(t, b.env, b.l)
 	b.checkAll(t, l2, n)
+}
+
+// TestBatchHungReplicaCutOffAfterTheBatchTimedOut: a batch whose append
+// to one replica hangs until the batch's time runs out is undone on the
+// replica that took it, although the batch's context has ended by then:
+// the failed batch's bytes must not stay past the size the egroup is
+// sealed at (a remote replica's truncate refuses an ended context).
+func TestBatchHungReplicaCutOffAfterTheBatchTimedOut(t *testing.T) {
+	defer func(d time.Duration) { batchTimeout = d }(batchTimeout)
+	batchTimeout = 300 * time.Millisecond
+	b := newBatchEnv(t, nil, Options{})
+	id, hdd := b.warmHDD(t)
+	b.g.mu.Lock()
+	b.g.hangBatchesOn = hdd
+	b.g.mu.Unlock()
+	const n = 5
+	errs := b.putHeldBatch(t, n, nil)
+	if errs[0] != nil {
+		t.Fatalf("the leader (alone in its batch): %v", errs[0])
+	}
+	eg, _ := egroupRecord(t, b.kv, id)
+	per := extent.EncodedLen(4096)
+	if eg.State != meta.EgroupSealed || eg.Size != 2*per {
+		t.Fatalf("failed egroup: state %v size %d, want sealed at %d (the warm-up and the leader)", eg.State, eg.Size, 2*per)
+	}
+	for _, r := range eg.Replicas {
+		st, _ := b.local.Store(r.Device)
+		fi, err := os.Stat(filepath.Join(st.Device().Spec().Path, extent.FileName(id)))
+		if err != nil || fi.Size() != 2*per {
+			t.Fatalf("replica on %s: %v, size %d, want %d (the timed-out batch cut off)", r.Device, err, fi.Size(), 2*per)
+		}
+	}
+	b.g.mu.Lock()
+	b.g.hangBatchesOn = ""
+	b.g.mu.Unlock()
+	for i := 1; i <= n; i++ {
+		if errs[i] != nil {
+			continue // the batch ran out of time: refused, not lost
+		}
+		key := fmt.Sprintf("k%02d", i)
+		if got, err := readAll(t, b.l, key); err != nil || !bytes.Equal(got, payload(uint64(100+i), 4096)) {
+			t.Fatalf("%s acknowledged but reads %v", key, err)
+		}
+	}
+	checkTails(t, b.kv)
 }
 
 // raceRecordChange runs a held batch of n writers behind a leader whose
