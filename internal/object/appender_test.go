@@ -157,6 +157,22 @@ func (b *batchEnv) warmHDD(t *testing.T) (uint64, model.DeviceID) {
 	return 0, ""
 }
 
+// checkReplicaFiles checks that every replica file of egroup id is size
+// bytes long: a failed batch's bytes were cut off.
+func (b *batchEnv) checkReplicaFiles(t *testing.T, eg meta.Egroup, id uint64, size int64) {
+	t.Helper()
+	for _, r := range eg.Replicas {
+		st, _ := b.local.Store(r.Device)
+		fi, err := os.Stat(filepath.Join(st.Device().Spec().Path, extent.FileName(id)))
+		if err != nil {
+			t.Fatalf("replica on %s: %v", r.Device, err)
+		}
+		if fi.Size() != size {
+			t.Fatalf("replica on %s is %d bytes, want %d (the failed batch cut off)", r.Device, fi.Size(), size)
+		}
+	}
+}
+
 // queued is how many writers wait behind the batch being written.
 func (b *batchEnv) queued() int {
 	a := b.l.appenderFor(b.vec, "")
@@ -270,13 +286,7 @@ func TestBatchReplicaFailsMidBatch(t *testing.T) {
 	if eg.State != meta.EgroupSealed || eg.Size != 2*per {
 		t.Fatalf("failed egroup: state %v size %d, want sealed at %d (the warm-up and the leader's batch)", eg.State, eg.Size, 2*per)
 	}
-	for _, r := range eg.Replicas {
-		st, _ := b.local.Store(r.Device)
-		fi, err := os.Stat(filepath.Join(st.Device().Spec().Path, extent.FileName(id)))
-		if err != nil || fi.Size() != 2*per {
-			t.Fatalf("replica on %s: %v, want %d bytes (the failed batch cut off)", r.Device, err, 2*per)
-		}
-	}
+	b.checkReplicaFiles(t, eg, id, 2*per)
 	for i := 1; i <= n; i++ {
 		loc, _ := b.l.Locate(ctx, "bkt", fmt.Sprintf("k%02d", i))
 		for _, r := range loc.Extents[0].Replicas {
@@ -314,13 +324,7 @@ func TestBatchHungReplicaCutOffAfterTheBatchTimedOut(t *testing.T) {
 	if eg.State != meta.EgroupSealed || eg.Size != 2*per {
 		t.Fatalf("failed egroup: state %v size %d, want sealed at %d (the warm-up and the leader)", eg.State, eg.Size, 2*per)
 	}
-	for _, r := range eg.Replicas {
-		st, _ := b.local.Store(r.Device)
-		fi, err := os.Stat(filepath.Join(st.Device().Spec().Path, extent.FileName(id)))
-		if err != nil || fi.Size() != 2*per {
-			t.Fatalf("replica on %s: %v, size %d, want %d (the timed-out batch cut off)", r.Device, err, fi.Size(), 2*per)
-		}
-	}
+	b.checkReplicaFiles(t, eg, id, 2*per)
 	b.g.mu.Lock()
 	b.g.hangBatchesOn = ""
 	b.g.mu.Unlock()

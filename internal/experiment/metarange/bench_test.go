@@ -3,7 +3,6 @@ package metarange
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 
 	"github.com/terrace-storage/terrace/internal/cluster"
+	"github.com/terrace-storage/terrace/internal/devcluster"
 	"github.com/terrace-storage/terrace/internal/meta"
 )
 
@@ -108,24 +108,18 @@ func openMetarange(b *testing.B, viaLeader bool) meta.KV {
 	return tr.r[tr.follower(b)]
 }
 
-func freePorts(b testing.TB, n int) []int {
-	ports := make([]int, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer l.Close()
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	return ports
-}
-
 // openEtcd starts three etcd members as the server does (cluster.StartMember)
 // and returns the server's EtcdKV on the leader's or a follower's node.
 func openEtcd(b *testing.B, viaLeader bool) meta.KV {
 	const n = 3
-	ports := freePorts(b, 2*n)
+	base, err := devcluster.FreeBase(23000, 2*n, 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ports := make([]int, 2*n) // peer and client ports
+	for i := range ports {
+		ports[i] = base + i
+	}
 	var initial, clients []string
 	for i := range n {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[i]))
