@@ -156,3 +156,49 @@ func TestTieringPendingRunDroppedWithMastership(t *testing.T) {
 		t.Fatalf("a periodic job of a later term applied the earlier term's run: demoted %d egroups, ssd %.1f%% -> %.1f%%", n, 100*before, 100*after)
 	}
 }
+
+// The hold after a run is the cluster's, not one node's: a new master must
+// not start a run inside the hold that began with the old master's run
+// (tiering back to back is what the hold prevents). The run's time travels
+// in the saved model record; the new master honours it until the hold
+// ends, then decides again.
+func TestTieringHoldSurvivesFailover(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	clock := time.Now()
+	runner := func() *Curator { // another node, whose agent always runs
+		c := New(e.l, e.kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: learned(t, 10)})
+		c.mu.Lock()
+		c.now = func() time.Time { return clock }
+		c.mu.Unlock()
+		return c
+	}
+	check := func(c *Curator) (kind, why string) {
+		c.mu.Lock()
+		c.last["full"], c.last["partial"] = clock, clock.Add(-time.Minute)
+		c.mu.Unlock()
+		return c.due()
+	}
+	a := runner()
+	if kind, why := check(a); kind != "partial" || !strings.Contains(why, "q-learning: run") {
+		t.Fatalf("old master: due %q (%s), want a run", kind, why)
+	}
+	if m := savedModel(t, e); !m.LastRun.Equal(clock) {
+		t.Fatalf("saved model's last run %v, want the old master's run at %v", m.LastRun, clock)
+	}
+	// The old master dies; a minute later another node is the master.
+	clock = clock.Add(time.Minute)
+	b := runner()
+	if kind, why := check(b); kind != "" {
+		t.Fatalf("new master a minute after the old master's run: due %q (%s), want nothing inside the hold", kind, why)
+	}
+	clock = clock.Add(learn.DefaultHold - 2*time.Minute)
+	if kind, why := check(b); kind != "" {
+		t.Fatalf("new master a minute before the hold ends: due %q (%s)", kind, why)
+	}
+	clock = clock.Add(2 * time.Minute)
+	if kind, why := check(b); kind != "partial" || !strings.Contains(why, "q-learning: run") {
+		t.Fatalf("new master after the hold: due %q (%s), want a run", kind, why)
+	}
+}

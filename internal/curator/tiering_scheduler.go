@@ -59,7 +59,11 @@ type tierState struct {
 	pendingAt time.Time
 	status    TieringStatus
 	saved     int64 // model updates at the last save
-	restored  bool  // the saved model was loaded since this node became master
+	// savedRun is the model's LastRun at the last save: a run the agent
+	// decides is saved at once, updates or not, so that a new master
+	// honours the hold after it.
+	savedRun time.Time
+	restored bool // the saved model was loaded since this node became master
 	// rev is the revision of the model record this node last read or
 	// wrote (0: none). A save is conditional on it, so a master deposed
 	// without knowing it yet cannot overwrite what the new master saved.
@@ -256,11 +260,12 @@ func (c *Curator) TieringStatus() TieringStatus {
 }
 
 // saveTieringModel writes the agent's model to the metadata store when it
-// learned since the last save. Called with c.mu held, at most once per
-// agent decision (every 30 s); a failed save is retried at the next one.
+// learned or decided a run since the last save. Called with c.mu held, at
+// most once per agent decision (every 30 s); a failed save is retried at
+// the next one.
 func (c *Curator) saveTieringModel(ma modelAgent) {
 	m := ma.Agent().Model()
-	if !c.tier.restored || m.Updates == c.tier.saved {
+	if !c.tier.restored || m.Updates == c.tier.saved && m.LastRun.Equal(c.tier.savedRun) {
 		return
 	}
 	b, err := m.Marshal()
@@ -290,7 +295,7 @@ func (c *Curator) saveTieringModel(ma modelAgent) {
 		c.log.Warn("curator: tiering model not saved", "err", err)
 		return
 	}
-	c.tier.saved, c.tier.rev = m.Updates, rev
+	c.tier.saved, c.tier.savedRun, c.tier.rev = m.Updates, m.LastRun, rev
 }
 
 // restoreTieringModel loads the saved model into the learned scheduler's
@@ -320,14 +325,17 @@ func (c *Curator) restoreTieringModel() bool {
 	c.tier.rev = it.ModRev
 	m, err := learn.ParseModel(it.Value)
 	if err == nil {
+		// SetModel may keep a later run of this node's own in m; what the
+		// store holds is the record's.
+		savedRun := m.LastRun
 		if err = ma.Agent().SetModel(m); err == nil {
-			c.tier.saved = m.Updates
+			c.tier.saved, c.tier.savedRun = m.Updates, savedRun
 		}
 	}
 	if err != nil {
 		c.log.Error("curator: the saved tiering model is unusable; keeping the configured one", "err", err)
 		return true
 	}
-	c.log.Info("curator: restored the learned tiering model", "updates", m.Updates)
+	c.log.Info("curator: restored the learned tiering model", "updates", m.Updates, "last_run", m.LastRun)
 	return true
 }

@@ -79,6 +79,11 @@ type Decision struct {
 }
 
 func (d Decision) String() string {
+	if d.Held && d.Name == "" {
+		// The hold of a run this agent did not decide: the model's
+		// LastRun, another Curator master's.
+		return "held (the model's last run in effect)"
+	}
 	if d.Held {
 		return fmt.Sprintf("held (%s in effect)", d.Name)
 	}
@@ -149,7 +154,28 @@ func NewAgent(m *Model, o AgentOptions) (*Agent, error) {
 		return nil, err
 	}
 	o.EnsureDefaults()
-	return &Agent{model: m, opts: o}, nil
+	a := &Agent{model: m, opts: o}
+	a.holdFrom(m.LastRun)
+	return a, nil
+}
+
+// holdFrom extends the hold to a run's at lastRun (zero: none).
+func (a *Agent) holdFrom(lastRun time.Time) {
+	if !lastRun.IsZero() {
+		if end := lastRun.Add(a.opts.Hold); end.After(a.holdUntil) {
+			a.holdUntil = end
+		}
+	}
+}
+
+// holdEnd is the end of the hold as of now: at most one hold from now, so
+// a run stamped in the future by a master whose clock ran ahead holds the
+// agent no longer than a run of its own would.
+func (a *Agent) holdEnd(now time.Time) time.Time {
+	if lim := now.Add(a.opts.Hold); a.holdUntil.After(lim) {
+		return lim
+	}
+	return a.holdUntil
 }
 
 // Model returns the agent's model (live: callers must not change it, and
@@ -157,8 +183,11 @@ func NewAgent(m *Model, o AgentOptions) (*Agent, error) {
 func (a *Agent) Model() *Model { return a.model }
 
 // SetModel replaces the agent's model (one restored from the metadata
-// store by a new Curator master); the agent's hold and pending decision
-// are kept, so the next reward still credits it.
+// store by a new Curator master); the agent's pending decision is kept,
+// so the next reward still credits it. The hold is the later of the
+// agent's own and the one after m's LastRun: the run another master
+// started holds this agent too, and a later run of this agent's stays in
+// the model for the next save.
 func (a *Agent) SetModel(m *Model) error {
 	if err := m.Validate(); err != nil {
 		return err
@@ -166,6 +195,10 @@ func (a *Agent) SetModel(m *Model) error {
 	if a.havePrev && a.prevAct >= len(m.Actions) {
 		a.havePrev = false
 	}
+	if a.model.LastRun.After(m.LastRun) {
+		m.LastRun = a.model.LastRun
+	}
+	a.holdFrom(m.LastRun)
 	a.model = m
 	return nil
 }
@@ -198,7 +231,7 @@ func (a *Agent) Stats() AgentStats {
 
 // Holding reports whether a run's hold lasts at now: Step without a
 // forced action would not decide.
-func (a *Agent) Holding(now time.Time) bool { return now.Before(a.holdUntil) }
+func (a *Agent) Holding(now time.Time) bool { return now.Before(a.holdEnd(now)) }
 
 // Step is one poll at logical time now. obs carries the state and the
 // client latency of the poll interval that just ended. force is NoForce
@@ -221,6 +254,7 @@ func (a *Agent) StepForced(now time.Time, obs Observation, force int, by string,
 	}
 	a.latSum += obs.LatencyMs * obs.Ops
 	a.latOps += obs.Ops
+	a.holdUntil = a.holdEnd(now)
 	if now.Before(a.holdUntil) && force == NoForce {
 		d := a.last
 		d.At, d.Held, d.State, d.HasReward, d.Reward, d.TDError, d.UpdateErr = now, true, obs, false, 0, 0, ""
@@ -263,6 +297,8 @@ func (a *Agent) StepForced(now time.Time, obs Observation, force int, by string,
 	d.Name, d.Reduce = spec.Name, spec.Reduce
 	if spec.Reduce > 0 {
 		a.holdUntil = now.Add(a.opts.Hold)
+		// In the model, so the hold survives a change of Curator master.
+		a.model.LastRun = now
 		a.stats.Runs++
 	}
 	a.stats.Decisions++

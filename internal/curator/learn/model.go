@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Paper defaults (Curator §4.3.4).
@@ -52,8 +53,18 @@ const (
 	MaxActions  = 8
 )
 
-// ModelVersion is the JSON format version ParseModel accepts.
-const ModelVersion = 1
+// JSON format versions of a model. A binary reads every version up to
+// ModelVersion and refuses a newer one, so a field that older binaries
+// cannot read (ParseModel refuses unknown fields) comes with a new
+// version.
+const (
+	// modelV1 is the original format.
+	modelV1 = 1
+	// modelV2 adds last_run.
+	modelV2 = 2
+	// ModelVersion is the newest format this binary reads and writes.
+	ModelVersion = modelV2
+)
 
 // ActionSpec is one action: its name and how much tiering it asks for,
 // as a multiple of the configured reduction h (0: do not tier now).
@@ -105,6 +116,12 @@ type Model struct {
 	ExploreMinSSD float64 `json:"explore_min_ssd,omitempty"`
 	// Updates counts the TD updates applied since creation.
 	Updates int64 `json:"updates"`
+	// LastRun is when the agent last decided a run, the start of the hold
+	// after it (zero: never, or a record from before the field). It is
+	// saved with the model so that a new Curator master honours the hold
+	// the old master started (Agent.SetModel) instead of tiering again
+	// right after it. Since version 2.
+	LastRun time.Time `json:"last_run,omitzero"`
 }
 
 // NewModel returns a model with zero weights over features and actions,
@@ -145,8 +162,8 @@ func (m *Model) Validate() error {
 	if m == nil {
 		return errors.New("learn: nil model")
 	}
-	if m.Version != ModelVersion {
-		return fmt.Errorf("learn: model version %d, want %d", m.Version, ModelVersion)
+	if m.Version < modelV1 || m.Version > ModelVersion {
+		return fmt.Errorf("learn: model version %d, want %d..%d", m.Version, modelV1, ModelVersion)
 	}
 	n := len(m.Features)
 	if n == 0 || n > MaxFeatures {
@@ -420,12 +437,19 @@ func (m *Model) updateRate(t Transition, alpha float64) (float64, error) {
 
 // MarshalJSON-compatible encoding: Model has plain JSON tags; Marshal is
 // json.Marshal with a validation first, so an invalid model is never
-// persisted.
+// persisted. It writes the oldest format version that holds the model: a
+// model without a run recorded (every model file `terrace sim tiering`
+// writes) stays readable by binaries that know only version 1.
 func (m *Model) Marshal() ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return json.MarshalIndent(m, "", "  ")
+	c := *m
+	c.Version = modelV1
+	if !m.LastRun.IsZero() {
+		c.Version = modelV2
+	}
+	return json.MarshalIndent(&c, "", "  ")
 }
 
 // maxModelBytes bounds the JSON ParseModel reads (a valid model with the
@@ -461,6 +485,9 @@ func (m *Model) String() string {
 	if m.EpsilonHalfLife > 0 || m.ExploreMinSSD > 0 || m.Pretrained > 0 {
 		fmt.Fprintf(&b, "  exploration: epsilon now %s (floor %g, half-life %g, experience %d = %d pre-trained + %d updates), runs explored from ssd %g%%\n",
 			fmtF(m.EpsilonNow()), m.EpsilonFloor, m.EpsilonHalfLife, m.Experience(), m.Pretrained, m.Updates, m.ExploreMinSSD)
+	}
+	if !m.LastRun.IsZero() {
+		fmt.Fprintf(&b, "  last run %s (the hold after it counts from then)\n", m.LastRun.UTC().Format(time.RFC3339Nano))
 	}
 	for a, spec := range m.Actions {
 		fmt.Fprintf(&b, "  %s (reduce %gh): bias=%s", spec.Name, spec.Reduce, fmtF(m.Bias[a]))
