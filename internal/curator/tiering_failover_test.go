@@ -1,7 +1,9 @@
 package curator
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/terrace-storage/terrace/internal/curator/decide"
 	"github.com/terrace-storage/terrace/internal/curator/learn"
+	"github.com/terrace-storage/terrace/internal/meta"
 	"github.com/terrace-storage/terrace/internal/model"
 )
 
@@ -200,5 +203,69 @@ func TestTieringHoldSurvivesFailover(t *testing.T) {
 	clock = clock.Add(2 * time.Minute)
 	if kind, why := check(b); kind != "partial" || !strings.Contains(why, "q-learning: run") {
 		t.Fatalf("new master after the hold: due %q (%s), want a run", kind, why)
+	}
+}
+
+// During a rolling upgrade or downgrade the saved model may be in a
+// format newer than this binary reads: a newer binary's learned table.
+// This binary must leave it as it is (not replace it with its configured
+// model), decide with the threshold rule meanwhile (its agent neither acts
+// nor learns), and say so once, not at every check. Once the record is
+// gone (an operator deleted it to start over) the learned scheduler
+// resumes.
+func TestTieringModelFromNewerBinaryKept(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	newer := []byte(`{"version":99,"features":["ssd"],"actions":[{"name":"skip","reduce":0},{"name":"run","reduce":1}],` +
+		`"mean":[50],"scale":[10],"weights":[[0],[1]],"bias":[0,0],"alpha":0.01,"gamma":0.9,"epsilon":0.2,"td_clip":100,"updates":123456,"a_later_field":{}}`)
+	var put meta.Txn
+	put.Put([]byte(tieringModelKey), newer)
+	if _, err := e.kv.Commit(context.Background(), &put); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	q := learned(t, 10) // would run at once, and save
+	q.Poll = time.Nanosecond
+	c := New(e.l, e.kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: q,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for i := range 3 {
+		quiet(c)
+		if kind, why := c.due(); kind != "" {
+			t.Fatalf("check %d with a newer binary's model saved, ssd at %.0f%%: due %q (%s), want the threshold rule's answer (nothing below f)",
+				i, 100*e.tierUse(model.TierSSD), kind, why)
+		}
+	}
+	it, err := e.kv.Get(context.Background(), []byte(tieringModelKey))
+	if err != nil || !bytes.Equal(it.Value, newer) {
+		t.Fatalf("the newer binary's model was replaced (err %v):\n%s", err, it.Value)
+	}
+	if st := q.Agent().Stats(); st.Decisions != 0 {
+		t.Fatalf("the agent decided %d times on a model that is not the cluster's", st.Decisions)
+	}
+	if n := strings.Count(logs.String(), "written by a newer Terrace"); n != 1 {
+		t.Fatalf("want one warning about the newer model, got %d:\n%s", n, logs.String())
+	}
+	if st := c.TieringStatus(); !strings.Contains(st.Error, "newer") || !strings.Contains(st.Error, "threshold") {
+		t.Fatalf("status does not say why the threshold rule decides: %+v", st)
+	}
+	// The threshold rule still tiers a tier over f.
+	e.fillSSD(0.8)
+	quiet(c)
+	if kind, why := c.due(); kind != "partial" || !strings.Contains(why, "tier ssd at") {
+		t.Fatalf("ssd over f with a newer binary's model saved: due %q (%s), want the threshold rule's run", kind, why)
+	}
+	// Deleted: the learned scheduler takes over again, and saves.
+	var del meta.Txn
+	del.Del([]byte(tieringModelKey))
+	if _, err := e.kv.Commit(context.Background(), &del); err != nil {
+		t.Fatal(err)
+	}
+	quiet(c)
+	if kind, why := c.due(); kind != "partial" || !strings.Contains(why, "q-learning: run") {
+		t.Fatalf("after the newer model was deleted: due %q (%s), want the learned scheduler's run", kind, why)
+	}
+	if m := savedModel(t, e); m.LastRun.IsZero() {
+		t.Fatalf("the learned scheduler's run was not saved: %s", m)
 	}
 }

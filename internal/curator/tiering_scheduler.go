@@ -68,6 +68,12 @@ type tierState struct {
 	// wrote (0: none). A save is conditional on it, so a master deposed
 	// without knowing it yet cannot overwrite what the new master saved.
 	rev int64
+	// newer is set (to why) while the saved model is in a format newer
+	// than this binary reads: a newer binary's, during a rolling upgrade
+	// or downgrade. It is left as it is: the threshold rule decides, the
+	// agent neither acts nor learns and nothing is saved, and the record
+	// is read again at every check until it is gone or readable.
+	newer string
 	// refused holds the hot egroups event-driven promotion left on a
 	// slower tier for lack of room (decide.Promotions), with when; they
 	// are forgotten a hot window later.
@@ -177,6 +183,18 @@ func (c *Curator) scheduler() TieringScheduler {
 	return tiersched.Threshold{}
 }
 
+// decider is the scheduler that decides now: the configured one, or the
+// threshold rule while the saved model is a newer binary's (tierState.
+// newer): an agent acting on a model that is not the cluster's would
+// have to save it over the newer one to keep what it learns. Called with
+// c.mu held.
+func (c *Curator) decider() TieringScheduler {
+	if c.tier.newer != "" {
+		return tiersched.Threshold{}
+	}
+	return c.scheduler()
+}
+
 // tierCheck asks the scheduler whether to start a tiering job now (on the
 // Curator master only). A scheduler error (a bad signal) falls back to the
 // threshold rule for this check. base are the thresholds in force (the
@@ -195,21 +213,26 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOp
 		c.tier.pending = nil
 		return false, ""
 	}
-	if !c.tier.restored {
+	if !c.tier.restored || c.tier.newer != "" {
 		// This node just became the master: continue from the model the
 		// previous master saved (retried at the next check if the
 		// metadata store did not answer; nothing is saved until then).
+		// A newer binary's model is read again at every check, so that
+		// the learned scheduler resumes once it is deleted.
 		c.tier.restored = c.restoreTieringModel()
 	}
 	var obs learn.Observation
 	if c.opts.TierSignals != nil {
 		obs = c.opts.TierSignals()
 	}
-	sched := c.scheduler()
+	sched := c.decider()
 	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: base, Starved: starved}
 	d, err := sched.Check(in, c.rng)
 	st := &c.tier.status
 	st.Scheduler, st.LastCheck, st.Error, st.Starved = sched.Name(), now, "", starved
+	if c.tier.newer != "" {
+		st.Error = c.tier.newer + "; deciding with the threshold rule and leaving the saved model as it is"
+	}
 	if err != nil {
 		c.log.Warn("tiering scheduler check failed; using the threshold rule", "scheduler", sched.Name(), "err", err)
 		st.Error = err.Error()
@@ -247,7 +270,7 @@ func (c *Curator) schedulerOptions(s *model.Snapshot, base decide.TierOptions, c
 		o.Rank = base.Rank
 		return o
 	}
-	return c.scheduler().JobOptions(s, base)
+	return c.decider().JobOptions(s, base)
 }
 
 // TieringStatus returns the scheduler's status.
@@ -265,7 +288,7 @@ func (c *Curator) TieringStatus() TieringStatus {
 // the next one.
 func (c *Curator) saveTieringModel(ma modelAgent) {
 	m := ma.Agent().Model()
-	if !c.tier.restored || m.Updates == c.tier.saved && m.LastRun.Equal(c.tier.savedRun) {
+	if !c.tier.restored || c.tier.newer != "" || m.Updates == c.tier.saved && m.LastRun.Equal(c.tier.savedRun) {
 		return
 	}
 	b, err := m.Marshal()
@@ -301,9 +324,9 @@ func (c *Curator) saveTieringModel(ma modelAgent) {
 // restoreTieringModel loads the saved model into the learned scheduler's
 // agent, at the first tiering check after this node became the master.
 // Without a saved model (the first master) the configured one stays; an
-// invalid saved model is reported and replaced at the next save. It
-// returns false only when the store could not be read. Called with c.mu
-// held.
+// invalid saved model is reported and replaced at the next save; one in
+// a newer format is kept, and sets tierState.newer. It returns false only
+// when the store could not be read. Called with c.mu held.
 func (c *Curator) restoreTieringModel() bool {
 	ma, ok := c.scheduler().(modelAgent)
 	if !ok {
@@ -313,7 +336,7 @@ func (c *Curator) restoreTieringModel() bool {
 	defer cancel()
 	it, err := c.kv.Get(ctx, []byte(tieringModelKey))
 	if errors.Is(err, meta.ErrNotFound) {
-		c.tier.rev = 0 // the first save creates the record
+		c.tier.rev, c.tier.newer = 0, "" // the first save creates the record
 		return true
 	}
 	if err != nil {
@@ -324,6 +347,18 @@ func (c *Curator) restoreTieringModel() bool {
 	// and is to be replaced.
 	c.tier.rev = it.ModRev
 	m, err := learn.ParseModel(it.Value)
+	if errors.Is(err, learn.ErrNewerModel) {
+		// Replacing it would throw away what a newer binary learned, and
+		// that binary is back as master after the upgrade (or a
+		// downgrade is undone). Once per run of such checks: they
+		// repeat until the record is gone.
+		if c.tier.newer == "" {
+			c.log.Warn("curator: the saved learned tiering model was written by a newer Terrace; leaving it as it is and deciding with the threshold rule while this node is master (delete "+tieringModelKey+" to start this binary's learned scheduler over)", "err", err)
+		}
+		c.tier.newer = "saved tiering model: " + err.Error()
+		return true
+	}
+	c.tier.newer = ""
 	if err == nil {
 		// SetModel may keep a later run of this node's own in m; what the
 		// store holds is the record's.
@@ -336,6 +371,10 @@ func (c *Curator) restoreTieringModel() bool {
 		c.log.Error("curator: the saved tiering model is unusable; keeping the configured one", "err", err)
 		return true
 	}
-	c.log.Info("curator: restored the learned tiering model", "updates", m.Updates, "last_run", m.LastRun)
+	args := []any{"updates", m.Updates}
+	if !m.LastRun.IsZero() {
+		args = append(args, "last_run", m.LastRun)
+	}
+	c.log.Info("curator: restored the learned tiering model", args...)
 	return true
 }

@@ -54,7 +54,7 @@ const (
 )
 
 // JSON format versions of a model. A binary reads every version up to
-// ModelVersion and refuses a newer one, so a field that older binaries
+// ModelVersion and refuses a newer one with ErrNewerModel, so a field that older binaries
 // cannot read (ParseModel refuses unknown fields) comes with a new
 // version.
 const (
@@ -65,6 +65,11 @@ const (
 	// ModelVersion is the newest format this binary reads and writes.
 	ModelVersion = modelV2
 )
+
+// ErrNewerModel is ParseModel's error for a model in a format newer than
+// ModelVersion: a newer binary's, which this one must leave alone rather
+// than replace, as it would a broken one.
+var ErrNewerModel = errors.New("learn: model format is newer than this binary reads")
 
 // ActionSpec is one action: its name and how much tiering it asks for,
 // as a multiple of the configured reduction h (0: do not tier now).
@@ -457,10 +462,19 @@ func (m *Model) Marshal() ([]byte, error) {
 const maxModelBytes = 1 << 20
 
 // ParseModel decodes and validates a model. Unknown fields are errors, so
-// a model written by a newer version is refused rather than half-read.
+// a model written by a newer version is refused rather than half-read. A
+// version above ModelVersion is refused with ErrNewerModel before the
+// fields are looked at (a newer format may add fields), so that callers
+// can tell a newer binary's model from a broken one.
 func ParseModel(b []byte) (*Model, error) {
 	if len(b) > maxModelBytes {
 		return nil, fmt.Errorf("learn: model is %d bytes, limit %d", len(b), maxModelBytes)
+	}
+	var v struct {
+		Version int `json:"version"`
+	}
+	if json.Unmarshal(b, &v) == nil && v.Version > ModelVersion {
+		return nil, fmt.Errorf("%w: version %d, this binary reads up to %d", ErrNewerModel, v.Version, ModelVersion)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
