@@ -54,6 +54,9 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"tiny memory limit", func(c *Config) { c.MemoryLimitBytes = 1 << 20 }, "memory_limit_bytes"},
 		{"tiny scan memory", func(c *Config) { c.Curator.ScanMemoryBytes = 4096 }, "scan_memory_bytes"},
 		{"negative scan memory", func(c *Config) { c.Curator.ScanMemoryBytes = -2 }, "scan_memory_bytes"},
+		{"learned scheduler with tiering off", func(c *Config) {
+			c.Curator.Tiering, c.Curator.TieringScheduler = new(false), "qlearning"
+		}, "tiering: false"},
 	}
 	for _, b := range bad {
 		c := Config{}
@@ -61,6 +64,16 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		b.mod(&c)
 		if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("%s: got %v, want an error containing %q", b.name, err, b.want)
+		}
+	}
+	// Tiering off with the threshold scheduler, named or not, asks for
+	// nothing contradictory: the scheduler is the default.
+	for _, sched := range []string{"", "threshold"} {
+		c := Config{}
+		c.EnsureDefaults()
+		c.Curator.Tiering, c.Curator.TieringScheduler = new(false), sched
+		if _, err := c.Validate(); err != nil {
+			t.Errorf("tiering: false with tiering_scheduler %q: %v", sched, err)
 		}
 	}
 	// Node "node1" joining a cluster whose founders are "a-node1" and

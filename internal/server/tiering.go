@@ -41,7 +41,7 @@ func tieringModel(path string) (*learn.Model, error) {
 }
 
 // validateTiering checks the tiering thresholds, the scheduler name and,
-// for qlearning, the model.
+// for qlearning, that tiering is on and the model.
 func (cc CuratorConfig) validateTiering() error {
 	// The thresholds are fractions of a tier's capacity (0: the default).
 	// Nothing downstream checks them: f = 75 (a percentage) would never
@@ -71,6 +71,12 @@ func (cc CuratorConfig) validateTiering() error {
 		}
 		return nil
 	case tiersched.NameQLearning:
+		if cc.Tiering != nil && !*cc.Tiering {
+			// With tiering off the Curator never consults a scheduler:
+			// the learned one would neither act nor learn, and the
+			// operator who configured it would not find out.
+			return fmt.Errorf("server: curator tiering_scheduler is %q but tiering: false turns tiering off, so it would never run; remove tiering_scheduler, or turn tiering on", cc.TieringScheduler)
+		}
 		_, err := tieringModel(cc.TieringModel)
 		return err
 	}
