@@ -19,6 +19,7 @@ type Elector struct {
 	self   string
 	log    *slog.Logger
 	leader atomic.Bool
+	term   atomic.Uint64
 }
 
 // NewElector returns an elector for role name.
@@ -28,6 +29,11 @@ func NewElector(c *clientv3.Client, name, self string, log *slog.Logger) *Electo
 
 // IsLeader reports whether this node holds the role now.
 func (e *Elector) IsLeader() bool { return e.leader.Load() }
+
+// Term counts the elections this node has won: it changes whenever the
+// node holds the role again, so a caller that polls IsLeader can tell a
+// term it missed (lost and won back between two polls).
+func (e *Elector) Term() uint64 { return e.term.Load() }
 
 // Run campaigns until ctx ends, re-campaigning after a lost session.
 func (e *Elector) Run(ctx context.Context) {
@@ -42,8 +48,9 @@ func (e *Elector) Run(ctx context.Context) {
 			s.Close()
 			continue
 		}
+		e.term.Add(1)
 		e.leader.Store(true)
-		e.log.Info("won election", "role", e.name)
+		e.log.Info("won election", "role", e.name, "term", e.term.Load())
 		select {
 		case <-ctx.Done():
 		case <-s.Done():

@@ -178,6 +178,15 @@ func (o *Options) EnsureDefaults() {
 // Leader tells whether this node is the Curator master.
 type Leader interface{ IsLeader() bool }
 
+// Termed is a Leader that numbers its terms: Term changes whenever this
+// node wins mastership again (cluster.Elector). With it, a node that lost
+// and won back mastership between two checks still sees that another
+// master's term came between; a plain Leader is only seen at each check.
+type Termed interface {
+	Leader
+	Term() uint64
+}
+
 type alwaysLeader struct{}
 
 func (alwaysLeader) IsLeader() bool { return true }

@@ -94,6 +94,16 @@ type switchLeader struct{ on atomic.Bool }
 
 func (l *switchLeader) IsLeader() bool { return l.on.Load() }
 
+// termLeader is a Termed the test switches; win starts a new term.
+type termLeader struct {
+	switchLeader
+	term atomic.Uint64
+}
+
+func (l *termLeader) Term() uint64 { return l.term.Load() }
+func (l *termLeader) win()         { l.term.Add(1); l.on.Store(true) }
+func (l *termLeader) lose()        { l.on.Store(false) }
+
 // A node that loses mastership and later wins it back must not credit its
 // last decision of the earlier term with the latency it observes on its
 // return: that interval was the other master's, whose decisions (and
@@ -123,6 +133,37 @@ func TestTieringRegainedMasterCreditsNoStaleDecision(t *testing.T) {
 	want := savedModel(t, e)
 	// b is deposed; a wins the election again.
 	la.on.Store(true)
+	quiet(a)
+	a.due()
+	if got := a.scheduler().(modelAgent).Agent().Model(); got.String() != want.String() {
+		t.Fatalf("regained master's model after its first check:\n%s\nwant the restored one (its decision of the earlier term credited with nothing):\n%s", got, want)
+	}
+}
+
+// The same when the node loses mastership and wins it back between two
+// of its checks (an election session lost and a campaign won inside one
+// poll): no check saw it as a follower, but the elector's term moved, and
+// the other master's term between must be honoured as if it had.
+func TestTieringRegainedWithinOnePollCreditsNoStaleDecision(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	a := e.learnedCurator(4)
+	var la termLeader
+	la.win()
+	a.leader = &la
+	for range 2 { // one update, saved; a decision pending
+		quiet(a)
+		a.due()
+	}
+	la.lose() // no check of a's while it is a follower
+	b := e.learnedCurator(40)
+	for range 3 {
+		quiet(b)
+		b.due()
+	}
+	want := savedModel(t, e)
+	la.win()
 	quiet(a)
 	a.due()
 	if got := a.scheduler().(modelAgent).Agent().Model(); got.String() != want.String() {

@@ -64,6 +64,8 @@ type tierState struct {
 	// honours the hold after it.
 	savedRun time.Time
 	restored bool // the saved model was loaded since this node became master
+	// term is the master term (Termed) of the last check as master.
+	term uint64
 	// rev is the revision of the model record this node last read or
 	// wrote (0: none). A save is conditional on it, so a master deposed
 	// without knowing it yet cannot overwrite what the new master saved.
@@ -171,6 +173,20 @@ func (c *Curator) forgetPending() {
 	}
 }
 
+// endTerm forgets what this node's term as master left behind, once it
+// is no longer the master or is master again in a new term. Called with
+// c.mu held.
+func (c *Curator) endTerm() {
+	// If this node wins mastership back, its last decision of the earlier
+	// term must not be credited with what it observes then: that interval
+	// was the other master's.
+	c.forgetPending()
+	c.tier.restored = false
+	// Nor may a run decided in the earlier term be carried out by a job
+	// of a later one (pendingFor is 10 minutes).
+	c.tier.pending = nil
+}
+
 // pendingFor bounds how long a check's options wait for the job it
 // started (a job whose scan failed must not hand them to a periodic scan
 // an hour later).
@@ -203,15 +219,16 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOp
 	// Only the master acts on the answer; a learning agent on another node
 	// would learn from jobs it did not run.
 	if !c.leader.IsLeader() {
-		// If this node wins mastership back later, its last decision of
-		// this term must not be credited with what it observes then.
-		c.forgetPending()
-		c.tier.restored = false
-		// Nor may a run decided in this term be carried out by a job of a
-		// later one (pendingFor is 10 minutes): the other master's term
-		// came between.
-		c.tier.pending = nil
+		c.endTerm()
 		return false, ""
+	}
+	if t, ok := c.leader.(Termed); ok {
+		// Mastership lost and won back since the last check, too quickly
+		// for a check to see this node as a follower.
+		if term := t.Term(); term != c.tier.term {
+			c.endTerm()
+			c.tier.term = term
+		}
 	}
 	if !c.tier.restored || c.tier.newer != "" {
 		// This node just became the master: continue from the model the
