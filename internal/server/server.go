@@ -23,6 +23,7 @@ import (
 	"github.com/terrace-storage/terrace/internal/console"
 	"github.com/terrace-storage/terrace/internal/curator"
 	"github.com/terrace-storage/terrace/internal/curator/decide"
+	"github.com/terrace-storage/terrace/internal/curator/tiersched"
 	"github.com/terrace-storage/terrace/internal/device"
 	"github.com/terrace-storage/terrace/internal/lifecycle"
 	"github.com/terrace-storage/terrace/internal/meta"
@@ -349,6 +350,10 @@ func (n *Node) Serve(ctx context.Context, startS3 S3Starter) error {
 	}
 	if !n.Config.Curator.Disabled {
 		go n.Curator.Run(bg)
+	} else if n.Config.Curator.TieringScheduler != "" && n.Config.Curator.TieringScheduler != tiersched.NameThreshold {
+		// Disabled is a switch an operator flips for a while and back;
+		// the rest of the section stays valid, but say what it means.
+		n.Log.Warn("curator disabled: the configured tiering scheduler will not run until it is enabled", "tiering_scheduler", n.Config.Curator.TieringScheduler)
 	}
 	if !n.Config.Lifecycle.Disabled {
 		go n.Lifecycle.Run(bg)
