@@ -247,6 +247,61 @@ func TestTieringHoldSurvivesFailover(t *testing.T) {
 	}
 }
 
+// modelGetFails fails reads of the saved tiering model while fail is set
+// (the metadata store not answering a new master's first read).
+type modelGetFails struct {
+	meta.KV
+	fail atomic.Bool
+}
+
+func (k *modelGetFails) Get(ctx context.Context, key []byte) (meta.Item, error) {
+	if k.fail.Load() && string(key) == tieringModelKey {
+		return meta.Item{}, context.DeadlineExceeded
+	}
+	return k.KV.Get(ctx, key)
+}
+
+// A new master that cannot read the saved model does not know the hold
+// after the old master's run (nor what it learned): its agent must not
+// decide until the model loads; the threshold rule decides meanwhile.
+// Once the read succeeds, the hold holds.
+func TestTieringUnreadModelHoldsTheAgent(t *testing.T) {
+	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+	defer e.close()
+	e.fillSSD(0.5)
+	clock := time.Now()
+	runner := func(kv meta.KV) *Curator { // a node whose agent always runs
+		c := New(e.l, kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: learned(t, 10)})
+		c.mu.Lock()
+		c.now = func() time.Time { return clock }
+		c.mu.Unlock()
+		return c
+	}
+	check := func(c *Curator) (kind, why string) {
+		c.mu.Lock()
+		c.last["full"], c.last["partial"] = clock, clock.Add(-time.Minute)
+		c.mu.Unlock()
+		return c.due()
+	}
+	if kind, why := check(runner(e.kv)); kind != "partial" || !strings.Contains(why, "q-learning: run") {
+		t.Fatalf("old master: due %q (%s), want a run", kind, why)
+	}
+	clock = clock.Add(time.Minute)
+	kv := &modelGetFails{KV: e.kv}
+	kv.fail.Store(true)
+	b := runner(kv)
+	if kind, why := check(b); strings.Contains(why, "q-learning") {
+		t.Fatalf("new master that could not read the model: due %q (%s), want the threshold rule's answer", kind, why)
+	}
+	if st := b.TieringStatus(); !strings.Contains(st.Error, "could not be read") {
+		t.Fatalf("status while the model is unread: error %q, want it to say why the threshold rule decides", st.Error)
+	}
+	kv.fail.Store(false)
+	if kind, why := check(b); kind != "" {
+		t.Fatalf("new master once the model loaded, inside the old master's hold: due %q (%s)", kind, why)
+	}
+}
+
 // During a rolling upgrade or downgrade the saved model may be in a
 // format newer than this binary reads: a newer binary's learned table.
 // This binary must leave it as it is (not replace it with its configured

@@ -243,12 +243,21 @@ func (c *Curator) tierCheck(s *model.Snapshot, now time.Time, base decide.TierOp
 		obs = c.opts.TierSignals()
 	}
 	sched := c.decider()
+	if !c.tier.restored {
+		// The saved model could not be read: the agent knows neither what
+		// the previous master learned nor the hold after its last run, so
+		// it must not decide yet; the threshold rule does until it loads.
+		sched = tiersched.Threshold{}
+	}
 	in := tiersched.Input{Now: now, Snapshot: s, Obs: obs, Base: base, Starved: starved}
 	d, err := sched.Check(in, c.rng)
 	st := &c.tier.status
 	st.Scheduler, st.LastCheck, st.Error, st.Starved = sched.Name(), now, "", starved
-	if c.tier.newer != "" {
+	switch {
+	case c.tier.newer != "":
 		st.Error = c.tier.newer + "; deciding with the threshold rule and leaving the saved model as it is"
+	case !c.tier.restored:
+		st.Error = "the saved tiering model could not be read yet; deciding with the threshold rule until it is"
 	}
 	if err != nil {
 		c.log.Warn("tiering scheduler check failed; using the threshold rule", "scheduler", sched.Name(), "err", err)
