@@ -560,8 +560,13 @@ func (r *Range) Commit(ctx context.Context, t *meta.Txn) (int64, error) {
 	r.mu.Unlock()
 	if err := r.node.Propose(ctx, encodeCommand(id, t)); err != nil {
 		r.forget(id)
-		// Not proposed (no leader, or the context ended first): nothing
-		// was committed.
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// raft returns the context's error also when the context
+			// ended after it took the proposal, which may commit.
+			return 0, fmt.Errorf("%w: %w", ErrUncertain, err)
+		}
+		// Not proposed (stopped, or dropped for want of a leader):
+		// nothing was committed.
 		return 0, fmt.Errorf("metarange: propose: %w", err)
 	}
 	select {
