@@ -507,6 +507,9 @@ func (r *Range) fail(err error) {
 	if r.failed == nil {
 		r.failed = err
 	}
+	// Wake the reads waiting for apply: they see failed.
+	close(r.appliedCh)
+	r.appliedCh = make(chan struct{})
 	for id, ch := range r.waiters {
 		ch <- commitResult{err: err}
 		delete(r.waiters, id)
