@@ -196,6 +196,22 @@ func (t *transport) read(conn net.Conn) error {
 	r := bufio.NewReaderSize(conn, 256<<10)
 	var hdr [4]byte
 	var buf []byte
+	// Forwarded proposals are stepped apart from the other messages: raft
+	// holds a proposal while this member knows no leader, and the message
+	// that would tell it (the new leader's) may be next on this
+	// connection. A proposal that finds the queue full is dropped, as raft
+	// drops one it cannot place; its proposer's commit ends uncertain.
+	props := make(chan *pb.Message, peerQueue)
+	defer close(props)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		for m := range props {
+			if err := t.step(t.ctx, m); err != nil && t.ctx.Err() == nil {
+				t.log.Debug("metarange: step", "type", m.GetType().String(), "err", err)
+			}
+		}
+	}()
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return err
@@ -217,6 +233,14 @@ func (t *transport) read(conn net.Conn) error {
 		}
 		if m.GetTo() != t.self {
 			return fmt.Errorf("message for member %d arrived at member %d", m.GetTo(), t.self)
+		}
+		if m.GetType() == pb.MsgProp {
+			select {
+			case props <- m:
+			default:
+				t.log.Debug("metarange: forwarded proposal dropped: queue full", "from", m.GetFrom())
+			}
+			continue
 		}
 		if err := t.step(t.ctx, m); err != nil {
 			if t.ctx.Err() != nil {
