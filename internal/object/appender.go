@@ -146,6 +146,10 @@ func (a *appender) append(ctx context.Context, enc []byte, exclude []model.Devic
 	return req.slot, req.err
 }
 
+// undoTimeout bounds cutting a failed batch back on its replicas. A
+// variable for tests.
+var undoTimeout = 30 * time.Second
+
 // batchTimeout bounds one batch's work: placement, the wait for earlier
 // batches' commits and the record rewrite, and the replica appends (a
 // remote append has its own RPC timeout). A variable for tests.
@@ -352,10 +356,12 @@ func (a *appender) write(ctx context.Context, batch []*appendReq) {
 		// bytes stay, and the egroup is sealed once their writers are out.
 		// On a context of its own: a replica that hung until the batch's
 		// ran out is exactly when the others must be cut back.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sealTimeout)
-		for _, r := range e.replicas {
-			_ = l.rio.Truncate(uctx, r.Replica(), e.id, off)
-		}
+		// In parallel, so a replica whose truncate hangs as its append
+		// did does not use up the others' time.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+		l.parallel(e.replicas, func(r meta.EgroupReplica) error {
+			return l.rio.Truncate(uctx, r.Replica(), e.id, off)
+		})
 		cancel()
 		a.mu.Lock()
 		e.broken = true

@@ -38,8 +38,16 @@ type gatedIO struct {
 	appends       atomic.Int64
 }
 
-// Truncate refuses an ended context, as a remote replica's RPC does.
+// Truncate refuses an ended context, as a remote replica's RPC does, and
+// on the device whose batch appends hang it hangs too (the same peer).
 func (g *gatedIO) Truncate(ctx context.Context, r model.Replica, id uint64, size int64) error {
+	g.mu.Lock()
+	hang := g.hangBatchesOn
+	g.mu.Unlock()
+	if r.Device == hang {
+		<-ctx.Done()
+		return fmt.Errorf("injected hung truncate: %w", ctx.Err())
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -307,8 +315,8 @@ func TestBatchReplicaFailsMidBatch(t *testing.T) {
 // the failed batch's bytes must not stay past the size the egroup is
 // sealed at (a remote replica's truncate refuses an ended context).
 func TestBatchHungReplicaCutOffAfterTheBatchTimedOut(t *testing.T) {
-	defer func(d time.Duration) { batchTimeout = d }(batchTimeout)
-	batchTimeout = 300 * time.Millisecond
+	defer func(d, u time.Duration) { batchTimeout, undoTimeout = d, u }(batchTimeout, undoTimeout)
+	batchTimeout, undoTimeout = 300*time.Millisecond, 300*time.Millisecond
 	b := newBatchEnv(t, nil, Options{})
 	id, hdd := b.warmHDD(t)
 	b.g.mu.Lock()
@@ -338,6 +346,44 @@ func TestBatchHungReplicaCutOffAfterTheBatchTimedOut(t *testing.T) {
 		}
 	}
 	checkTails(t, b.kv)
+}
+
+// TestBatchUndoNotHeldByAHungReplica: the undo of a failed batch cuts
+// every replica back at once, so one replica whose truncate hangs as its
+// append did (first in the egroup's replica list) does not use up the
+// time of the others, which would then be left long.
+func TestBatchUndoNotHeldByAHungReplica(t *testing.T) {
+	defer func(d, u time.Duration) { batchTimeout, undoTimeout = d, u }(batchTimeout, undoTimeout)
+	batchTimeout, undoTimeout = 300*time.Millisecond, 300*time.Millisecond
+	b := newBatchEnv(t, nil, Options{})
+	id, _ := b.warmHDD(t)
+	eg, _ := egroupRecord(t, b.kv, id)
+	hung := eg.Replicas[0].Device
+	b.g.mu.Lock()
+	b.g.hangBatchesOn = hung
+	b.g.mu.Unlock()
+	errs := b.putHeldBatch(t, 5, nil)
+	if errs[0] != nil {
+		t.Fatalf("the leader (alone in its batch): %v", errs[0])
+	}
+	b.g.mu.Lock()
+	b.g.hangBatchesOn = ""
+	b.g.mu.Unlock()
+	eg, _ = egroupRecord(t, b.kv, id)
+	per := extent.EncodedLen(4096)
+	for _, r := range eg.Replicas {
+		if r.Device == hung {
+			continue // its peer never answered: cut by recovery, not here
+		}
+		st, _ := b.local.Store(r.Device)
+		fi, err := os.Stat(filepath.Join(st.Device().Spec().Path, extent.FileName(id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() != 2*per {
+			t.Fatalf("replica on %s is %d bytes, want %d: the hung replica's truncate held up this one", r.Device, fi.Size(), 2*per)
+		}
+	}
 }
 
 // raceRecordChange runs a held batch of n writers behind a leader whose
