@@ -425,13 +425,14 @@ func (r *Range) apply(ents []*pb.Entry) error {
 					if err := b.Delete(dataKey(op.Key), nil); err != nil {
 						return err
 					}
-					events = append(events, meta.Event{Type: meta.EventDelete, Item: meta.Item{Key: op.Key, ModRev: int64(idx)}})
+					events = append(events, meta.Event{Type: meta.EventDelete, Item: meta.Item{Key: bytes.Clone(op.Key), ModRev: int64(idx)}})
 					continue
 				}
 				if err := b.Set(dataKey(op.Key), encodeValue(idx, op.Value), nil); err != nil {
 					return err
 				}
-				events = append(events, meta.Event{Type: meta.EventPut, Item: meta.Item{Key: op.Key, Value: op.Value, ModRev: int64(idx)}})
+				// Copies: the command aliases raft's in-memory log.
+				events = append(events, meta.Event{Type: meta.EventPut, Item: meta.Item{Key: bytes.Clone(op.Key), Value: bytes.Clone(op.Value), ModRev: int64(idx)}})
 			}
 			answers = append(answers, applied{id: id, res: commitResult{rev: int64(idx)}})
 		}
@@ -718,7 +719,10 @@ func (r *Range) Watch(ctx context.Context, prefix []byte) <-chan meta.Event {
 	r.watchers[w] = struct{}{}
 	r.mu.Unlock()
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-r.done: // closed or failed: fail() closed the channel
+		}
 		r.mu.Lock()
 		if _, ok := r.watchers[w]; ok {
 			delete(r.watchers, w)
