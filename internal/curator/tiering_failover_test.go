@@ -210,41 +210,54 @@ func TestTieringHoldSurvivesFailover(t *testing.T) {
 	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
 	defer e.close()
 	e.fillSSD(0.5)
-	clock := time.Now()
-	runner := func() *Curator { // another node, whose agent always runs
-		c := New(e.l, e.kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: learned(t, 10)})
-		c.mu.Lock()
-		c.now = func() time.Time { return clock }
-		c.mu.Unlock()
-		return c
-	}
-	check := func(c *Curator) (kind, why string) {
-		c.mu.Lock()
-		c.last["full"], c.last["partial"] = clock, clock.Add(-time.Minute)
-		c.mu.Unlock()
-		return c.due()
-	}
+	ct := &clockedTier{e: e, clock: time.Now()}
+	runner := func() *Curator { return ct.runner(e.kv) }
+	check := ct.check
 	a := runner()
 	if kind, why := check(a); kind != "partial" || !strings.Contains(why, "q-learning: run") {
 		t.Fatalf("old master: due %q (%s), want a run", kind, why)
 	}
-	if m := savedModel(t, e); !m.LastRun.Equal(clock) {
-		t.Fatalf("saved model's last run %v, want the old master's run at %v", m.LastRun, clock)
+	if m := savedModel(t, e); !m.LastRun.Equal(ct.clock) {
+		t.Fatalf("saved model's last run %v, want the old master's run at %v", m.LastRun, ct.clock)
 	}
 	// The old master dies; a minute later another node is the master.
-	clock = clock.Add(time.Minute)
+	ct.clock = ct.clock.Add(time.Minute)
 	b := runner()
 	if kind, why := check(b); kind != "" {
 		t.Fatalf("new master a minute after the old master's run: due %q (%s), want nothing inside the hold", kind, why)
 	}
-	clock = clock.Add(learn.DefaultHold - 2*time.Minute)
+	ct.clock = ct.clock.Add(learn.DefaultHold - 2*time.Minute)
 	if kind, why := check(b); kind != "" {
 		t.Fatalf("new master a minute before the hold ends: due %q (%s)", kind, why)
 	}
-	clock = clock.Add(2 * time.Minute)
+	ct.clock = ct.clock.Add(2 * time.Minute)
 	if kind, why := check(b); kind != "partial" || !strings.Contains(why, "q-learning: run") {
 		t.Fatalf("new master after the hold: due %q (%s), want a run", kind, why)
 	}
+}
+
+// clockedTier makes Curators on e (other nodes, whose agents always run)
+// that read the clock the test sets, and checks them with the periodic
+// scans not due, so due() reports only tiering decisions.
+type clockedTier struct {
+	e     *tierEnv
+	clock time.Time
+}
+
+func (ct *clockedTier) runner(kv meta.KV) *Curator {
+	e := ct.e
+	c := New(e.l, kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: learned(e.t, 10)})
+	c.mu.Lock()
+	c.now = func() time.Time { return ct.clock }
+	c.mu.Unlock()
+	return c
+}
+
+func (ct *clockedTier) check(c *Curator) (kind, why string) {
+	c.mu.Lock()
+	c.last["full"], c.last["partial"] = ct.clock, ct.clock.Add(-time.Minute)
+	c.mu.Unlock()
+	return c.due()
 }
 
 // modelGetFails fails reads of the saved tiering model while fail is set
@@ -269,24 +282,12 @@ func TestTieringUnreadModelHoldsTheAgent(t *testing.T) {
 	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
 	defer e.close()
 	e.fillSSD(0.5)
-	clock := time.Now()
-	runner := func(kv meta.KV) *Curator { // a node whose agent always runs
-		c := New(e.l, kv, e.local, e.c.policy, nil, nil, Options{Tiering: true, TieringScheduler: learned(t, 10)})
-		c.mu.Lock()
-		c.now = func() time.Time { return clock }
-		c.mu.Unlock()
-		return c
-	}
-	check := func(c *Curator) (kind, why string) {
-		c.mu.Lock()
-		c.last["full"], c.last["partial"] = clock, clock.Add(-time.Minute)
-		c.mu.Unlock()
-		return c.due()
-	}
+	ct := &clockedTier{e: e, clock: time.Now()}
+	runner, check := ct.runner, ct.check
 	if kind, why := check(runner(e.kv)); kind != "partial" || !strings.Contains(why, "q-learning: run") {
 		t.Fatalf("old master: due %q (%s), want a run", kind, why)
 	}
-	clock = clock.Add(time.Minute)
+	ct.clock = ct.clock.Add(time.Minute)
 	kv := &modelGetFails{KV: e.kv}
 	kv.fail.Store(true)
 	b := runner(kv)
