@@ -109,65 +109,49 @@ func (l *termLeader) lose()        { l.on.Store(false) }
 // return: that interval was the other master's, whose decisions (and
 // model) it covers. Its first decision of the new term has no
 // predecessor, like a fresh master's: the model is the restored one
-// exactly.
+// exactly. The same holds when it loses and wins back mastership between
+// two of its checks (an election session lost and a campaign won inside
+// one poll): no check saw it as a follower, but the elector's term moved.
 func TestTieringRegainedMasterCreditsNoStaleDecision(t *testing.T) {
-	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
-	defer e.close()
-	e.fillSSD(0.5)
-	a := e.learnedCurator(4)
-	var la switchLeader
-	la.on.Store(true)
-	a.leader = &la
-	for range 2 { // one update, saved; a decision pending
-		quiet(a)
-		a.due()
-	}
-	la.on.Store(false)
-	quiet(a)
-	a.due() // a follower now
-	b := e.learnedCurator(40)
-	for range 3 {
-		quiet(b)
-		b.due()
-	}
-	want := savedModel(t, e)
-	// b is deposed; a wins the election again.
-	la.on.Store(true)
-	quiet(a)
-	a.due()
-	if got := a.scheduler().(modelAgent).Agent().Model(); got.String() != want.String() {
-		t.Fatalf("regained master's model after its first check:\n%s\nwant the restored one (its decision of the earlier term credited with nothing):\n%s", got, want)
-	}
-}
-
-// The same when the node loses mastership and wins it back between two
-// of its checks (an election session lost and a campaign won inside one
-// poll): no check saw it as a follower, but the elector's term moved, and
-// the other master's term between must be honoured as if it had.
-func TestTieringRegainedWithinOnePollCreditsNoStaleDecision(t *testing.T) {
-	e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
-	defer e.close()
-	e.fillSSD(0.5)
-	a := e.learnedCurator(4)
-	var la termLeader
-	la.win()
-	a.leader = &la
-	for range 2 { // one update, saved; a decision pending
-		quiet(a)
-		a.due()
-	}
-	la.lose() // no check of a's while it is a follower
-	b := e.learnedCurator(40)
-	for range 3 {
-		quiet(b)
-		b.due()
-	}
-	want := savedModel(t, e)
-	la.win()
-	quiet(a)
-	a.due()
-	if got := a.scheduler().(modelAgent).Agent().Model(); got.String() != want.String() {
-		t.Fatalf("regained master's model after its first check:\n%s\nwant the restored one (its decision of the earlier term credited with nothing):\n%s", got, want)
+	for _, tc := range []struct {
+		name string
+		// checkAsFollower: a check of the node's runs while it follows.
+		checkAsFollower bool
+	}{
+		{"seen as a follower", true},
+		{"within one poll", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTierEnv(t, "ssd:%s:8MiB", "hdd:%s:256MiB")
+			defer e.close()
+			e.fillSSD(0.5)
+			a := e.learnedCurator(4)
+			var la termLeader
+			la.win()
+			a.leader = &la
+			for range 2 { // one update, saved; a decision pending
+				quiet(a)
+				a.due()
+			}
+			la.lose()
+			if tc.checkAsFollower {
+				quiet(a)
+				a.due()
+			}
+			b := e.learnedCurator(40)
+			for range 3 {
+				quiet(b)
+				b.due()
+			}
+			want := savedModel(t, e)
+			// b is deposed; a wins the election again.
+			la.win()
+			quiet(a)
+			a.due()
+			if got := a.scheduler().(modelAgent).Agent().Model(); got.String() != want.String() {
+				t.Fatalf("regained master's model after its first check:\n%s\nwant the restored one (its decision of the earlier term credited with nothing):\n%s", got, want)
+			}
+		})
 	}
 }
 
